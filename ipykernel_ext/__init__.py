@@ -1,0 +1,11 @@
+"""ipykernel_ext: a drop-in IPython kernel for Jupyter.
+
+Its IOPub never loses a message silently, it echoes the comm messages clients send
+(``comm_echo``) and it answers every widget state in one control-channel reply.
+The wire contract is in PROTOCOL.md; the kernel is started with ``python -m ipykernel_ext``.
+"""
+
+__version__ = "0.1.0"
+
+#: The kernelspec name ``pip install`` makes available.
+KERNEL_NAME = "python3-ext"

@@ -1,0 +1,129 @@
+"""ExtKernelApp: the launcher of ipykernel_ext. Options, flags and socket creation order.
+
+Wiring only: it starts :class:`ipykernel_ext.kernel.ExtKernel` exactly as ``IPKernelApp``
+starts ``IPythonKernel``, with two differences in how sockets are made:
+
+* the IOPub socket is a :class:`ipykernel_ext.iopub.NoDropXPubSocket`, configured (queue
+  size, NODROP, send timeout, CurveZMQ) *before* it is bound, because libzmq copies those
+  options into each subscriber's pipe at bind/connect time;
+* with ``router_identity = "endpoint"`` the shell and control ROUTER sockets take the
+  endpoint they bind as their routing id (:mod:`ipykernel_ext.router_identity`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import zmq
+from ipykernel.iostream import IOPubThread
+from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
+from traitlets import Bool, CaselessStrEnum, Dict, Integer, Type
+
+from .iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM, NoDropXPubSocket
+from .kernel import ExtKernel
+from .router_identity import bind_with_endpoint_identity
+
+ext_aliases = {
+    **kernel_aliases,
+    "iopub-sndhwm": "ExtKernelApp.iopub_sndhwm",
+    "iopub-send-timeout": "ExtKernelApp.iopub_send_timeout",
+    "router-identity": "ExtKernelApp.router_identity",
+}
+
+ext_flags = {
+    **kernel_flags,
+    "no-iopub-nodrop": (
+        {"ExtKernelApp": {"iopub_nodrop": False}},
+        "Let IOPub drop messages for a full subscriber without waiting (stock ipykernel).",
+    ),
+    "no-comm-echo": (
+        {"ExtKernel": {"comm_echo": False}},
+        "Do not publish comm_echo for the comm messages clients send.",
+    ),
+}
+
+
+class ExtKernelApp(IPKernelApp):
+    """The ipykernel_ext application: ``python -m ipykernel_ext -f {connection_file}``."""
+
+    name = "ipykernel-ext"
+    description = "An IPython kernel for Jupyter whose IOPub never loses a message silently."
+    aliases = Dict(ext_aliases)  # type: ignore[assignment]
+    flags = Dict(ext_flags)  # type: ignore[assignment]
+    classes = [*IPKernelApp.classes, ExtKernel]  # type: ignore[assignment]
+
+    kernel_class = Type(
+        "ipykernel_ext.kernel.ExtKernel",
+        klass="ipykernel.kernelbase.Kernel",
+        help="The Kernel subclass to be used (ExtKernel or a subclass of it).",
+    ).tag(config=True)
+
+    subcommands = {  # type: ignore[assignment]
+        "install": (
+            "ipykernel_ext.install.InstallExtKernelSpecApp",
+            "Install the ipykernel_ext kernelspec (python3-ext, or python3 with --as-default)",
+        ),
+        "demo": (
+            "ipykernel_ext.demo.DemoApp",
+            "Run the same widget burst on stock ipykernel and ipykernel_ext, side by side",
+        ),
+    }
+
+    iopub_sndhwm = Integer(
+        DEFAULT_SNDHWM,
+        min=0,
+        help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM, set before bind).
+        0 means unbounded. Memory held for a stalled subscriber grows up to this many
+        messages.""",
+    ).tag(config=True)
+
+    iopub_nodrop = Bool(
+        True,
+        help="""Make IOPub wait for room (XPUB_NODROP) instead of silently dropping messages
+        for a full subscriber. Off: stock ipykernel behaviour.""",
+    ).tag(config=True)
+
+    iopub_send_timeout = Integer(
+        DEFAULT_SEND_TIMEOUT_MS,
+        min=1,
+        help="""Milliseconds one IOPub send may wait for a full subscriber. Past it the
+        message goes to the other subscribers only, and the stall is counted and logged.
+        Keep it well under ipykernel's 10 s output-flush timeout.""",
+    ).tag(config=True)
+
+    router_identity = CaselessStrEnum(
+        ["off", "endpoint"],
+        default_value="off",
+        help="""'endpoint': the shell and control ROUTER sockets use the endpoint they bind
+        (e.g. b'tcp://127.0.0.1:53017') as their ZMQ routing id, so one client ROUTER can
+        address many kernels. Off by default (IPython Parallel expects free identities).""",
+    ).tag(config=True)
+
+    def init_iopub(self, context: zmq.Context[Any]) -> None:
+        """Create the IOPub socket, configured before bind, and its IOPub thread."""
+        socket = context.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
+        socket.linger = 1000
+        socket.configure(
+            sndhwm=self.iopub_sndhwm,
+            nodrop=self.iopub_nodrop,
+            send_timeout_ms=self.iopub_send_timeout,
+            log=self.log,
+        )
+        self._apply_curve_server_options(socket)
+        self.iopub_port = self._bind_socket(socket, self.iopub_port)
+        self.log.debug("iopub XPUB Channel on port: %i", self.iopub_port)
+        self.configure_tornado_logger()
+        self.iopub_thread = IOPubThread(socket, pipe=True, session=self.session)
+        self.iopub_thread.start()
+        # The kernel and the shell send through the thread's queue, as with stock ipykernel.
+        self.iopub_socket = self.iopub_thread.background_socket
+
+    def _try_bind_socket(self, s: zmq.Socket[Any], port: int) -> int:
+        if self.router_identity == "endpoint" and s.socket_type == zmq.ROUTER and (
+            s is self.shell_socket or s is self.control_socket
+        ):
+            return bind_with_endpoint_identity(s, self.transport, self.ip, port)
+        return super()._try_bind_socket(s, port)
+
+
+main = ExtKernelApp.launch_instance

@@ -1,0 +1,177 @@
+"""The IOPub XPUB socket that never loses a message silently.
+
+libzmq's XPUB keeps one outgoing queue per subscriber, capped at ``SNDHWM`` messages, and
+by default drops every message past the cap *without an error*. Stock ipykernel binds its
+IOPub socket with the default cap of 1000, so a burst that outruns a subscriber (a widget
+grid over CurveZMQ) loses messages that nobody hears about.
+
+:class:`NoDropXPubSocket` is the kernel's IOPub socket instead:
+
+* ``SNDHWM`` is set before bind (libzmq copies it into each subscriber's pipe when the pipe
+  is made; a later change does not resize existing pipes).
+* ``XPUB_NODROP`` is on, with ``SNDTIMEO``: a full queue makes the send *wait* for room
+  (backpressure on the kernel) instead of dropping.
+* When a send has waited the whole timeout, the same frames are sent again with
+  ``XPUB_NODROP`` off, so every subscriber with room still gets the message and only the
+  stalled one misses it; then ``XPUB_NODROP`` goes back on. libzmq then parks the stalled
+  subscriber's pipe until it drains, so one stall costs one timeout, not one per message.
+* Every wait, timeout and fallback is counted in :class:`IOPubStats` and reported to the
+  kernel log, one warning per stall episode.
+
+All sends and socket-option calls happen on ipykernel's IOPub thread (``IOPubThread``
+calls :meth:`NoDropXPubSocket.send_multipart` there); other threads only read the counters.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import zmq
+
+#: Defaults, chosen as explained in README.md ("Choosing the IOPub defaults").
+DEFAULT_SNDHWM = 10_000
+DEFAULT_SEND_TIMEOUT_MS = 2_000
+
+#: At most one stall warning per this many seconds; the counts in it cover the interval.
+WARNING_INTERVAL_S = 10.0
+
+
+@dataclass
+class IOPubStats:
+    """Counters and settings of one IOPub socket.
+
+    Written only by the IOPub thread; read from any thread (each field is a plain int or
+    bool, so a read never sees a torn value).
+    """
+
+    sndhwm: int
+    nodrop: bool
+    send_timeout_ms: int
+    #: messages handed to the XPUB socket
+    sent: int = 0
+    #: sends that found a subscriber's queue full and had to wait for room
+    waits: int = 0
+    #: sends that waited the whole timeout
+    timeouts: int = 0
+    #: messages re-sent with NODROP off (a stalled subscriber missed each)
+    fallback_sends: int = 0
+
+    def as_reply(self) -> dict[str, Any]:
+        """The content of an ``iopub_stats_reply``."""
+        return {"status": "ok", **asdict(self)}
+
+
+class NoDropXPubSocket(zmq.Socket):
+    """An XPUB socket that waits for a full subscriber, up to a timeout, before dropping.
+
+    Create it through the context and configure it before binding::
+
+        sock = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
+        sock.configure(sndhwm=10_000, nodrop=True, send_timeout_ms=2_000, log=app.log)
+        sock.bind("tcp://127.0.0.1:0")
+
+    With ``nodrop=False`` it is a plain XPUB with the given ``SNDHWM`` (stock behaviour),
+    still counting what it sends.
+    """
+
+    stats: IOPubStats
+    log: logging.Logger
+    _last_warning: float
+    _reported_timeouts: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stats = IOPubStats(sndhwm=1000, nodrop=False, send_timeout_ms=-1)
+        self.log = logging.getLogger(__name__)
+        self._last_warning = -WARNING_INTERVAL_S
+        self._reported_timeouts = 0
+
+    def configure(
+        self,
+        *,
+        sndhwm: int = DEFAULT_SNDHWM,
+        nodrop: bool = True,
+        send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS,
+        log: logging.Logger | None = None,
+    ) -> None:
+        """Apply the queue size, NODROP and send timeout. Call before ``bind``.
+
+        ``log`` should write to the real stderr (the app's log): a logger whose output
+        ends up in ``sys.stderr`` inside the kernel would publish on this very socket.
+        """
+        if sndhwm < 0:
+            raise ValueError(f"sndhwm must be >= 0 (0 = unbounded), not {sndhwm}")
+        if send_timeout_ms <= 0:
+            raise ValueError(f"send_timeout_ms must be > 0, not {send_timeout_ms}")
+        self.sndhwm = sndhwm
+        if nodrop:
+            self.setsockopt(zmq.XPUB_NODROP, 1)
+            self.sndtimeo = send_timeout_ms
+        self.stats = IOPubStats(sndhwm=sndhwm, nodrop=nodrop, send_timeout_ms=send_timeout_ms)
+        if log is not None:
+            self.log = log
+
+    def send_multipart(  # type: ignore[override]
+        self,
+        msg_parts: Any,
+        flags: int = 0,
+        copy: bool = True,
+        track: bool = False,
+        **kwargs: Any,
+    ) -> zmq.MessageTracker | None:
+        """Send one message to every subscriber; never raise ``zmq.Again``.
+
+        Only the first frame can find a queue full (libzmq counts whole messages against
+        SNDHWM), so a failed attempt has sent nothing and may be repeated as it is.
+        """
+        stats = self.stats
+        stats.sent += 1
+        if not stats.nodrop:
+            return super().send_multipart(msg_parts, flags, copy=copy, track=track, **kwargs)
+        try:
+            # The common case: room everywhere, no wait, no timer.
+            return super().send_multipart(
+                msg_parts, flags | zmq.NOBLOCK, copy=copy, track=track, **kwargs
+            )
+        except zmq.Again:
+            stats.waits += 1
+        try:
+            return super().send_multipart(msg_parts, flags, copy=copy, track=track, **kwargs)
+        except zmq.Again:
+            return self._send_lossy(msg_parts, flags, copy=copy, track=track, **kwargs)
+
+    def _send_lossy(self, msg_parts: Any, flags: int, **kwargs: Any) -> zmq.MessageTracker | None:
+        """Resend with NODROP off: the subscribers with room get it, the full one misses it."""
+        stats = self.stats
+        stats.timeouts += 1
+        stats.fallback_sends += 1
+        self.setsockopt(zmq.XPUB_NODROP, 0)
+        try:
+            # A lossy XPUB send never blocks and never raises Again.
+            return super().send_multipart(msg_parts, flags, **kwargs)
+        finally:
+            self.setsockopt(zmq.XPUB_NODROP, 1)
+            self._warn_stall()
+
+    def _warn_stall(self) -> None:
+        """Log one warning per stall episode (at most one per WARNING_INTERVAL_S)."""
+        now = time.monotonic()
+        if now - self._last_warning < WARNING_INTERVAL_S:
+            return
+        new_timeouts = self.stats.timeouts - self._reported_timeouts
+        self._reported_timeouts = self.stats.timeouts
+        self._last_warning = now
+        self.log.warning(
+            "IOPub: a subscriber's queue stayed full for the whole send timeout (%.1f s); "
+            "%d message(s) went to the other subscribers and were dropped for it since the "
+            "last warning (%d in all, of %d sent). A frontend is stalled or too slow; if it "
+            "is only slow, raise --iopub-send-timeout or --iopub-sndhwm. "
+            "Counters: control message iopub_stats_request.",
+            self.stats.send_timeout_ms / 1000,
+            new_timeouts,
+            self.stats.timeouts,
+            self.stats.sent,
+        )

@@ -1,0 +1,152 @@
+"""ExtKernel: the IPython kernel with comm_echo, widget-state and IOPub-stats queries.
+
+Wiring only. What each feature does lives in its own module:
+
+* :mod:`ipykernel_ext.echo` publishes ``comm_echo`` for the comm messages clients send;
+* :mod:`ipykernel_ext.widget_state` snapshots every ipywidgets model for one reply;
+* :mod:`ipykernel_ext.iopub` owns the IOPub socket whose counters ``iopub_stats_request``
+  reports.
+
+The two queries (``widget_state_request``, ``iopub_stats_request``) are answered on the
+control thread *without* the ``status: busy/idle`` pair stock ipykernel publishes for every
+control message: jupyter_server would take that ``idle`` as the kernel's state while a cell
+is still running (see PROTOCOL.md, "Queries publish no status").
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from ipykernel.ipkernel import IPythonKernel
+from traitlets import Bool, List, Unicode, link, observe
+
+from .echo import CommEcho
+from .widget_state import build_widget_state_reply
+
+#: Control requests that only read state: answered without busy/idle on IOPub.
+QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
+
+COMM_MSG_TYPES = ("comm_open", "comm_msg", "comm_close")
+
+
+def error_content(exc: BaseException) -> dict[str, Any]:
+    """A standard Jupyter error reply content for ``exc``."""
+    return {
+        "status": "error",
+        "ename": type(exc).__name__,
+        "evalue": str(exc),
+        "traceback": traceback.format_exception(exc),
+    }
+
+
+class ExtKernel(IPythonKernel):
+    """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
+
+    implementation = "ipykernel_ext"
+
+    comm_echo = Bool(
+        True,
+        help="""Publish a comm_echo on IOPub for every comm_open, comm_msg and comm_close a
+        client sends, so every frontend of this kernel sees what the others sent.
+        Linked both ways with ``kernel.comm_manager.echo_enabled`` (the run-time switch).""",
+    ).tag(config=True)
+
+    comm_echo_exclude_targets = List(
+        Unicode(),
+        help="""Comm target names that are never echoed (for comms that stream large data
+        from the frontend to the kernel).""",
+    ).tag(config=True)
+
+    control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.comm_echo_publisher = CommEcho(
+            session=self.session,
+            iopub_socket=self.iopub_socket,
+            topic=self._topic("comm_echo"),
+            comm_manager=self.comm_manager,
+            log=self.log,
+            enabled=self.comm_echo,
+            exclude_targets=self.comm_echo_exclude_targets,
+        )
+        link((self, "comm_echo"), (self.comm_manager, "echo_enabled"))
+        for msg_type in COMM_MSG_TYPES:
+            self.shell_handlers[msg_type] = self.comm_echo_publisher.wrap(
+                self.shell_handlers[msg_type]
+            )
+
+    @observe("comm_echo_exclude_targets")
+    def _exclude_targets_changed(self, change: dict[str, Any]) -> None:
+        if hasattr(self, "comm_echo_publisher"):
+            self.comm_echo_publisher.exclude_targets = frozenset(change["new"])
+
+    @property
+    def kernel_info(self) -> dict[str, Any]:
+        info = super().kernel_info
+        features: list[str] = info["supported_features"]
+        if self.comm_manager.echo_enabled:
+            features.append("comm_echo")
+        features += ["widget_state", "iopub_stats"]
+        if getattr(self.parent, "router_identity", "off") == "endpoint":
+            features.append("router_identity_endpoint")
+        return info
+
+    # --- control-channel queries -------------------------------------------------------
+
+    async def process_control(self, msg: list[Any]) -> None:
+        """Answer the read-only queries without busy/idle; hand the rest to ipykernel."""
+        if self.session is None:
+            return
+        idents, frames = self.session.feed_identities(msg, copy=False)
+        if _peek_msg_type(self.session, frames) not in QUERY_MSG_TYPES:
+            await super().process_control(msg)
+            return
+        try:
+            request = self.session.deserialize(frames, content=True, copy=False)
+        except Exception:
+            self.log.error("Invalid control message", exc_info=True)
+            return
+        handler: Callable[..., Any] = getattr(self, request["header"]["msg_type"])
+        handler(self.control_stream, idents, request)
+
+    def iopub_stats_request(self, stream: Any, ident: list[bytes], parent: dict) -> None:
+        """Reply with the IOPub socket's settings and counters (see :mod:`.iopub`)."""
+        try:
+            _expect_no_fields(parent["content"], "iopub_stats_request")
+            content = self.iopub_thread.socket.stats.as_reply()
+        except Exception as exc:
+            content = error_content(exc)
+        self.session.send(stream, "iopub_stats_reply", content, parent, ident)
+
+    def widget_state_request(self, stream: Any, ident: list[bytes], parent: dict) -> None:
+        """Reply with every (or the asked-for) ipywidgets model's state, on control only."""
+        buffers: list[Any] = []
+        try:
+            content, buffers = build_widget_state_reply(parent["content"])
+        except Exception as exc:
+            self.log.warning("widget_state_request failed: %s", exc)
+            content = error_content(exc)
+            buffers = []
+        self.session.send(stream, "widget_state_reply", content, parent, ident, buffers=buffers)
+
+
+def _peek_msg_type(session: Any, frames: list[Any]) -> str | None:
+    """The msg_type of a framed message, read from its header frame before verification.
+
+    Only used to choose a path: the message is verified when it is deserialized.
+    """
+    try:
+        header = session.unpack(frames[2].bytes if hasattr(frames[2], "bytes") else frames[2])
+        return header.get("msg_type")
+    except Exception:
+        return None
+
+
+def _expect_no_fields(content: Any, msg_type: str) -> None:
+    if not isinstance(content, dict):
+        raise TypeError(f"{msg_type} content must be an object, not {type(content).__name__}")
+    if content:
+        raise ValueError(f"{msg_type} takes no fields; unknown: {sorted(content)}")

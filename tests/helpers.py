@@ -1,0 +1,119 @@
+"""Shared test helpers: real kernels through jupyter_client, each client with its own Session.
+
+Every kernel here is started with ``transport_encryption="required"`` (CurveZMQ on every
+socket) unless a test says otherwise. Clients come from the connection file, not
+``KernelManager.client()``, so each has its own session id (FACTS.md: clients made by the
+manager share one session, hence one DEALER identity, and steal each other's replies).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from jupyter_client import BlockingKernelClient, KernelManager
+
+EXT_KERNEL = "python3-ext"
+STOCK_KERNEL = "python3"
+
+
+def start_kernel(
+    kernel_name: str = EXT_KERNEL,
+    extra_arguments: list[str] | None = None,
+    encryption: bool = True,
+    **manager_kwargs: Any,
+) -> KernelManager:
+    """Start a real kernel process; the caller shuts it down."""
+    if encryption:
+        manager_kwargs.setdefault("transport_encryption", "required")
+    km = KernelManager(kernel_name=kernel_name, **manager_kwargs)
+    km.start_kernel(extra_arguments=extra_arguments or [])
+    return km
+
+
+def new_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
+    """A client with a session of its own, channels started and the kernel ready."""
+    kc = BlockingKernelClient(connection_file=km.connection_file)
+    kc.load_connection_file()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=timeout)
+    return kc
+
+
+@contextmanager
+def running_kernel(
+    kernel_name: str = EXT_KERNEL, extra_arguments: list[str] | None = None, **kwargs: Any
+) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """A started kernel and one ready client; both torn down on exit."""
+    km = start_kernel(kernel_name, extra_arguments, **kwargs)
+    kc = None
+    try:
+        kc = new_client(km)
+        yield km, kc
+    finally:
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def control_request(
+    kc: BlockingKernelClient,
+    msg_type: str,
+    content: dict[str, Any] | None = None,
+    timeout: float = 30,
+) -> dict[str, Any]:
+    """Send a control request and return its reply (the whole message)."""
+    msg = kc.session.msg(msg_type, {} if content is None else content)
+    kc.control_channel.send(msg)
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = kc.control_channel.get_msg(timeout=max(0.01, deadline - time.monotonic()))
+        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+            return reply
+
+
+def iopub_stats(kc: BlockingKernelClient) -> dict[str, Any]:
+    """The kernel's ``iopub_stats_reply`` content."""
+    return control_request(kc, "iopub_stats_request")["content"]
+
+
+def execute_and_collect(
+    kc: BlockingKernelClient,
+    code: str,
+    timeout: float = 120,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run ``code``; return the execute_reply and the IOPub messages of this request.
+
+    Collects until ``status: idle`` for the request; raises TimeoutError if it never comes.
+    """
+    msg_id = kc.execute(code)
+    deadline = time.monotonic() + timeout
+    messages: list[dict[str, Any]] = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no idle status for {code[:60]!r} in {timeout} s")
+        try:
+            msg = kc.get_iopub_msg(timeout=remaining)
+        except Exception as exc:  # queue.Empty
+            raise TimeoutError(f"no idle status for {code[:60]!r} in {timeout} s") from exc
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if keep is None or keep(msg):
+            messages.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    reply = kc.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=timeout)
+    return reply, messages
+
+
+def count_types(messages: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for msg in messages:
+        counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
+    return counts
