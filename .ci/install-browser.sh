@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what tests/test_browser.py needs: Debian's chromium (apt) and the Python packages
+# that drive it (the "browser" extra: jupyterlab, playwright).
+#
+# Playwright's Python wheel ships its own driver (node + the playwright library), so nothing
+# else is fetched: we never run `playwright install`; the test launches /usr/bin/chromium.
+#
+# Usage: bash .ci/install-browser.sh [PYTHON]   (default: python on PATH)
+set -euo pipefail
+
+PYTHON="${1:-python}"
+export DEBIAN_FRONTEND=noninteractive
+
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update
+    apt-get install -y --no-install-recommends chromium fonts-dejavu-core
+fi
+chromium --version
+
+"$PYTHON" -m pip install --quiet "jupyterlab>=4.2" "playwright>=1.45"
+"$PYTHON" -c "import jupyterlab, playwright; print('jupyterlab', jupyterlab.__version__)"

@@ -1,0 +1,513 @@
+"""A real jupyter_server (or JupyterLab) in a subprocess, and websocket clients of its kernels.
+
+Used by the end-to-end tests and by ``benchmarks/through_server.py``; generic enough for any
+test that needs the server path::
+
+    with JupyterServer() as server:                     # free port, token, curve required
+        kernel_id = server.start_kernel("python3-ext")  # POST /api/kernels
+        with server.connect(kernel_id) as ws:           # v1.kernel.websocket.jupyter.org
+            msg_id = ws.execute("1 + 1")
+            reply, iopub = ws.collect_execution(msg_id)
+
+What is real here: the server is ``python -m jupyter_server`` (or ``-m jupyterlab``) as a
+user would run it, kernels are started through the REST API, and every kernel message goes
+through the server's websocket with the binary ``v1`` framing. The server signs what the
+client sends (v1 messages are forwarded with ``Session.send_raw``), so a client needs no key.
+
+Every directory Jupyter reads or writes (config, data, runtime, IPython, root_dir) is a fresh
+temporary one, so a developer's own configuration never leaks into a test. Kernelspecs are
+still found in ``sys.prefix`` (where ``python3`` and ``python3-ext`` are installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import websocket  # websocket-client
+from jupyter_client.session import Session
+
+#: The websocket subprotocol JupyterLab uses; the server then frames messages in binary.
+WS_V1 = "v1.kernel.websocket.jupyter.org"
+
+#: Channels the server exposes on a kernel's websocket.
+CHANNELS = ("shell", "control", "iopub", "stdin")
+
+
+# --- the v1 binary framing -------------------------------------------------------------
+#
+# One websocket binary frame per message:
+#
+#   offset_count (u64 LE) | offsets[offset_count] (u64 LE each) | channel | header |
+#   parent_header | metadata | content | buffer 0 | buffer 1 | ...
+#
+# offsets[0] is where the channel name starts (right after the offset table), offsets[i+1]
+# where part i ends; the last offset is the end of the last part. Header, parent_header,
+# metadata and content are JSON (UTF-8); buffers are raw bytes. This is jupyter_server's
+# ``serialize_msg_to_ws_v1`` / ``deserialize_msg_from_ws_v1`` and JupyterLab's
+# ``serializeV1KernelMessage``.
+
+
+def encode_v1(channel: str, parts: list[bytes]) -> bytes:
+    """Frame ``parts`` (header, parent_header, metadata, content, *buffers) for ``channel``."""
+    chunks = [channel.encode("utf-8"), *(bytes(p) for p in parts)]
+    offset_count = len(chunks) + 1
+    offsets = [8 * (1 + offset_count)]
+    for chunk in chunks:
+        offsets.append(offsets[-1] + len(chunk))
+    head = b"".join(n.to_bytes(8, "little") for n in (offset_count, *offsets))
+    return head + b"".join(chunks)
+
+
+def decode_v1(frame: bytes) -> tuple[str, list[bytes]]:
+    """The channel and the parts of one v1 frame (inverse of :func:`encode_v1`)."""
+    if len(frame) < 8:
+        raise ValueError(f"v1 frame too short: {len(frame)} bytes")
+    offset_count = int.from_bytes(frame[:8], "little")
+    if offset_count < 2 or len(frame) < 8 * (1 + offset_count):
+        raise ValueError(f"v1 frame with a bad offset table (count {offset_count})")
+    offsets = [
+        int.from_bytes(frame[8 * (i + 1) : 8 * (i + 2)], "little") for i in range(offset_count)
+    ]
+    if offsets != sorted(offsets) or offsets[-1] > len(frame):
+        raise ValueError("v1 frame offsets out of order or past the end")
+    channel = frame[offsets[0] : offsets[1]].decode("utf-8")
+    parts = [frame[offsets[i] : offsets[i + 1]] for i in range(1, offset_count - 1)]
+    return channel, parts
+
+
+def message_from_parts(channel: str, parts: list[bytes]) -> dict[str, Any]:
+    """A message dict (as jupyter_client gives it) from decoded v1 parts."""
+    if len(parts) < 4:
+        raise ValueError(f"v1 message with {len(parts)} parts; need at least 4")
+    header, parent, metadata, content = (json.loads(p) if p else {} for p in parts[:4])
+    return {
+        "channel": channel,
+        "header": header,
+        "msg_id": header.get("msg_id"),
+        "msg_type": header.get("msg_type"),
+        "parent_header": parent,
+        "metadata": metadata,
+        "content": content,
+        "buffers": list(parts[4:]),
+    }
+
+
+# --- the server ------------------------------------------------------------------------
+
+
+class ServerError(RuntimeError):
+    """The server did not start, or answered a REST call with an error."""
+
+
+class JupyterServer:
+    """A ``jupyter_server`` (``app="server"``) or JupyterLab (``app="lab"``) subprocess.
+
+    ``encryption=True`` starts every kernel with ``--KernelManager.transport_encryption=
+    required`` (CurveZMQ on all five sockets; the server refuses kernels whose spec does not
+    declare ``curve``). ``extra_args`` go on the command line after ours, so they win.
+    The server's log is kept in ``self.log_path``; :meth:`log_text` reads it.
+    """
+
+    def __init__(
+        self,
+        *,
+        app: str = "server",
+        encryption: bool = True,
+        root_dir: str | os.PathLike[str] | None = None,
+        extra_args: Iterable[str] = (),
+        env: dict[str, str] | None = None,
+        startup_timeout: float = 90,
+    ) -> None:
+        if app not in ("server", "lab"):
+            raise ValueError(f"app must be 'server' or 'lab', not {app!r}")
+        self.app = app
+        self.encryption = encryption
+        self.extra_args = list(extra_args)
+        self.extra_env = dict(env or {})
+        self.startup_timeout = startup_timeout
+        self.token = uuid.uuid4().hex
+        self._tmp = Path(tempfile.mkdtemp(prefix="ipykernel-ext-server-"))
+        self.root_dir = Path(root_dir) if root_dir is not None else self._tmp / "root"
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self.runtime_dir = self._tmp / "runtime"
+        self.log_path = self._tmp / "server.log"
+        self.url = ""  # http://127.0.0.1:PORT/ once started
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_file: Any = None
+
+    # lifecycle ----------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        module = "jupyter_server" if self.app == "server" else "jupyterlab"
+        args = [
+            sys.executable,
+            "-m",
+            module,
+            "--no-browser",
+            "--allow-root",  # CI and the dev machines run as root
+            "--ServerApp.ip=127.0.0.1",
+            "--ServerApp.port=0",  # the OS picks a free port; read back from the info file
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root_dir}",
+            "--ServerApp.open_browser=False",
+        ]
+        if self.encryption:
+            args.append("--KernelManager.transport_encryption=required")
+        return args + self.extra_args
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for name in ("config", "data", "ipython", "lab-settings", "lab-workspaces"):
+            (self._tmp / name).mkdir(exist_ok=True)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(self._tmp / "config"),
+            JUPYTER_DATA_DIR=str(self._tmp / "data"),
+            JUPYTER_RUNTIME_DIR=str(self.runtime_dir),
+            JUPYTER_PLATFORM_DIRS="1",
+            JUPYTERLAB_SETTINGS_DIR=str(self._tmp / "lab-settings"),
+            JUPYTERLAB_WORKSPACES_DIR=str(self._tmp / "lab-workspaces"),
+            IPYTHONDIR=str(self._tmp / "ipython"),
+            PYTHONUNBUFFERED="1",
+        )
+        # A developer's config path must not add server extensions or kernel settings.
+        env.pop("JUPYTER_CONFIG_PATH", None)
+        env.update(self.extra_env)
+        return env
+
+    def start(self) -> JupyterServer:
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=self.root_dir,
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            self._wait_until_up()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_until_up(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        info_file = self.runtime_dir / f"jpserver-{self.proc.pid}.json"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(
+                    f"jupyter {self.app} exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            if not self.url and info_file.exists():
+                try:
+                    info = json.loads(info_file.read_text())
+                    self.url = f"http://127.0.0.1:{info['port']}/"
+                except (ValueError, KeyError):
+                    pass  # written but not yet complete
+            if self.url:
+                try:
+                    self.api("GET", "api/status", timeout=5)
+                    return
+                except (OSError, ServerError):
+                    pass
+            time.sleep(0.2)
+        raise ServerError(
+            f"jupyter {self.app} not up in {self.startup_timeout} s:\n{self.log_tail()}"
+        )
+
+    def stop(self) -> None:
+        """Shut kernels down through the server, then stop it; remove the temp dirs."""
+        if self.proc is not None and self.proc.poll() is None:
+            if self.url:
+                try:
+                    for kernel in self.api("GET", "api/kernels", timeout=10):
+                        self.shutdown_kernel(kernel["id"])
+                except (OSError, ServerError):
+                    pass
+            self.proc.terminate()  # SIGTERM: the server shuts its kernels down too
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if os.environ.get("IPYKERNEL_EXT_KEEP_SERVER_DIRS") != "1":
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> JupyterServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    # REST ---------------------------------------------------------------------------
+
+    def http_url(self, path: str) -> str:
+        return self.url + path.lstrip("/")
+
+    def ws_url(self, path: str) -> str:
+        return "ws" + self.http_url(path)[len("http") :]
+
+    def api(self, method: str, path: str, body: Any = None, timeout: float = 60) -> Any:
+        """One REST call with the token; returns the decoded JSON (None for no body)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.http_url(path), data=data, method=method)
+        request.add_header("Authorization", f"token {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:2000]
+            raise ServerError(f"{method} {path}: HTTP {exc.code}: {detail}") from exc
+        return json.loads(raw) if raw else None
+
+    def start_kernel(self, name: str, timeout: float = 120) -> str:
+        """``POST /api/kernels``; returns the kernel id (the server waits for it to start)."""
+        model = self.api("POST", "api/kernels", {"name": name}, timeout=timeout)
+        return model["id"]
+
+    def kernel_model(self, kernel_id: str) -> dict[str, Any]:
+        """``GET /api/kernels/<id>`` (``execution_state`` is the server's idea of busy)."""
+        return self.api("GET", f"api/kernels/{kernel_id}")
+
+    def shutdown_kernel(self, kernel_id: str) -> None:
+        try:
+            self.api("DELETE", f"api/kernels/{kernel_id}", timeout=60)
+        except ServerError as exc:
+            if "HTTP 404" not in str(exc):
+                raise
+
+    def connection_info(self, kernel_id: str) -> dict[str, Any]:
+        """The kernel's connection file as the server wrote it (keys included)."""
+        path = self.runtime_dir / f"kernel-{kernel_id}.json"
+        return json.loads(path.read_text())
+
+    def connect(
+        self, kernel_id: str, session_id: str | None = None, timeout: float = 60
+    ) -> KernelWebsocket:
+        """A ready websocket client on ``kernel_id`` (see :class:`KernelWebsocket`)."""
+        return KernelWebsocket(self, kernel_id, session_id=session_id, timeout=timeout)
+
+
+# --- a websocket client ------------------------------------------------------------------
+
+
+class KernelWebsocket:
+    """One client of a kernel through the server's ``/api/kernels/<id>/channels`` websocket.
+
+    Its session id is the ``session_id`` query argument, which the server also uses as the
+    client's shell/control DEALER identity: give every client its own (the default is a
+    fresh uuid). The constructor returns once a ``kernel_info_reply`` came back through the
+    websocket, i.e. the server has finished connecting and subscribing to IOPub.
+
+    Messages that :meth:`recv` reads while a caller waits for something else are not lost:
+    :meth:`recv_until` keeps the ones it skipped in ``self.backlog`` for later calls.
+    """
+
+    def __init__(
+        self,
+        server: JupyterServer,
+        kernel_id: str,
+        session_id: str | None = None,
+        timeout: float = 60,
+    ) -> None:
+        self.server = server
+        self.kernel_id = kernel_id
+        self.session = Session(session=session_id or uuid.uuid4().hex, username="e2e-test")
+        self.backlog: list[dict[str, Any]] = []
+        url = server.ws_url(f"api/kernels/{kernel_id}/channels?session_id={self.session.session}")
+        self.ws = websocket.create_connection(
+            url,
+            subprotocols=[WS_V1],
+            header=[f"Authorization: token {server.token}"],
+            timeout=timeout,
+            enable_multithread=True,
+        )
+        selected = self.ws.getsubprotocol()
+        if selected != WS_V1:
+            self.ws.close()
+            raise ServerError(f"server chose websocket subprotocol {selected!r}, not {WS_V1}")
+        self.kernel_info = self.request("shell", "kernel_info_request", timeout=timeout)
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.ws.close()
+
+    def __enter__(self) -> KernelWebsocket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # sending ------------------------------------------------------------------------
+
+    def send(
+        self,
+        channel: str,
+        msg_type: str,
+        content: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        buffers: list[bytes] | None = None,
+    ) -> dict[str, Any]:
+        """Send one message; returns it (its ``header.msg_id`` identifies the replies)."""
+        if channel not in CHANNELS:
+            raise ValueError(f"unknown channel {channel!r}")
+        msg = self.session.msg(msg_type, content={} if content is None else content)
+        msg["metadata"] = metadata or {}
+        msg["buffers"] = list(buffers or [])
+        parts = [
+            self.session.pack(msg["header"]),
+            self.session.pack(msg["parent_header"]),
+            self.session.pack(msg["metadata"]),
+            self.session.pack(msg["content"]),
+            *msg["buffers"],
+        ]
+        self.ws.send(encode_v1(channel, parts), opcode=websocket.ABNF.OPCODE_BINARY)
+        return msg
+
+    def execute(self, code: str, **content: Any) -> str:
+        """Send an ``execute_request``; returns its msg_id."""
+        fields = {
+            "code": code,
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
+        fields.update(content)
+        return self.send("shell", "execute_request", fields)["header"]["msg_id"]
+
+    # receiving ----------------------------------------------------------------------
+
+    def recv(self, timeout: float) -> dict[str, Any]:
+        """The next message from the websocket; ``TimeoutError`` if none in ``timeout`` s."""
+        self.ws.settimeout(max(timeout, 0.001))
+        try:
+            opcode, data = self.ws.recv_data()
+        except websocket.WebSocketTimeoutException as exc:
+            raise TimeoutError(f"no websocket message in {timeout:.1f} s") from exc
+        if opcode == websocket.ABNF.OPCODE_TEXT:
+            # The server writes JSON text only for the legacy protocol; never with v1.
+            raise ServerError(f"text frame on a v1 websocket: {data[:200]!r}")
+        return message_from_parts(*decode_v1(data))
+
+    def recv_until(self, match: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
+        """The first message (backlog first) for which ``match`` is true."""
+        for i, msg in enumerate(self.backlog):
+            if match(msg):
+                return self.backlog.pop(i)
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.recv(deadline - time.monotonic())
+            if match(msg):
+                return msg
+            self.backlog.append(msg)
+
+    def request(
+        self,
+        channel: str,
+        msg_type: str,
+        content: dict[str, Any] | None = None,
+        timeout: float = 60,
+    ) -> dict[str, Any]:
+        """Send a request on ``channel`` and return its reply (same channel, same parent)."""
+        msg_id = self.send(channel, msg_type, content)["header"]["msg_id"]
+        return self.recv_until(
+            lambda m: m["channel"] == channel and m["parent_header"].get("msg_id") == msg_id,
+            timeout,
+        )
+
+    def collect_execution(
+        self, msg_id: str, timeout: float = 120
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The execute_reply of ``msg_id`` and every IOPub message it caused, up to its idle.
+
+        IOPub messages with other parents stay in the backlog. ``TimeoutError`` if the idle
+        or the reply does not come in ``timeout`` s (the ones received so far are in the
+        exception's ``messages`` attribute).
+        """
+        deadline = time.monotonic() + timeout
+        iopub: list[dict[str, Any]] = []
+        reply: dict[str, Any] | None = None
+        idle = False
+
+        def ours(m: dict[str, Any]) -> bool:
+            return m["parent_header"].get("msg_id") == msg_id and m["channel"] in (
+                "iopub",
+                "shell",
+            )
+
+        pending = [m for m in self.backlog if ours(m)]
+        self.backlog = [m for m in self.backlog if not ours(m)]
+        while reply is None or not idle:
+            if pending:
+                msg = pending.pop(0)
+            else:
+                try:
+                    msg = self.recv_until(ours, deadline - time.monotonic())
+                except TimeoutError as exc:
+                    err = TimeoutError(
+                        f"execution {msg_id}: reply={'yes' if reply else 'no'}, idle={idle}, "
+                        f"{len(iopub)} IOPub messages after {timeout} s"
+                    )
+                    err.messages = iopub  # type: ignore[attr-defined]
+                    raise err from exc
+            if msg["channel"] == "shell":
+                reply = msg
+            else:
+                iopub.append(msg)
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    idle = True
+        return reply, iopub
+
+    def run(self, code: str, timeout: float = 120) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """:meth:`execute` then :meth:`collect_execution`; fails on an error reply."""
+        reply, iopub = self.collect_execution(self.execute(code), timeout)
+        if reply["content"]["status"] != "ok":
+            raise AssertionError(
+                f"{code[:80]!r} failed: {reply['content'].get('ename')}: "
+                f"{reply['content'].get('evalue')}"
+            )
+        return reply, iopub
+
+
+def stream_text(messages: list[dict[str, Any]], name: str = "stdout") -> str:
+    """The text of the ``stream`` messages named ``name`` among ``messages``."""
+    return "".join(
+        m["content"]["text"]
+        for m in messages
+        if m["msg_type"] == "stream" and m["content"]["name"] == name
+    )
