@@ -119,8 +119,10 @@ class ExtKernelApp(IPKernelApp):
         self.iopub_socket = self.iopub_thread.background_socket
 
     def _try_bind_socket(self, s: zmq.Socket[Any], port: int) -> int:
-        if self.router_identity == "endpoint" and s.socket_type == zmq.ROUTER and (
-            s is self.shell_socket or s is self.control_socket
+        if (
+            self.router_identity == "endpoint"
+            and s.socket_type == zmq.ROUTER
+            and (s is self.shell_socket or s is self.control_socket)
         ):
             return bind_with_endpoint_identity(s, self.transport, self.ip, port)
         return super()._try_bind_socket(s, port)

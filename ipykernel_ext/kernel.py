@@ -44,8 +44,6 @@ def error_content(exc: BaseException) -> dict[str, Any]:
 class ExtKernel(IPythonKernel):
     """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
 
-    implementation = "ipykernel_ext"
-
     comm_echo = Bool(
         True,
         help="""Publish a comm_echo on IOPub for every comm_open, comm_msg and comm_close a
@@ -139,7 +137,9 @@ def _peek_msg_type(session: Any, frames: list[Any]) -> str | None:
     Only used to choose a path: the message is verified when it is deserialized.
     """
     try:
-        header = session.unpack(frames[2].bytes if hasattr(frames[2], "bytes") else frames[2])
+        # After the delimiter: signature, header, parent header, metadata, content, buffers.
+        header_frame = frames[1]
+        header = session.unpack(getattr(header_frame, "bytes", header_frame))
         return header.get("msg_type")
     except Exception:
         return None

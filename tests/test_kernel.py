@@ -1,0 +1,172 @@
+"""ExtKernel's wiring: advertised features, the control queries and what stays stock.
+
+Real kernels over CurveZMQ. Each test compares against stock ipykernel where "unchanged"
+is the claim, so a change in what stock sends is caught.
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+from helpers import (
+    EXT_KERNEL,
+    STOCK_KERNEL,
+    control_request,
+    execute_and_collect,
+    running_kernel,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def ext() -> Any:
+    with running_kernel(EXT_KERNEL) as (km, kc):
+        yield km, kc
+
+
+@pytest.fixture(scope="module")
+def stock() -> Any:
+    with running_kernel(STOCK_KERNEL) as (km, kc):
+        yield km, kc
+
+
+def drain_iopub(kc: Any, quiet: float = 0.5) -> list[dict[str, Any]]:
+    """Every IOPub message until none arrives for ``quiet`` seconds."""
+    messages = []
+    while True:
+        try:
+            messages.append(kc.get_iopub_msg(timeout=quiet))
+        except queue.Empty:
+            return messages
+
+
+def test_kernel_info_adds_features_and_keeps_the_rest(ext: Any, stock: Any) -> None:
+    ours = ext[1].kernel_info(reply=True, timeout=30)["content"]
+    theirs = stock[1].kernel_info(reply=True, timeout=30)["content"]
+    extra = set(ours.pop("supported_features")) - set(theirs["supported_features"])
+    assert extra == {"comm_echo", "widget_state", "iopub_stats"}
+    theirs.pop("supported_features")
+    # IPython's banner ends with a random tip
+    ours["banner"] = ours["banner"].split("Tip:")[0]
+    theirs["banner"] = theirs["banner"].split("Tip:")[0]
+    assert ours == theirs
+
+
+def test_execute_publishes_what_stock_publishes(ext: Any, stock: Any) -> None:
+    code = "print('out'); from IPython.display import display; display({'a': 1}, raw=True); 7"
+
+    def shape(kc: Any) -> list[tuple[str, Any]]:
+        _, messages = execute_and_collect(kc, code)
+        return [(m["msg_type"], sorted(m["content"])) for m in messages]
+
+    assert shape(ext[1]) == shape(stock[1])
+
+
+def test_iopub_stats_reply_fields(ext: Any) -> None:
+    stats = control_request(ext[1], "iopub_stats_request")
+    assert stats["msg_type"] == "iopub_stats_reply"
+    content = stats["content"]
+    assert content["status"] == "ok"
+    assert {"sndhwm", "nodrop", "send_timeout_ms", "sent", "timeouts", "fallback_sends"} <= set(
+        content
+    )
+    before = content["sent"]
+    execute_and_collect(ext[1], "print('x')")
+    # busy, execute_input, stream, idle at least
+    assert control_request(ext[1], "iopub_stats_request")["content"]["sent"] >= before + 4
+
+
+@pytest.mark.parametrize(
+    ("msg_type", "content"),
+    [
+        ("iopub_stats_request", {"unexpected": 1}),
+        ("widget_state_request", {"model_ids": "not-a-list"}),
+    ],
+)
+def test_bad_query_gets_error_reply(ext: Any, msg_type: str, content: dict[str, Any]) -> None:
+    reply = control_request(ext[1], msg_type, content)
+    assert reply["msg_type"] == msg_type.replace("_request", "_reply")
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"]
+    assert reply["content"]["evalue"]
+    # and the kernel still answers
+    assert control_request(ext[1], "iopub_stats_request")["content"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("msg_type", ["iopub_stats_request", "widget_state_request"])
+def test_queries_publish_no_status(ext: Any, msg_type: str) -> None:
+    """A query must not publish busy/idle (jupyter_server would think the kernel idle)."""
+    kc = ext[1]
+    drain_iopub(kc)
+    request = control_request(kc, msg_type)
+    assert request["content"]["status"] == "ok"
+    about_it = [
+        m
+        for m in drain_iopub(kc)
+        if m["parent_header"].get("msg_id") == request["parent_header"]["msg_id"]
+    ]
+    assert about_it == []
+
+
+def test_other_control_messages_keep_stock_status(ext: Any) -> None:
+    """usage_request is stock ipykernel's: busy/idle stay as they were."""
+    kc = ext[1]
+    drain_iopub(kc)
+    reply = control_request(kc, "usage_request")
+    parent_id = reply["parent_header"]["msg_id"]
+    states = [
+        m["content"]["execution_state"]
+        for m in drain_iopub(kc)
+        if m["msg_type"] == "status" and m["parent_header"].get("msg_id") == parent_id
+    ]
+    assert states == ["busy", "idle"]
+
+
+def test_query_answered_while_a_cell_runs(ext: Any) -> None:
+    kc = ext[1]
+    msg_id = kc.execute("import time; time.sleep(5)")
+    try:
+        started = time.monotonic()
+        reply = control_request(kc, "iopub_stats_request", timeout=4)
+        assert reply["content"]["status"] == "ok"
+        assert time.monotonic() - started < 4
+    finally:
+        while kc.get_shell_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
+            pass
+
+
+def test_unsigned_query_is_ignored(ext: Any) -> None:
+    """A query with a bad signature gets no reply, and the kernel goes on."""
+    from jupyter_client.session import Session
+
+    kc = ext[1]
+    forged = Session(key=b"not-the-kernel-key")
+    msg = forged.msg("iopub_stats_request", {})
+    forged.send(kc.control_channel.socket, msg)
+    with pytest.raises(queue.Empty):
+        kc.control_channel.get_msg(timeout=1)
+    assert control_request(kc, "iopub_stats_request")["content"]["status"] == "ok"
+
+
+def test_help_all_lists_every_flag() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "ipykernel_ext", "--help-all"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    for flag in (
+        "--iopub-sndhwm",
+        "--iopub-send-timeout",
+        "--no-iopub-nodrop",
+        "--no-comm-echo",
+        "--router-identity",
+        "ExtKernel.comm_echo_exclude_targets",
+    ):
+        assert flag in out, flag
