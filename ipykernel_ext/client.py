@@ -5,6 +5,9 @@ Client side only: nothing here imports the kernel side.
 
 from __future__ import annotations
 
+import inspect
+import time
+from queue import Empty
 from typing import Any
 
 
@@ -20,3 +23,92 @@ def is_own_echo(msg: dict[str, Any], session_id: str) -> bool:
     return msg.get("msg_type") == "comm_echo" and (
         msg.get("parent_header", {}).get("session") == session_id
     )
+
+
+# --- widget state over the control channel (PROTOCOL.md section 3) ---------------------------
+
+
+class WidgetStateError(RuntimeError):
+    """The kernel answered a ``widget_state_request`` with an error reply.
+
+    ``ename``, ``evalue`` and ``traceback`` are the reply's fields.
+    """
+
+    def __init__(self, content: dict[str, Any]) -> None:
+        self.ename = str(content.get("ename", "Error"))
+        self.evalue = str(content.get("evalue", ""))
+        self.traceback = list(content.get("traceback", []))
+        super().__init__(f"widget_state_request failed: {self.ename}: {self.evalue}")
+
+
+def fetch_widget_states(
+    client: Any, model_ids: list[str] | None = None, timeout: float | None = 30
+) -> Any:
+    """Every (or the asked-for) widget model's state, in one control-channel round trip.
+
+    ``client`` is a jupyter_client ``BlockingKernelClient`` (the result is returned) or
+    ``AsyncKernelClient`` (an awaitable is returned) with its channels started. The result is
+    the ``widget_state_reply`` content with each binary buffer put back in place at its
+    ``buffer_paths`` entry (as a ``memoryview``)::
+
+        reply = fetch_widget_states(kc)  # or: await fetch_widget_states(akc)
+        for model_id, model in reply["states"].items():
+            model["model_name"], model["state"]  # what ipywidgets' update_states carries
+        reply["missing"]  # asked for but not in states; reply["errors"] says why some failed
+
+    Raises :class:`WidgetStateError` on an error reply and ``TimeoutError`` when no reply
+    comes within ``timeout`` seconds (``None``: wait forever). Control replies to other
+    requests that arrive meanwhile are discarded, as jupyter_client's own request helpers do.
+    """
+    if inspect.iscoroutinefunction(client.control_channel.get_msg):
+        return async_fetch_widget_states(client, model_ids, timeout)
+    msg_id = _send_widget_state_request(client, model_ids)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            reply = client.control_channel.get_msg(timeout=_remaining(deadline))
+        except Empty:
+            raise TimeoutError(f"no widget_state_reply within {timeout} s") from None
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return _unpack_widget_state_reply(reply)
+
+
+async def async_fetch_widget_states(
+    client: Any, model_ids: list[str] | None = None, timeout: float | None = 30
+) -> dict[str, Any]:
+    """:func:`fetch_widget_states` for an ``AsyncKernelClient``."""
+    msg_id = _send_widget_state_request(client, model_ids)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            reply = await client.control_channel.get_msg(timeout=_remaining(deadline))
+        except Empty:
+            raise TimeoutError(f"no widget_state_reply within {timeout} s") from None
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return _unpack_widget_state_reply(reply)
+
+
+def _send_widget_state_request(client: Any, model_ids: list[str] | None) -> str:
+    content: dict[str, Any] = {} if model_ids is None else {"model_ids": list(model_ids)}
+    msg = client.session.msg("widget_state_request", content)
+    client.control_channel.send(msg)
+    return str(msg["header"]["msg_id"])
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _unpack_widget_state_reply(reply: dict[str, Any]) -> dict[str, Any]:
+    """The reply content with the message's buffers put back at their paths."""
+    content: dict[str, Any] = reply["content"]
+    if content.get("status") != "ok":
+        raise WidgetStateError(content)
+    states = content["states"]
+    for path, buffer in zip(content["buffer_paths"], reply.get("buffers", []), strict=True):
+        # [model_id, "state", key, ...]: a dict key was dropped, a list slot holds None.
+        target = states
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = buffer
+    return content

@@ -1,7 +1,330 @@
-"""Widget state snapshot (stub, being written)."""
+"""The snapshot of every ipywidgets model, taken on the control thread for one reply.
+
+:func:`build_widget_state_reply` answers a ``widget_state_request`` (PROTOCOL.md section 3)
+with the content and buffers of a ``widget_state_reply``. The states are exactly what
+ipywidgets' own ``update_states`` reply (the ``jupyter.widget.control`` comm) carries, so a
+frontend's existing loader can take them.
+
+Thread safety. The control thread runs this while the main thread may be creating, changing
+and closing widgets, so:
+
+* ``ipywidgets`` is looked up in ``sys.modules`` and never imported here: importing it from
+  the control thread would register comm targets on a thread that does not own them, and a
+  kernel that never imported it has no widgets anyway;
+* the registry of live widgets (``ipywidgets.widgets.widget._instances``) is copied in one
+  C-level operation and the copy is iterated, never the live dict;
+* each widget is read under its own ``try``: a widget closed or changed mid-read, or whose
+  serializer raises, is reported in ``errors`` (and ``missing``) without losing the others;
+* nothing here sends a comm message: no trait is set and no widget method that syncs is called
+  (a send from this thread would carry the control request as its parent).
+
+Speed. ``Widget.get_state`` asks traitlets for each key's ``to_json`` metadata on every call
+and reads every value through the trait descriptor; that is most of the comm path's cost. Here
+a :class:`_ClassPlan` resolves each class's keys, serializers and trait descriptors once, the
+values are read from the instance's ``_trait_values`` dict, and the binary buffers are split
+off in the same pass (only values that can hold a buffer are walked), giving the same result
+as ``get_state`` followed by ipywidgets' ``_remove_buffers``. A widget whose class overrides
+``get_state`` or that carries per-instance trait metadata takes ``get_state`` itself.
+"""
+
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
 from typing import Any
+
+#: The fields a ``widget_state_request`` may carry.
+REQUEST_FIELDS = frozenset({"model_ids"})
+
+_BINARY_TYPES = (memoryview, bytearray, bytes)
+_CONTAINER_TYPES = (dict, list, tuple)
+#: Exact types that can neither be nor contain a buffer: stored without a second look.
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+#: How many times the registry copy and one widget's read are retried when the main thread
+#: mutates a dict while it is being copied ("dictionary changed size during iteration").
+_RETRIES = 3
+
+#: Plans are cached per widget class; ``add_traits`` makes a class per instance, so the cache
+#: is bounded and simply emptied when full.
+_PLAN_CACHE_MAX = 1024
+
+Serializer = Callable[[Any, Any], Any]
+
+
+class WidgetStateError(ValueError):
+    """A ``widget_state_request`` whose content does not follow PROTOCOL.md section 3."""
+
+
+def parse_request(content: Any) -> list[str] | None:
+    """The model ids asked for (``None`` for every model); raises on a malformed request."""
+    if not isinstance(content, dict):
+        raise WidgetStateError(
+            f"widget_state_request content must be an object, not {type(content).__name__}"
+        )
+    unknown = sorted(str(key) for key in content if key not in REQUEST_FIELDS)
+    if unknown:
+        raise WidgetStateError(
+            f"widget_state_request has unknown fields {unknown}; it takes only 'model_ids'"
+        )
+    if "model_ids" not in content:
+        return None
+    model_ids = content["model_ids"]
+    if not isinstance(model_ids, list) or not all(isinstance(m, str) for m in model_ids):
+        raise WidgetStateError("widget_state_request 'model_ids' must be a list of strings")
+    return list(dict.fromkeys(model_ids))  # in order, each id once
 
 
 def build_widget_state_reply(content: Any) -> tuple[dict[str, Any], list[Any]]:
-    return {"status": "ok", "states": {}, "buffer_paths": [], "missing": []}, []
+    """The ``widget_state_reply`` content and its buffers for a request's ``content``.
+
+    Content: ``status``, ``states`` (model id to ``model_name``, ``model_module``,
+    ``model_module_version``, ``state``), ``buffer_paths`` (aligned with the returned buffers,
+    each ``[model_id, "state", key, ...]``), ``missing`` (ids with no state in this reply:
+    asked for and unknown, closed meanwhile, or failed) and ``errors`` (model id to
+    ``{"ename", "evalue"}`` for the models whose state could not be read).
+
+    Raises :class:`WidgetStateError` for a malformed request (the kernel turns any exception
+    into a standard error reply).
+    """
+    model_ids = parse_request(content)
+    snapshot = _snapshot_instances()
+    if model_ids is None:
+        items = list(snapshot.items())
+        missing: list[str] = []
+    else:
+        items = [(m, snapshot[m]) for m in model_ids if m in snapshot]
+        missing = [m for m in model_ids if m not in snapshot]
+    reader = _reader()
+    states: dict[str, Any] = {}
+    buffer_paths: list[list[Any]] = []
+    buffers: list[Any] = []
+    errors: dict[str, dict[str, str]] = {}
+    if reader is not None:
+        reader.read(items, states, buffer_paths, buffers, errors, missing)
+    reply = {
+        "status": "ok",
+        "states": states,
+        "buffer_paths": buffer_paths,
+        "missing": missing,
+        "errors": errors,
+    }
+    return reply, buffers
+
+
+def _widget_module() -> Any:
+    # A module that is still being imported on the main thread may lack the names yet.
+    module = sys.modules.get("ipywidgets.widgets.widget")
+    if module is None or not hasattr(module, "Widget") or not hasattr(module, "_instances"):
+        return None
+    return module
+
+
+def _snapshot_instances() -> dict[str, Any]:
+    """A private copy of ipywidgets' live-widget registry (empty without ipywidgets)."""
+    module = _widget_module()
+    if module is None:
+        return {}
+    instances = module._instances
+    for attempt in range(_RETRIES):
+        try:
+            # dict.copy is one C call; it only fails if a finalizer run by the allocator
+            # (Widget.__del__ closes the widget) mutates the registry mid-copy.
+            return instances.copy() if type(instances) is dict else dict(instances)
+        except RuntimeError:
+            if attempt == _RETRIES - 1:
+                raise
+    return {}  # pragma: no cover - the loop returns or raises
+
+
+_cached_reader: _StateReader | None = None
+
+
+def _reader() -> _StateReader | None:
+    global _cached_reader
+    module = _widget_module()
+    if module is None:
+        return None
+    if _cached_reader is None or _cached_reader.module is not module:
+        _cached_reader = _StateReader(module)
+    return _cached_reader
+
+
+class _ClassPlan:
+    """What reading one widget class's state takes, resolved once per class and key list.
+
+    ``entries`` holds, per synced key in ``keys`` order: the key, the name under which the
+    value sits in ``_trait_values`` (``None`` when the attribute must go through ``getattr``:
+    not a plain traitlets descriptor) and the ``to_json`` serializer (``None`` for
+    ipywidgets' identity serializer, which is skipped).
+    """
+
+    __slots__ = ("entries", "keys", "overridden", "per_instance")
+
+    def __init__(self, widget: Any, keys: list[str], module: Any) -> None:
+        from traitlets import TraitType  # traitlets is loaded: ipywidgets imported it
+
+        cls = type(widget)
+        identity = module.Widget._trait_to_json
+        self.keys = list(keys)
+        #: The class reads its state its own way: call its ``get_state``.
+        self.overridden = cls.get_state is not module.Widget.get_state
+        #: Instance attributes that would change what ``trait_metadata`` answers.
+        self.per_instance = frozenset(
+            ["_trait_to_json", "get_state", "trait_metadata"] + [f"_{k}_metadata" for k in keys]
+        )
+        entries: list[tuple[str, str | None, Serializer | None]] = []
+        for key in keys:
+            to_json = widget.trait_metadata(key, "to_json", widget._trait_to_json)
+            trait = getattr(cls, key, None)
+            direct = (
+                isinstance(trait, TraitType)
+                and trait.name == key
+                and type(trait).get is TraitType.get
+                and type(trait).__get__ is TraitType.__get__
+            )
+            entries.append((key, key if direct else None, None if to_json is identity else to_json))
+        self.entries = entries
+
+
+class _StateReader:
+    """Reads widgets' states in a tight loop with per-class plans (see the module docstring)."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.plans: dict[Any, _ClassPlan] = {}
+
+    def plan_for(self, widget: Any, keys: list[str]) -> _ClassPlan:
+        cls = type(widget)
+        plan = self.plans.get(cls)
+        if plan is not None and plan.keys == keys:
+            return plan
+        plan = _ClassPlan(widget, keys, self.module)
+        if len(self.plans) >= _PLAN_CACHE_MAX:
+            self.plans.clear()
+        # A key list that differs from the class's usual one is an instance's own: keep the
+        # first plan of each class cached and build the odd one each time.
+        self.plans.setdefault(cls, plan)
+        return plan
+
+    def read(
+        self,
+        items: list[tuple[str, Any]],
+        states: dict[str, Any],
+        buffer_paths: list[list[Any]],
+        buffers: list[Any],
+        errors: dict[str, dict[str, str]],
+        missing: list[str],
+    ) -> None:
+        """Fill ``states``/``buffer_paths``/``buffers`` for ``items`` (model id, widget)."""
+        for model_id, widget in items:
+            for attempt in range(_RETRIES):
+                mark = len(buffers)
+                try:
+                    entry = self.read_one(model_id, widget, buffer_paths, buffers)
+                    break
+                except Exception as exc:
+                    del buffer_paths[mark:], buffers[mark:]
+                    # A dict resized by the main thread mid-read is worth another try.
+                    if isinstance(exc, RuntimeError) and attempt < _RETRIES - 1:
+                        continue
+                    errors[model_id] = {"ename": type(exc).__name__, "evalue": str(exc)}
+                    entry = None
+                    break
+            if entry is None:
+                missing.append(model_id)
+            else:
+                states[model_id] = entry
+
+    def read_one(
+        self, model_id: str, widget: Any, buffer_paths: list[list[Any]], buffers: list[Any]
+    ) -> dict[str, Any] | None:
+        """One widget's ``update_states`` entry; ``None`` if it was closed meanwhile."""
+        values: dict[str, Any] = widget._trait_values
+        if values.get("comm") is None:
+            return None
+        keys = values.get("keys")
+        if keys is None:
+            keys = widget.keys
+        plan = self.plan_for(widget, keys)
+        if plan.overridden or not plan.per_instance.isdisjoint(widget.__dict__):
+            state = widget.get_state()
+            root = [model_id, "state"]
+            state = _split_buffers(state, root, buffer_paths, buffers)
+        else:
+            state = {}
+            for key, name, to_json in plan.entries:
+                if name is None:
+                    value = getattr(widget, key)
+                else:
+                    try:
+                        value = values[name]
+                    except KeyError:  # a dynamic default never computed yet
+                        value = getattr(widget, key)
+                if to_json is not None:
+                    value = to_json(value, widget)
+                kind = type(value)
+                if kind in _PLAIN_TYPES:
+                    state[key] = value
+                elif isinstance(value, _BINARY_TYPES):
+                    buffer_paths.append([model_id, "state", key])
+                    buffers.append(value)
+                elif isinstance(value, _CONTAINER_TYPES):
+                    state[key] = _split_buffers(
+                        value, [model_id, "state", key], buffer_paths, buffers
+                    )
+                else:
+                    state[key] = value
+        return {
+            "model_name": widget._model_name,
+            "model_module": widget._model_module,
+            "model_module_version": widget._model_module_version,
+            "state": state,
+        }
+
+
+def _split_buffers(
+    value: Any, path: list[Any], buffer_paths: list[list[Any]], buffers: list[Any]
+) -> Any:
+    """``value`` with its binary parts taken out, as ipywidgets' ``_remove_buffers`` does.
+
+    A buffer in a dict removes its key, one in a list or tuple leaves ``None`` (so positions
+    stay); a container is copied only when something in it changes, never mutated in place.
+    """
+    if isinstance(value, dict):
+        out: Any = value
+        for key, item in value.items():
+            if type(item) in _PLAIN_TYPES:
+                continue
+            if isinstance(item, _BINARY_TYPES):
+                if out is value:
+                    out = dict(value)
+                del out[key]
+                buffer_paths.append([*path, key])
+                buffers.append(item)
+            elif isinstance(item, _CONTAINER_TYPES):
+                new = _split_buffers(item, [*path, key], buffer_paths, buffers)
+                if new is not item:
+                    if out is value:
+                        out = dict(value)
+                    out[key] = new
+        return out
+    if isinstance(value, (list, tuple)):
+        out = value
+        for index, item in enumerate(value):
+            if type(item) in _PLAIN_TYPES:
+                continue
+            if isinstance(item, _BINARY_TYPES):
+                if out is value:
+                    out = list(value)
+                out[index] = None
+                buffer_paths.append([*path, index])
+                buffers.append(item)
+            elif isinstance(item, _CONTAINER_TYPES):
+                new = _split_buffers(item, [*path, index], buffer_paths, buffers)
+                if new is not item:
+                    if out is value:
+                        out = list(value)
+                    out[index] = new
+        return out
+    return value
