@@ -12,16 +12,23 @@ starts ``IPythonKernel``, with two differences in how sockets are made:
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import zmq
 from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
+from jupyter_core.paths import jupyter_config_path
 from traitlets import Bool, CaselessStrEnum, Dict, Integer, Type
+from traitlets.config import Application
+from traitlets.config.loader import ConfigFileNotFound
 
 from .iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM, NoDropXPubSocket
 from .kernel import ExtKernel
 from .router_identity import bind_with_endpoint_identity
+
+#: Looked up in every directory of ``jupyter --paths`` (config), besides IPython's files.
+JUPYTER_CONFIG_FILE = "jupyter_kernel_config.py"
 
 ext_aliases = {
     **kernel_aliases,
@@ -46,7 +53,8 @@ ext_flags = {
 class ExtKernelApp(IPKernelApp):
     """The ipykernel_ext application: ``python -m ipykernel_ext -f {connection_file}``."""
 
-    name = "ipykernel-ext"
+    # The name picks the config file: keep stock's so ipython_kernel_config.py still applies.
+    name = "ipython-kernel"
     description = "An IPython kernel for Jupyter whose IOPub never loses a message silently."
     aliases = Dict(ext_aliases)  # type: ignore[assignment]
     flags = Dict(ext_flags)  # type: ignore[assignment]
@@ -98,6 +106,17 @@ class ExtKernelApp(IPKernelApp):
         (e.g. b'tcp://127.0.0.1:53017') as their ZMQ routing id, so one client ROUTER can
         address many kernels. Off by default (IPython Parallel expects free identities).""",
     ).tag(config=True)
+
+    def load_config_file(self, *args: Any, **kwargs: Any) -> None:
+        """Load stock's config files, then ``jupyter_kernel_config.py`` from Jupyter's config path.
+
+        Stock ipykernel reads ``ipython_kernel_config.py`` from the IPython profile; that still
+        works. The Jupyter config path (``jupyter --paths``) is where a server operator keeps
+        Jupyter config, so this kernel's options can live there too. Command-line options win.
+        """
+        super().load_config_file(*args, **kwargs)
+        with contextlib.suppress(ConfigFileNotFound):
+            Application.load_config_file(self, JUPYTER_CONFIG_FILE, path=jupyter_config_path())
 
     def init_iopub(self, context: zmq.Context[Any]) -> None:
         """Create the IOPub socket, configured before bind, and its IOPub thread."""
