@@ -1,0 +1,413 @@
+"""comm_echo (PROTOCOL.md section 2): real kernels, CurveZMQ, two clients with their own Session.
+
+Client A sends comm messages on shell; client B watches IOPub. Three kernels: the default one
+(most tests, run in order and each restoring what it switched), one started with
+``--no-comm-echo`` and one with an exclusion list in config.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from helpers import execute_and_collect, new_client, start_kernel
+from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.session import Session
+
+from ipykernel_ext.client import is_own_echo
+
+pytestmark = pytest.mark.timeout(180)
+
+#: Comm targets in the kernel: "echo_test" and "big_upload" print on open and close and
+#: answer every comm_msg with a comm_msg carrying the data back and each buffer reversed.
+SETUP = r"""
+def _echo_test_target(comm, open_msg):
+    print("opened", comm.comm_id)
+
+    @comm.on_msg
+    def _reply(msg):
+        comm.send({"reply": msg["content"]["data"]},
+                  buffers=[bytes(b)[::-1] for b in msg["buffers"]])
+
+    @comm.on_close
+    def _closed(msg):
+        print("closed", comm.comm_id)
+
+for _name in ("echo_test", "big_upload"):
+    get_ipython().kernel.comm_manager.register_target(_name, _echo_test_target)
+"""
+
+BIG = os.urandom(100_000)  # above Session.copy_threshold (64 KiB): the zero-copy path
+
+
+class Pair:
+    """A kernel with client A (sends comm messages) and client B (watches IOPub)."""
+
+    def __init__(self, km: KernelManager) -> None:
+        self.km = km
+        self.a = new_client(km)
+        self.b = new_client(km)
+
+    def close(self) -> None:
+        self.a.stop_channels()
+        self.b.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+    def run(self, code: str) -> str:
+        """Run ``code`` from A; return its stdout (and result text). B is synced past it."""
+        reply, messages = execute_and_collect(self.a, code)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        self.sync_b()
+        out = []
+        for msg in messages:
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "execute_result":
+                out.append(msg["content"]["data"]["text/plain"])
+        return "".join(out)
+
+    def sync_b(self) -> list[dict[str, Any]]:
+        """Everything B's IOPub delivers up to the idle of a fresh request of B's."""
+        return read_until_idle(self.b, self.b.kernel_info(), keep_all=True)
+
+    def features(self) -> list[str]:
+        msg_id = self.b.kernel_info()
+        reply = self.b.get_shell_msg(timeout=30)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = self.b.get_shell_msg(timeout=30)
+        read_until_idle(self.b, msg_id)
+        return reply["content"]["supported_features"]
+
+
+def send_comm(
+    kc: BlockingKernelClient,
+    msg_type: str,
+    content: Any,
+    buffers: list[bytes] | None = None,
+    metadata: Any = None,
+) -> dict[str, Any]:
+    """Send a comm message from ``kc`` as a frontend does; return the message sent."""
+    msg = kc.session.msg(msg_type, content)
+    if metadata is not None:
+        msg["metadata"] = metadata
+    msg["buffers"] = buffers or []
+    kc.shell_channel.send(msg)
+    return msg
+
+
+def read_until_idle(
+    kc: BlockingKernelClient, msg_id: str, keep_all: bool = False, timeout: float = 60
+) -> list[dict[str, Any]]:
+    """IOPub messages whose parent is ``msg_id`` (or all, with keep_all) up to its idle."""
+    deadline = time.monotonic() + timeout
+    messages = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        mine = msg["parent_header"].get("msg_id") == msg_id
+        if mine or keep_all:
+            messages.append(msg)
+        if mine and msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return messages
+
+
+def types(messages: list[dict[str, Any]]) -> list[str]:
+    """msg_types, with status spelled as status:busy / status:idle."""
+    return [
+        f"status:{m['content']['execution_state']}" if m["msg_type"] == "status" else m["msg_type"]
+        for m in messages
+    ]
+
+
+def echoes(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if m["msg_type"] == "comm_echo"]
+
+
+def new_comm_id() -> str:
+    return uuid.uuid4().hex
+
+
+@contextmanager
+def pair_of(extra_arguments: list[str] | None = None) -> Iterator[Pair]:
+    pair = Pair(start_kernel(extra_arguments=extra_arguments))
+    try:
+        pair.run(SETUP)
+        yield pair
+    finally:
+        pair.close()
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[Pair]:
+    with pair_of() as started:
+        yield started
+
+
+# --- what is echoed, and how ------------------------------------------------------------
+
+
+def test_open_msg_close_echoed_to_other_client_in_order(pair: Pair) -> None:
+    a, b = pair.a, pair.b
+    comm_id = new_comm_id()
+    buffers = [b"\x00\xff\x00binary", BIG]
+    sent = [
+        send_comm(
+            a,
+            "comm_open",
+            {
+                "comm_id": comm_id,
+                "target_name": "echo_test",
+                "target_module": None,
+                "data": {"k": [1, 2.5, "x"]},
+            },
+            metadata={"tag": "open"},
+        ),
+        send_comm(
+            a,
+            "comm_msg",
+            {"comm_id": comm_id, "data": {"n": 1, "s": "é"}},
+            buffers=buffers,
+            metadata={"tag": "msg"},
+        ),
+        send_comm(a, "comm_close", {"comm_id": comm_id, "data": {}}),
+    ]
+    handler_output = ["stream", "comm_msg", "stream"]
+    for msg, output in zip(sent, handler_output, strict=True):
+        seen = read_until_idle(b, msg["header"]["msg_id"])
+        assert types(seen) == ["status:busy", "comm_echo", output, "status:idle"]
+        echo = seen[1]
+        parent = echo["parent_header"]
+        assert parent["msg_id"] == msg["header"]["msg_id"]
+        assert parent["session"] == a.session.session
+        assert parent["msg_type"] == msg["header"]["msg_type"]
+        assert echo["content"] == msg["content"]
+        assert echo["metadata"] == msg["metadata"]
+        assert [bytes(buf) for buf in echo["buffers"]] == [bytes(buf) for buf in msg["buffers"]]
+        assert echo["header"]["session"] != a.session.session  # published by the kernel
+        assert not is_own_echo(echo, b.session.session)
+        assert is_own_echo(echo, a.session.session)
+    # The sender gets its own echoes too, and recognises them.
+    for msg in sent:
+        own = echoes(read_until_idle(a, msg["header"]["msg_id"]))
+        assert len(own) == 1 and is_own_echo(own[0], a.session.session)
+
+
+def test_open_to_unregistered_target_echoed_then_closed_by_kernel(pair: Pair) -> None:
+    comm_id = new_comm_id()
+    msg = send_comm(
+        pair.a, "comm_open", {"comm_id": comm_id, "target_name": "no_such_target", "data": {}}
+    )
+    seen = [
+        m for m in read_until_idle(pair.b, msg["header"]["msg_id"]) if m["msg_type"] != "stream"
+    ]  # the comm manager logs the unknown target
+    assert types(seen) == ["status:busy", "comm_echo", "comm_close", "status:idle"]
+    assert seen[1]["content"]["target_name"] == "no_such_target"
+    assert seen[2]["content"]["comm_id"] == comm_id
+
+
+def test_unknown_comm_id_not_echoed(pair: Pair) -> None:
+    for msg_type in ("comm_msg", "comm_close"):
+        msg = send_comm(pair.a, msg_type, {"comm_id": "never-opened", "data": {}})
+        seen = read_until_idle(pair.b, msg["header"]["msg_id"])
+        assert echoes(seen) == [], msg_type
+        assert types(seen)[0] == "status:busy"
+
+
+def test_kernel_originated_comm_messages_not_echoed(pair: Pair) -> None:
+    pair.sync_b()
+    code = (
+        "from comm import create_comm\n"
+        "c = create_comm(target_name='frontend_side', data={'a': 1})\n"
+        "c.send({'b': 2}, buffers=[b'xyz'])\n"
+        "c.close()\n"
+    )
+    msg_id = pair.a.execute(code)
+    seen = read_until_idle(pair.b, msg_id, keep_all=True)
+    kinds = types(seen)
+    assert {"comm_open", "comm_msg", "comm_close"} <= set(kinds)
+    assert "comm_echo" not in kinds
+
+
+def test_ipywidgets_slider_set_by_a_reaches_b(pair: Pair) -> None:
+    model_id = ast.literal_eval(
+        pair.run("import ipywidgets as w\nslider = w.IntSlider(value=1)\nslider.model_id")
+    )
+    update = {
+        "comm_id": model_id,
+        "data": {"method": "update", "state": {"value": 42}, "buffer_paths": []},
+    }
+    msg = send_comm(pair.a, "comm_msg", update)
+    seen = read_until_idle(pair.b, msg["header"]["msg_id"])
+    assert types(seen) == ["status:busy", "comm_echo", "comm_msg", "status:idle"]
+    assert seen[1]["content"] == update
+    # ipywidgets' own echo_update, unchanged, after ours.
+    assert seen[2]["content"]["comm_id"] == model_id
+    assert seen[2]["content"]["data"]["method"] == "echo_update"
+    assert seen[2]["content"]["data"]["state"] == {"value": 42}
+    assert pair.run("slider.value").strip() == "42"
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+def test_malformed_messages_not_echoed_and_shell_survives(pair: Pair) -> None:
+    comm_id = new_comm_id()
+    opened = send_comm(
+        pair.a, "comm_open", {"comm_id": comm_id, "target_name": "echo_test", "data": {}}
+    )
+    assert len(echoes(read_until_idle(pair.b, opened["header"]["msg_id"]))) == 1
+    cases: list[tuple[str, Any, Any]] = [
+        ("comm_msg", {"data": {}}, None),  # no comm_id
+        ("comm_msg", {"comm_id": 5, "data": {}}, None),
+        ("comm_msg", {"comm_id": "", "data": {}}, None),
+        ("comm_msg", {"comm_id": comm_id, "data": "not an object"}, None),
+        ("comm_msg", {"comm_id": comm_id, "data": {}}, ["metadata", "as", "a", "list"]),
+        ("comm_close", {"comm_id": ["unhashable"]}, None),
+        ("comm_open", {"comm_id": new_comm_id(), "data": {}}, None),  # no target_name
+        ("comm_open", {"comm_id": new_comm_id(), "target_name": 7, "data": {}}, None),
+        (
+            "comm_open",
+            {"comm_id": new_comm_id(), "target_name": "echo_test", "target_module": 5, "data": {}},
+            None,
+        ),
+        ("comm_msg", b"[1, 2]", None),  # content not an object, sent as packed JSON
+        ("comm_msg", b"null", None),
+        ("comm_close", b'"a string"', None),
+    ]
+    bad_ids = [send_comm(pair.a, t, c, metadata=m)["header"]["msg_id"] for t, c, m in cases]
+    # Stock ipykernel's shell-channel thread drops a comm_msg/comm_close whose content is not
+    # an object (or whose comm_id is unhashable) without any status, so there is no idle to
+    # wait for per message: read everything up to the idle of a request sent after them all.
+    check = pair.a.execute("print(6 * 7)")
+    seen = read_until_idle(pair.b, check, keep_all=True)
+    assert echoes(seen) == []
+    # The shell still answers (in order: the malformed ones were all processed or dropped).
+    assert [
+        m["content"]["text"]
+        for m in seen
+        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == check
+    ] == ["42\n"]
+    handled = {m["parent_header"].get("msg_id") for m in seen} & set(bad_ids)
+    assert handled, "none of the malformed messages reached the comm handlers"
+    # The comm opened before still echoes and replies.
+    ok = send_comm(pair.a, "comm_msg", {"comm_id": comm_id, "data": {"ok": True}})
+    assert types(read_until_idle(pair.b, ok["header"]["msg_id"])) == [
+        "status:busy",
+        "comm_echo",
+        "comm_msg",
+        "status:idle",
+    ]
+
+
+def test_unsigned_wrongly_signed_or_replayed_message_reaches_nothing(pair: Pair) -> None:
+    a, b = pair.a, pair.b
+    pair.sync_b()
+    socket = a.shell_channel.socket
+    forged: list[str] = []
+    for key in (b"not-the-kernel-key", b""):  # b"": no HMAC at all (unsigned)
+        rogue = Session(key=key)
+        msg = rogue.msg(
+            "comm_open",
+            {"comm_id": f"forged-{len(forged)}", "target_name": "echo_test", "data": {}},
+        )
+        rogue.send(socket, msg)
+        forged.append(msg["header"]["msg_id"])
+    # A well-signed comm_open, then the same frames again: the replay must be dropped.
+    replayed_id = new_comm_id()
+    good = a.session.msg(
+        "comm_open", {"comm_id": replayed_id, "target_name": "echo_test", "data": {}}
+    )
+    frames = a.session.serialize(good)
+    socket.send_multipart(frames)
+    socket.send_multipart(frames)
+
+    check = a.execute(
+        "print(sorted(k for k in get_ipython().kernel.comm_manager.comms"
+        " if k.startswith('forged')))"
+    )
+    seen = read_until_idle(b, check, keep_all=True)
+    parents = [m["parent_header"].get("msg_id") for m in seen]
+    assert not set(forged) & set(parents)
+    echoed = echoes(seen)
+    assert [e["content"]["comm_id"] for e in echoed] == [replayed_id]  # once, not twice
+    assert parents.count(good["header"]["msg_id"]) == 4  # busy, echo, stream, idle: once
+    out = "".join(
+        m["content"]["text"]
+        for m in seen
+        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == check
+    )
+    assert out.strip() == "[]"  # the kernel opened none of the forged comms
+
+
+# --- switches -----------------------------------------------------------------------------
+
+
+def _open_msg_close(pair: Pair, target: str = "echo_test") -> list[list[dict[str, Any]]]:
+    """A opens, messages and closes a comm; what B saw for each of the three."""
+    comm_id = new_comm_id()
+    seen = []
+    for msg_type, content in (
+        ("comm_open", {"comm_id": comm_id, "target_name": target, "data": {}}),
+        ("comm_msg", {"comm_id": comm_id, "data": {"x": 1}}),
+        ("comm_close", {"comm_id": comm_id, "data": {}}),
+    ):
+        msg = send_comm(pair.a, msg_type, content)
+        seen.append(read_until_idle(pair.b, msg["header"]["msg_id"]))
+    return seen
+
+
+def test_runtime_switch_off_and_on(pair: Pair) -> None:
+    try:
+        pair.run("get_ipython().kernel.comm_manager.echo_enabled = False")
+        assert "comm_echo" not in pair.features()
+        assert pair.run("get_ipython().kernel.comm_echo").strip() == "False"  # linked
+        seen = _open_msg_close(pair)
+        assert [types(s) for s in seen] == [
+            ["status:busy", "stream", "status:idle"],
+            ["status:busy", "comm_msg", "status:idle"],  # the handler still runs
+            ["status:busy", "stream", "status:idle"],
+        ]
+        pair.run("get_ipython().kernel.comm_manager.echo_enabled = True")
+        assert pair.features().count("comm_echo") == 1
+        assert pair.run("get_ipython().kernel.comm_echo").strip() == "True"
+        assert [len(echoes(s)) for s in _open_msg_close(pair)] == [1, 1, 1]
+        # The link works the other way too.
+        pair.run("get_ipython().kernel.comm_echo = False")
+        assert "comm_echo" not in pair.features()
+        assert [len(echoes(s)) for s in _open_msg_close(pair)] == [0, 0, 0]
+    finally:
+        pair.run("get_ipython().kernel.comm_manager.echo_enabled = True")
+    assert pair.features().count("comm_echo") == 1
+
+
+def test_no_comm_echo_flag() -> None:
+    with pair_of(["--no-comm-echo"]) as pair:
+        assert "comm_echo" not in pair.features()
+        assert [len(echoes(s)) for s in _open_msg_close(pair)] == [0, 0, 0]
+        assert pair.run("get_ipython().kernel.comm_manager.echo_enabled").strip() == "False"
+        pair.run("get_ipython().kernel.comm_manager.echo_enabled = True")
+        assert "comm_echo" in pair.features()
+        assert [len(echoes(s)) for s in _open_msg_close(pair)] == [1, 1, 1]
+
+
+def test_exclude_targets_config_and_runtime() -> None:
+    with pair_of(["--ExtKernel.comm_echo_exclude_targets=big_upload"]) as pair:
+        assert "comm_echo" in pair.features()  # echo is on; only one target is left out
+        assert [len(echoes(s)) for s in _open_msg_close(pair, "big_upload")] == [0, 0, 0]
+        assert [len(echoes(s)) for s in _open_msg_close(pair, "echo_test")] == [1, 1, 1]
+        # An exclusion applies to comms already open: a big_upload comm opened while
+        # excluded is echoed once the list no longer names it, and the reverse.
+        comm_id = new_comm_id()
+        opened = send_comm(
+            pair.a, "comm_open", {"comm_id": comm_id, "target_name": "big_upload", "data": {}}
+        )
+        assert echoes(read_until_idle(pair.b, opened["header"]["msg_id"])) == []
+        pair.run("get_ipython().kernel.comm_echo_exclude_targets = ['echo_test']")
+        msg = send_comm(pair.a, "comm_msg", {"comm_id": comm_id, "data": {}})
+        assert len(echoes(read_until_idle(pair.b, msg["header"]["msg_id"]))) == 1
+        assert [len(echoes(s)) for s in _open_msg_close(pair, "echo_test")] == [0, 0, 0]
