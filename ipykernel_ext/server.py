@@ -1,0 +1,287 @@
+"""SharedChannelsConnection: jupyter_server's kernel websocket on one set of ZMQ channels.
+
+Stock jupyter_server (``ZMQChannelsWebsocketConnection``) opens shell, control, stdin and
+IOPub sockets for every websocket: twenty browser tabs on one notebook are eighty sockets at
+the kernel, and every IOPub message is encrypted, sent, received and decrypted twenty times.
+This connection class keeps one :class:`~ipykernel_ext.shared_channels.SharedChannels` per
+kernel and attaches every websocket of that kernel to it::
+
+    jupyter server \\
+      --ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.SharedChannelsConnection
+
+What stays exactly as with the stock class (it is inherited, not rewritten): both websocket
+protocols (``v1.kernel.websocket.jupyter.org`` and the legacy JSON one), the IOPub rate limit
+(per websocket, as before), the traceback redaction, ``restarting``/``dead`` statuses on kernel
+restarts, replacing a stale websocket of the same session, buffering messages while the last
+websocket of a kernel is away and replaying them when the same session comes back, and the
+signatures (a client's messages are signed by its connection's Session, as before).
+
+What changes:
+
+* replies (shell, control, stdin) are routed by ``parent_header.session`` instead of by a
+  socket per client. A session id belongs to one websocket at a time: a websocket that opens
+  with the ``session_id`` of another *takes it over* (jupyter_server already closes the older
+  one as stale; this makes sure no reply goes to it meanwhile), and a message whose
+  ``header.session`` another open websocket owns is refused with an error on the sender's
+  IOPub (stderr stream) rather than sent, so one client can never receive another's replies;
+* a ``comm_echo`` is not sent to the websocket whose session caused it
+  (``deliver_own_comm_echo`` turns that off);
+* the kernel_info "nudge" that checks the sockets are live runs once per channel set, not once
+  per websocket, with the channels' own session (its replies reach nobody);
+* the channels close ``shared_channels_grace_period`` seconds after the last websocket (and
+  the offline buffer, if any) lets go of them;
+* each IOPub message is decoded and encoded for the websocket once, not once per websocket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
+from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
+from tornado.websocket import WebSocketClosedError
+from traitlets import Bool, Float
+
+from .shared_channels import (
+    CHANNELS,
+    DEFAULT_GRACE_PERIOD,
+    KernelMessage,
+    RefusedMessage,
+    SharedChannels,
+    SharedClient,
+)
+
+V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
+
+
+class _SocketState:
+    """``stream.socket.closed`` for ``MappingKernelManager.stop_buffering``."""
+
+    def __init__(self, client: SharedClient) -> None:
+        self._client = client
+
+    @property
+    def closed(self) -> bool:
+        return self._client.closed
+
+
+class SharedChannel:
+    """One channel of a websocket's membership, shaped like the ZMQStream it replaces.
+
+    jupyter_server's connection and kernel-manager code use ``send_multipart`` (through
+    ``Session.send``/``send_raw``), ``closed()``, ``close()``, ``flush()``, ``on_recv()``
+    (the offline buffer) and ``socket.closed`` on what is in ``connection.channels``.
+    """
+
+    def __init__(self, client: SharedClient, channel: str, shared: SharedChannels) -> None:
+        self.client = client
+        self.channel = channel
+        self.shared = shared
+        self.socket = _SocketState(client)
+        self.recv_callback: Any = None
+
+    def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
+        if self.channel == "iopub":
+            raise RefusedMessage("messages cannot be sent on the iopub channel")
+        self.client.send(self.channel, frames)
+
+    def closed(self) -> bool:
+        return self.client.closed
+
+    def close(self) -> None:
+        self.client.close()
+
+    def flush(self) -> None:
+        if self.channel == "iopub" and not self.client.closed:
+            self.shared.flush_iopub()
+
+    def on_recv(self, callback: Any) -> None:
+        """Divert this channel's messages to ``callback(KernelMessage)`` (None: stop)."""
+        self.recv_callback = callback
+
+    def on_recv_stream(self, callback: Any) -> None:
+        self.recv_callback = callback
+
+
+class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
+    """A kernel websocket connection that shares one set of ZMQ channels per kernel."""
+
+    shared_channels_grace_period = Float(
+        DEFAULT_GRACE_PERIOD,
+        min=0,
+        config=True,
+        help="""Seconds a kernel's shared channels stay open after the last websocket left
+        (and no offline buffer holds them), so a page reload reuses them.""",
+    )
+
+    deliver_own_comm_echo = Bool(
+        False,
+        config=True,
+        help="""Also send a websocket the comm_echo messages its own comm messages caused.
+        Off: each websocket gets only the other clients' echoes (it knows what it sent).""",
+    )
+
+    #: kernel id -> its shared channels (one per kernel in this server process).
+    _shared: ClassVar[dict[str, SharedChannels]] = {}
+
+    shared: SharedChannels | None = None
+    client: SharedClient | None = None
+
+    @property
+    def _v1(self) -> bool:
+        return self.subprotocol == V1_PROTOCOL
+
+    # --- the shared set ------------------------------------------------------------------
+
+    def _shared_channels(self) -> SharedChannels:
+        kernel_id = self.kernel_id
+        info = self.kernel_manager.get_connection_info()
+        shared = self._shared.get(kernel_id)
+        if shared is not None and not shared.closed:
+            if tuple(int(info[f"{c}_port"]) for c in CHANNELS) != shared.ports:
+                # A restart on new ports: move every websocket of the kernel along.
+                shared.reconnect(info)
+            return shared
+
+        def forget(closed: SharedChannels) -> None:
+            if self._shared.get(kernel_id) is closed:
+                del self._shared[kernel_id]
+
+        shared = SharedChannels(
+            info,
+            grace_period=self.shared_channels_grace_period,
+            skip_own_echo=not self.deliver_own_comm_echo,
+            logger=self.log,
+            on_close=forget,
+        )
+        shared.start()
+        self._shared[kernel_id] = shared
+        return shared
+
+    def create_stream(self) -> None:
+        """Attach this websocket to the kernel's shared channels (the stock class connects
+        four sockets of its own here)."""
+        self.shared = self._shared_channels()
+        self.client = self.shared.attach(
+            self._on_kernel_message,
+            session=self.session.session,
+            skip_own_echo=not self.deliver_own_comm_echo,
+            name=f"websocket {self.session.session}",
+        )
+        self.channels = {
+            channel: SharedChannel(self.client, channel, self.shared) for channel in CHANNELS
+        }
+
+    def connect(self) -> asyncio.Future[None] | None:  # type: ignore[override]
+        """Join the kernel's shared channels; the future is done once they are live."""
+        self.multi_kernel_manager.notify_connect(self.kernel_id)
+        buffer_info = self.multi_kernel_manager.get_buffer(self.kernel_id, self.session_key)
+        try:
+            self.create_stream()
+        except Exception as exc:
+            self.log.error("Error attaching to the kernel's shared channels: %s", exc)
+            self.disconnect()
+            return None
+        if buffer_info and buffer_info["session_key"] == self.session_key:
+            # The same session is back: replay what arrived while it was away, before any
+            # live message (nothing is dispatched until this method returns), then let go
+            # of the buffer's membership (this websocket owns the session now).
+            replay = buffer_info["buffer"]
+            if replay:
+                self.log.info("Replaying %s buffered messages", len(replay))
+            for _channel, kmsg in replay:
+                if isinstance(kmsg, KernelMessage):
+                    self._on_kernel_message(kmsg)
+            for stream in buffer_info["channels"].values():
+                stream.close()
+
+        self.multi_kernel_manager.add_restart_callback(self.kernel_id, self.on_kernel_restarted)
+        self.multi_kernel_manager.add_restart_callback(
+            self.kernel_id, self.on_restart_failed, "dead"
+        )
+        ZMQChannelsWebsocketConnection._open_sockets.add(self)
+        assert self.shared is not None
+        busy = getattr(self.kernel_manager, "execution_state", None) == "busy"
+        ready = self.shared.ready(
+            nudge=not busy,
+            timeout=self.kernel_info_timeout,
+            keep_trying=lambda: self.kernel_id in self.multi_kernel_manager,
+        )
+        return asyncio.ensure_future(self._until_live(ready))
+
+    async def _until_live(self, ready: asyncio.Future[None]) -> None:
+        # As the stock nudge: a kernel still "starting" is not connected yet.
+        await asyncio.shield(ready)
+        while getattr(self.kernel_manager, "execution_state", None) == "starting":
+            await asyncio.sleep(0.05)
+            if self.kernel_id not in self.multi_kernel_manager:
+                return
+
+    @classmethod
+    async def close_all(cls) -> None:
+        """Close every websocket (stock), then every shared channel set."""
+        await super().close_all()
+        for shared in list(cls._shared.values()):
+            shared.close()
+
+    # --- kernel -> websocket -------------------------------------------------------------
+
+    def _on_kernel_message(self, kmsg: KernelMessage) -> None:
+        stream = self.channels.get(kmsg.channel)
+        if stream is not None and stream.recv_callback is not None:
+            stream.recv_callback(kmsg)  # the offline buffer holds this membership
+            return
+        self.handle_outgoing_message(kmsg.channel, kmsg)  # type: ignore[arg-type]
+
+    def handle_outgoing_message(self, stream: str, outgoing_msg: Any) -> None:
+        """Send one kernel message to this websocket.
+
+        The stock order: traceback redaction, IOPub rate limit (per websocket), encoding.
+        What does not depend on the websocket (decoding the header, the redaction, the
+        encoding) is computed once per message and shared through ``KernelMessage.cache``.
+        """
+        kmsg = outgoing_msg
+        if not isinstance(kmsg, KernelMessage):
+            kmsg = KernelMessage(stream, list(outgoing_msg))
+        channel = kmsg.channel
+        if channel == "iopub" and self.limit_rate:
+            msg: dict[str, Any] = {"header": kmsg.header, "parent_header": None, "content": None}
+            if kmsg.msg_type == "status":
+                msg["content"] = kmsg.memo("content", lambda: self.session.unpack(kmsg.frames[4]))
+            if self._limit_rate(channel, msg, kmsg.parts):
+                return
+        try:
+            if self._v1:
+                data = kmsg.memo("ws:v1", lambda: self._encode_v1(kmsg))
+            else:
+                data = kmsg.memo("ws:legacy", lambda: self._encode_legacy(kmsg))
+        except Exception:
+            self.log.critical("Malformed message: %r", kmsg.frames, exc_info=True)
+            return
+        try:
+            self.write_message(data, binary=isinstance(data, bytes))
+        except WebSocketClosedError as exc:
+            self.log.debug("Websocket closed before a %s message: %s", channel, exc)
+
+    def _encode_v1(self, kmsg: KernelMessage) -> bytes:
+        parts = kmsg.parts
+        redact = not self.multi_kernel_manager.allow_tracebacks
+        if redact and kmsg.channel == "iopub" and kmsg.msg_type == "error":
+            parts = list(parts)  # _on_error rewrites the content frame in place
+            self._on_error(kmsg.channel, {"header": kmsg.header, "content": None}, parts)
+        return serialize_msg_to_ws_v1(parts, kmsg.channel)
+
+    def _encode_legacy(self, kmsg: KernelMessage) -> str | bytes:
+        msg = self.session.deserialize(list(kmsg.frames))  # verifies, as the stock class
+        self._on_error(kmsg.channel, msg, kmsg.parts)
+        return self._reserialize_reply(msg, channel=kmsg.channel)
+
+    # --- websocket -> kernel -------------------------------------------------------------
+
+    def handle_incoming_message(self, incoming_msg: str) -> None:
+        """The stock relay; a refused message is answered on the sender's IOPub."""
+        try:
+            super().handle_incoming_message(incoming_msg)
+        except RefusedMessage as exc:
+            self.write_stderr(f"Message not sent to the kernel: {exc}", exc.header)
