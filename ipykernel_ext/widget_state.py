@@ -29,9 +29,12 @@ as ``get_state`` followed by ipywidgets' ``_remove_buffers``. A widget whose cla
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from jupyter_client.jsonutil import json_clean, json_default
 
 #: The fields a ``widget_state_request`` may carry.
 REQUEST_FIELDS = frozenset({"model_ids"})
@@ -274,6 +277,7 @@ class _StateReader:
                         value, [model_id, "state", key], buffer_paths, buffers
                     )
                 else:
+                    _check_packable(value)
                     state[key] = value
         return {
             "model_name": widget._model_name,
@@ -293,7 +297,11 @@ def _split_buffers(
     """
     if isinstance(value, dict):
         out: Any = value
+        keys_checked = False
         for key, item in value.items():
+            if type(key) is not str and not keys_checked:
+                _check_packable(dict.fromkeys(value))  # keys JSON has to turn into strings
+                keys_checked = True
             if type(item) in _PLAIN_TYPES:
                 continue
             if isinstance(item, _BINARY_TYPES):
@@ -308,6 +316,8 @@ def _split_buffers(
                     if out is value:
                         out = dict(value)
                     out[key] = new
+            else:
+                _check_packable(item)
         return out
     if isinstance(value, (list, tuple)):
         out = value
@@ -326,5 +336,21 @@ def _split_buffers(
                     if out is value:
                         out = list(value)
                     out[index] = new
+            else:
+                _check_packable(item)
         return out
     return value
+
+
+def _check_packable(value: Any) -> None:
+    """Raise if the session's JSON packer could not pack ``value``.
+
+    Only values of other types than JSON's own and the buffers get here (dates, enums, numpy
+    scalars, ...): one of them that cannot be packed would otherwise fail the whole reply when
+    the session packs it. This follows jupyter_client's ``json_packer``: ``json.dumps`` with
+    ``json_default``, else ``json_clean`` (which raises for what it cannot clean).
+    """
+    try:
+        json.dumps(value, default=json_default, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        json_clean(value)

@@ -1,0 +1,432 @@
+"""widget_state_request on the control channel (PROTOCOL.md section 3), on real kernels.
+
+Every kernel runs with CurveZMQ. "Exactly what ipywidgets sends" is checked against the
+``update_states`` reply of ipywidgets' own ``jupyter.widget.control`` comm on the same kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from helpers import EXT_KERNEL, control_request, execute_and_collect, new_client, running_kernel
+from jupyter_client import AsyncKernelClient
+
+from ipykernel_ext.client import WidgetStateError, fetch_widget_states
+
+pytestmark = pytest.mark.timeout(180)
+
+BUTTONS = """
+import ipywidgets as w
+buttons = [w.Button(description=f"button {i}", tooltip=str(i)) for i in range(1000)]
+grid = w.GridBox(buttons, layout=w.Layout(grid_template_columns="repeat(25, 80px)"))
+"""
+
+# Widgets whose states hold buffers (top level, in lists, tuples, nested dicts), dates, a
+# class with its own get_state, an instance with add_traits, and a serializer that can fail.
+ODD_WIDGETS = """
+import datetime, os
+import ipywidgets as w
+from traitlets import Bytes, Dict, Int, List, Unicode
+
+class Blob(w.DOMWidget):
+    _model_name = Unicode("BlobModel").tag(sync=True)
+    _model_module = Unicode("blob-module").tag(sync=True)
+    _model_module_version = Unicode("0.1.0").tag(sync=True)
+    data = Bytes(b"").tag(sync=True)
+    parts = List().tag(sync=True)
+    nested = Dict().tag(sync=True)
+
+class OwnState(w.Widget):
+    value = Int(3).tag(sync=True)
+    def get_state(self, key=None, drop_defaults=False):
+        state = super().get_state(key, drop_defaults)
+        if "value" in state:
+            state["value"] = state["value"] * 10
+        return state
+
+FAIL = [False]
+def _fragile_to_json(value, widget):
+    if FAIL[0]:
+        raise ValueError("serializer refuses")
+    return value
+
+class Fragile(w.Widget):
+    text = Unicode("fine").tag(sync=True, to_json=_fragile_to_json)
+
+class Opaque(w.Widget):  # a value no JSON packer takes, once FAIL is set
+    thing = Unicode("x").tag(sync=True, to_json=lambda v, _: [1, object()] if FAIL[0] else v)
+
+image = w.Image(value=os.urandom(100_000), format="png")
+blob = Blob(
+    data=bytes(range(256)) * 4,
+    parts=[b"\\x00\\x01", 7, {"deep": bytearray(b"xyz"), "n": None}, (b"in-a-tuple", "a")],
+    nested={"a": {"b": memoryview(b"mv-bytes")}, "c": [1, 2]},
+)
+own = OwnState()
+extra = w.IntSlider(value=4)
+extra.add_traits(more=Int(5).tag(sync=True))
+dates = w.DatePicker(value=datetime.date(2024, 2, 29))
+fragile = Fragile()
+opaque = Opaque()
+ids = {name: obj.model_id for name, obj in dict(image=image, blob=blob, own=own, extra=extra,
+       dates=dates, fragile=fragile, opaque=opaque).items()}
+"""
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def drain(kc: Any, quiet: float = 0.5) -> list[dict[str, Any]]:
+    messages = []
+    while True:
+        try:
+            messages.append(kc.get_iopub_msg(timeout=quiet))
+        except queue.Empty:
+            return messages
+
+
+def run(kc: Any, code: str) -> None:
+    reply, messages = execute_and_collect(kc, code)
+    errors = [m["content"]["traceback"] for m in messages if m["msg_type"] == "error"]
+    assert reply["content"]["status"] == "ok", errors
+
+
+def evaluate(kc: Any, expression: str) -> Any:
+    """The value of ``expression`` in the kernel (through repr and ast.literal_eval)."""
+    import ast
+
+    reply = kc.execute_interactive(
+        "", user_expressions={"x": expression}, timeout=60, output_hook=lambda m: None
+    )
+    result = reply["content"]["user_expressions"]["x"]
+    assert result["status"] == "ok", result
+    return ast.literal_eval(result["data"]["text/plain"])
+
+
+def request(kc: Any, content: dict[str, Any] | None = None) -> dict[str, Any]:
+    reply = control_request(kc, "widget_state_request", content, timeout=60)
+    assert reply["msg_type"] == "widget_state_reply"
+    return reply
+
+
+def update_states(kc: Any) -> tuple[dict[str, Any], list[Any], list[bytes]]:
+    """ipywidgets' own answer: request_states on a jupyter.widget.control comm."""
+    comm_id = uuid.uuid4().hex
+    kc.shell_channel.send(
+        kc.session.msg(
+            "comm_open",
+            {"comm_id": comm_id, "target_name": "jupyter.widget.control", "data": {}},
+            metadata={"version": "1.0.0"},
+        )
+    )
+    kc.shell_channel.send(
+        kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}})
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        data = msg["content"].get("data", {})
+        if msg["msg_type"] == "comm_msg" and msg["content"].get("comm_id") == comm_id:
+            assert data.get("method") == "update_states", data
+            return data["states"], data["buffer_paths"], [bytes(b) for b in msg["buffers"]]
+
+
+def assert_same_states(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    """Equal, in the same order; on failure name the first model that differs (a diff of
+    3000 states would take pytest a minute to render)."""
+    assert list(ours) == list(theirs), "not the same model ids (or order)"
+    for model_id, state in theirs.items():
+        if ours[model_id] != state:
+            assert ours[model_id] == state, model_id
+
+
+@pytest.fixture(scope="module")
+def ext() -> Any:
+    with running_kernel(EXT_KERNEL) as (km, kc):
+        run(kc, BUTTONS)
+        drain(kc)
+        yield km, kc
+
+
+# --- what the reply holds ------------------------------------------------------------------
+
+
+def test_feature_is_advertised(ext: Any) -> None:
+    info = ext[1].kernel_info(reply=True, timeout=30)["content"]
+    assert "widget_state" in info["supported_features"]
+
+
+def test_1000_buttons_same_as_update_states(ext: Any) -> None:
+    kc = ext[1]
+    theirs, their_paths, their_buffers = update_states(kc)
+    reply = request(kc)
+    content = reply["content"]
+    assert content["status"] == "ok"
+    assert len(theirs) == 3002
+    assert_same_states(content["states"], theirs)
+    assert content["buffer_paths"] == their_paths == []
+    assert reply["buffers"] == their_buffers == []
+    assert content["missing"] == []
+    assert content["errors"] == {}
+    names = {s["model_name"] for s in content["states"].values()}
+    assert names == {"ButtonModel", "ButtonStyleModel", "LayoutModel", "GridBoxModel"}
+
+
+def test_buffers_at_their_paths_and_put_back(ext: Any) -> None:
+    kc = ext[1]
+    run(kc, ODD_WIDGETS)
+    ids = evaluate(kc, "ids")
+    drain(kc)
+    theirs, their_paths, their_buffers = update_states(kc)
+    reply = request(kc)
+    content = reply["content"]
+    assert content["status"] == "ok", content
+    assert_same_states(content["states"], theirs)
+    assert content["buffer_paths"] == their_paths
+    assert [bytes(b) for b in reply["buffers"]] == their_buffers
+    blob, image = ids["blob"], ids["image"]
+    assert [blob, "state", "data"] in content["buffer_paths"]
+    assert [image, "state", "value"] in content["buffer_paths"]
+    assert content["states"][ids["own"]]["state"]["value"] == 30  # its own get_state
+    assert content["states"][ids["extra"]]["state"]["more"] == 5  # added trait
+    assert content["states"][ids["dates"]]["state"]["value"] == {
+        "year": 2024,
+        "month": 1,
+        "date": 29,
+    }
+
+    # the client helper puts every buffer back, byte for byte
+    states = fetch_widget_states(kc, [blob, image])["states"]
+    assert set(states) == {blob, image}
+    image_value = evaluate(kc, "bytes(image.value)")
+    assert bytes(states[image]["state"]["value"]) == image_value
+    got = states[blob]["state"]
+    assert bytes(got["data"]) == bytes(range(256)) * 4
+    parts = got["parts"]
+    assert bytes(parts[0]) == b"\x00\x01"
+    assert parts[1] == 7
+    assert bytes(parts[2]["deep"]) == b"xyz"
+    assert parts[2]["n"] is None
+    assert bytes(parts[3][0]) == b"in-a-tuple"
+    assert parts[3][1] == "a"
+    assert bytes(got["nested"]["a"]["b"]) == b"mv-bytes"
+    assert got["nested"]["c"] == [1, 2]
+
+
+def test_failing_serializer_reported_others_kept(ext: Any) -> None:
+    kc = ext[1]
+    run(kc, "FAIL[0] = True")
+    try:
+        ids = evaluate(kc, "ids")
+        content = request(kc)["content"]
+        assert content["status"] == "ok"
+        fragile, opaque = ids["fragile"], ids["opaque"]
+        assert set(content["errors"]) == {fragile, opaque}
+        assert content["errors"][fragile] == {"ename": "ValueError", "evalue": "serializer refuses"}
+        assert "Can't clean for JSON" in content["errors"][opaque]["evalue"]
+        assert set(content["missing"]) == {fragile, opaque}
+        assert fragile not in content["states"]
+        assert len(content["states"]) == evaluate(kc, "len(w.widgets.widget._instances)") - 2
+        # asked for alone, it is an error entry too, and the kernel goes on
+        alone = request(kc, {"model_ids": [fragile]})["content"]
+        assert alone["states"] == {}
+        assert alone["missing"] == [fragile]
+        assert set(alone["errors"]) == {fragile}
+    finally:
+        run(kc, "FAIL[0] = False")
+
+
+def test_subset_with_unknown_ids(ext: Any) -> None:
+    kc = ext[1]
+    known = evaluate(kc, "[grid.model_id, buttons[0].model_id, buttons[999].layout.model_id]")
+    asked = [known[1], "no-such-model", known[0], known[2], "another", known[0]]
+    reply = request(kc, {"model_ids": asked})
+    content = reply["content"]
+    assert content["status"] == "ok"
+    assert list(content["states"]) == [known[1], known[0], known[2]]
+    assert content["missing"] == ["no-such-model", "another"]
+    assert content["states"][known[0]]["model_name"] == "GridBoxModel"
+    assert content["states"][known[1]]["state"]["description"] == "button 0"
+    assert content["states"][known[2]]["model_name"] == "LayoutModel"
+    none = request(kc, {"model_ids": []})["content"]
+    assert (none["states"], none["missing"]) == ({}, [])
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        {"model_ids": "not-a-list"},
+        {"model_ids": ["ok", 3]},
+        {"model_ids": None},
+        {"model_ids": [], "extra": True},
+        {"unknown": 1},
+    ],
+)
+def test_bad_request_gets_error_reply(ext: Any, content: dict[str, Any]) -> None:
+    kc = ext[1]
+    reply = request(kc, content)["content"]
+    assert reply["status"] == "error"
+    assert reply["ename"] == "WidgetStateError"
+    assert reply["evalue"]
+    assert reply["traceback"]
+    assert request(kc)["content"]["status"] == "ok"  # and the kernel goes on
+
+
+def test_helper_raises_on_error_reply(ext: Any) -> None:
+    with pytest.raises(WidgetStateError, match="list of strings") as caught:
+        fetch_widget_states(ext[1], ["ok", 3], timeout=30)  # type: ignore[list-item]
+    assert caught.value.ename == "WidgetStateError"
+    assert caught.value.traceback
+
+
+def test_empty_kernel_and_no_ipywidgets() -> None:
+    with running_kernel(EXT_KERNEL) as (_, kc):
+        assert evaluate(kc, "'ipywidgets' in __import__('sys').modules") is False
+        content = request(kc)["content"]
+        assert content == {
+            "status": "ok",
+            "states": {},
+            "buffer_paths": [],
+            "missing": [],
+            "errors": {},
+        }
+        assert request(kc, {"model_ids": ["a"]})["content"]["missing"] == ["a"]
+        # the request did not import ipywidgets either
+        assert evaluate(kc, "'ipywidgets' in __import__('sys').modules") is False
+        run(kc, "import ipywidgets")
+        content = request(kc)["content"]
+        assert (content["status"], content["states"], content["missing"]) == ("ok", {}, [])
+
+
+# --- on the control thread, to the requester only ------------------------------------------
+
+
+def test_full_reply_while_a_cell_sleeps(ext: Any) -> None:
+    km, kc = ext
+    drain(kc)
+    msg_id = kc.execute("import time; time.sleep(10)")
+    try:
+        # wait until the cell is running (its busy and execute_input are out)
+        while True:
+            msg = kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+                break
+        started = time.monotonic()
+        reply = fetch_widget_states(kc, timeout=5)
+        elapsed = time.monotonic() - started
+        assert len(reply["states"]) >= 3002
+        assert elapsed < 1.0, f"reply took {elapsed:.2f} s while a cell ran"
+    finally:
+        km.interrupt_kernel()
+        while kc.get_shell_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
+            pass
+        drain(kc)
+
+
+def test_only_the_requester_gets_it(ext: Any) -> None:
+    km, kc = ext
+    other = new_client(km)
+    try:
+        drain(kc)
+        drain(other)
+        reply = request(kc)
+        assert len(reply["content"]["states"]) >= 3002
+        msg_id = reply["parent_header"]["msg_id"]
+        with pytest.raises(queue.Empty):
+            other.control_channel.get_msg(timeout=1)
+        for seen in (drain(other), drain(kc)):
+            about_it = [m for m in seen if m["parent_header"].get("msg_id") == msg_id]
+            assert about_it == []  # no status busy/idle, nothing else
+            assert not [m for m in seen if m["msg_type"] in ("comm_msg", "comm_echo")]
+    finally:
+        other.stop_channels()
+
+
+def test_async_client(ext: Any) -> None:
+    km, kc = ext
+    grid = evaluate(kc, "grid.model_id")
+
+    async def go() -> dict[str, Any]:
+        akc = AsyncKernelClient(connection_file=km.connection_file)
+        akc.load_connection_file()
+        akc.start_channels()
+        try:
+            await akc.wait_for_ready(timeout=60)
+            return await fetch_widget_states(akc, [grid, "nope"], timeout=30)
+        finally:
+            akc.stop_channels()
+
+    reply = asyncio.run(go())
+    assert list(reply["states"]) == [grid]
+    assert reply["missing"] == ["nope"]
+
+
+def test_timeout_raises() -> None:
+    """No reply (a kernel that is gone) ends in TimeoutError, not a hang."""
+    with running_kernel(EXT_KERNEL) as (km, kc):
+        km.shutdown_kernel(now=True)
+        with pytest.raises(TimeoutError):
+            fetch_widget_states(kc, timeout=1)
+
+
+@pytest.mark.timeout(240)
+def test_50_requests_while_widgets_come_and_go() -> None:
+    with running_kernel(EXT_KERNEL) as (km, kc):
+        run(
+            kc,
+            "import ipywidgets as w, time\n"
+            "stable = [w.Button(description=str(i)) for i in range(200)]\n"
+            "stable_ids = [b.model_id for b in stable]",
+        )
+        stable_ids = set(evaluate(kc, "stable_ids"))
+        churn = kc.execute(
+            "box = w.VBox()\n"
+            "end = time.monotonic() + 120\n"
+            "rounds = 0\n"
+            "while time.monotonic() < end:\n"
+            "    made = [w.IntSlider(value=i) for i in range(20)]\n"
+            "    box.children = made\n"
+            "    for s in made[::2]:\n"
+            "        s.value += 1\n"
+            "        s.layout.width = f'{s.value}px'\n"
+            "    box.children = made[10:]\n"
+            "    for s in made:\n"
+            "        s.style.close(); s.layout.close(); s.close()\n"
+            "    rounds += 1\n"
+        )
+        # IOPub must be read or the kernel's sends wait: a thread drains it meanwhile.
+        stop = threading.Event()
+
+        def drain_until_stopped() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(queue.Empty):
+                    kc.get_iopub_msg(timeout=0.1)
+
+        drainer = threading.Thread(target=drain_until_stopped, daemon=True)
+        drainer.start()
+        try:
+            time.sleep(1)  # the loop is under way
+            for _ in range(50):
+                content = request(kc)["content"]
+                assert content["status"] == "ok", content
+                assert stable_ids <= set(content["states"])
+                for model_id, error in content["errors"].items():
+                    assert model_id in content["missing"]
+                    assert set(error) == {"ename", "evalue"}
+                assert len(content["buffer_paths"]) == 0
+        finally:
+            km.interrupt_kernel()
+            while kc.get_shell_msg(timeout=60)["parent_header"].get("msg_id") != churn:
+                pass
+            stop.set()
+            drainer.join()
+        drain(kc)
+        # the loop really ran while the requests were answered
+        assert evaluate(kc, "rounds") > 0
