@@ -128,7 +128,11 @@ class ExtKernel(IPythonKernel):
             self.log.warning("widget_state_request failed: %s", exc)
             content = error_content(exc)
             buffers = []
-        self.session.send(stream, "widget_state_reply", content, parent, ident, buffers=buffers)
+        try:
+            self.session.send(stream, "widget_state_reply", content, parent, ident, buffers=buffers)
+        except Exception as exc:  # a state the session cannot pack: answer anyway, never silence
+            self.log.warning("widget_state_reply could not be sent: %s", exc)
+            self.session.send(stream, "widget_state_reply", error_content(exc), parent, ident)
 
 
 def _peek_msg_type(session: Any, frames: list[Any]) -> str | None:
