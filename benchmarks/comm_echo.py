@@ -1,0 +1,304 @@
+"""What comm_echo costs: comm_msg round trips with echo on and off, next to stock ipykernel.
+
+A client opens a comm to a target whose kernel-side handler answers every ``comm_msg`` with a
+small ``comm_msg``, then sends N ``comm_msg`` and waits for all of them to finish. A round
+trip is finished when the request's ``status: idle`` arrives on IOPub (after its echo, if any,
+and the handler's reply). Three kernels configurations, CurveZMQ on every socket:
+
+* ``stock``: ipykernel (kernelspec ``python3``), which has no echo;
+* ``ext echo off`` / ``ext echo on``: one ipykernel_ext kernel (``python3-ext``), switched at
+  run time (``kernel.comm_manager.echo_enabled``) between the trials, so both columns come from
+  the same process.
+
+Two scenarios: 10000 small messages (``{"i": n}``, no buffers) and 200 messages each carrying a
+1 MB buffer (the echo then carries that megabyte back out on IOPub; this is what
+``ExtKernel.comm_echo_exclude_targets`` is for).
+
+Pipelining: the client keeps a window of requests in flight (100 small ones, 4 large ones):
+each time a round trip finishes it sends the next. Sending all 10000 at once would not measure
+anything useful: a single-threaded client blocked in send (shell queues full) stops reading
+IOPub, and stock ipykernel's IOPub then drops everything past its 1000-message queue. A window
+of 100 keeps the kernel busy all the time (there is always a request waiting on shell, so the
+figure is the kernel's throughput, not the network latency) while the IOPub backlog stays at a
+few hundred messages. The client is lean but honest: raw pyzmq sockets from the connection
+file, every received message's signature verified and its header unpacked (Session.deserialize
+with content=False), nothing else.
+
+Figures: median over the trials of the time for all N round trips; the ``on/off`` ratio (the
+issue's target is <= 1.15 for small messages) and the echo's cost per echoed message,
+``(median on - median off) / N`` in microseconds, with the kernel process's own share (its
+CPU time, all threads, from psutil). ``lost`` counts missing replies plus missing
+(or unexpected) echoes plus round trips that never finished; it must be 0.
+
+    python benchmarks/comm_echo.py            # 7 trials of each
+    python benchmarks/comm_echo.py --quick    # 3 trials, fewer large messages
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+import zmq
+from jupyter_client import BlockingKernelClient, KernelManager
+
+STOCK, EXT = "python3", "python3-ext"
+
+#: The kernel-side target: answers every comm_msg with a small comm_msg.
+SETUP = r"""
+def _bench_target(comm, open_msg):
+    @comm.on_msg
+    def _reply(msg):
+        comm.send({"i": msg["content"]["data"]["i"]})
+
+get_ipython().kernel.comm_manager.register_target("bench", _bench_target)
+"""
+
+
+def is_idle(msg: dict[str, Any]) -> bool:
+    """A ``status: idle`` (content left packed: a status content holds nothing else)."""
+    return msg["msg_type"] == "status" and b'"idle"' in bytes(msg["content"])
+
+
+class Client:
+    """One frontend: a shell DEALER and an IOPub SUB with its own Session, single-threaded."""
+
+    def __init__(self, km: KernelManager) -> None:
+        kc = BlockingKernelClient(connection_file=km.connection_file)
+        kc.load_connection_file()
+        self.session = kc.session
+        self.shell = kc.connect_shell(identity=self.session.bsession)
+        self.iopub = kc.connect_iopub()
+        self.poller = zmq.Poller()
+        self.poller.register(self.iopub, zmq.POLLIN)
+        self._ready()
+
+    def close(self) -> None:
+        self.shell.close(linger=0)
+        self.iopub.close(linger=0)
+
+    def send(self, msg_type: str, content: dict[str, Any], buffers: list[Any] | None = None) -> str:
+        msg = self.session.send(self.shell, msg_type, content, buffers=buffers)
+        assert msg is not None
+        return msg["header"]["msg_id"]
+
+    def recv(self, timeout_s: float) -> dict[str, Any] | None:
+        """The next IOPub message (signature checked, header unpacked), or None on timeout."""
+        if not self.poller.poll(timeout_s * 1000):
+            return None
+        frames = self.iopub.recv_multipart(copy=False)
+        _, frames = self.session.feed_identities(frames, copy=False)
+        return self.session.deserialize(frames, content=False, copy=False)
+
+    def wait_idle(self, msg_id: str, timeout_s: float = 60) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        seen = []
+        while time.monotonic() < deadline:
+            msg = self.recv(deadline - time.monotonic())
+            if msg is None or msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            seen.append(msg)
+            if is_idle(msg):
+                return seen
+        raise TimeoutError(f"no idle for {msg_id}")
+
+    def execute(self, code: str) -> None:
+        msg_id = self.send("execute_request", {"code": code, "silent": False})
+        for msg in self.wait_idle(msg_id):
+            if msg["msg_type"] == "error":
+                raise RuntimeError(f"{code!r} failed in the kernel")
+
+    def _ready(self, timeout_s: float = 60) -> None:
+        # A SUB socket's subscription takes a moment to reach the kernel: repeat a request
+        # until its status shows up on IOPub.
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg_id = self.send("kernel_info_request", {})
+            end = time.monotonic() + 1
+            while time.monotonic() < end:
+                msg = self.recv(end - time.monotonic())
+                if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
+                    if not is_idle(msg):
+                        self.wait_idle(msg_id)
+                    return
+        raise TimeoutError("kernel not ready")
+
+
+@dataclass
+class Run:
+    seconds: float
+    kernel_cpu: float
+    echoes: int
+    replies: int
+    unfinished: int
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    """User + system CPU time of the kernel process, all its threads."""
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def round_trips(
+    client: Client,
+    comm_id: str,
+    n: int,
+    window: int,
+    buffers: list[Any],
+    kernel: psutil.Process,
+    timeout_s: float = 30,
+) -> Run:
+    """Send ``n`` comm_msg with at most ``window`` in flight; wait until all are idle."""
+    in_flight: set[str] = set()
+    sent = echoes = replies = 0
+    cpu_start = cpu_seconds(kernel)
+    start = time.perf_counter()
+    while sent < n or in_flight:
+        while sent < n and len(in_flight) < window:
+            in_flight.add(
+                client.send("comm_msg", {"comm_id": comm_id, "data": {"i": sent}}, buffers=buffers)
+            )
+            sent += 1
+        msg = client.recv(timeout_s)
+        if msg is None:
+            break  # the rest never finished: counted as lost
+        parent = msg["parent_header"].get("msg_id")
+        if parent not in in_flight:
+            continue
+        kind = msg["msg_type"]
+        if kind == "comm_echo":
+            echoes += 1
+        elif kind == "comm_msg":
+            replies += 1
+        elif is_idle(msg):
+            in_flight.discard(parent)
+    elapsed = time.perf_counter() - start
+    kernel_cpu = cpu_seconds(kernel) - cpu_start
+    return Run(elapsed, kernel_cpu, echoes, replies, unfinished=len(in_flight) + (n - sent))
+
+
+@dataclass
+class Config:
+    label: str
+    client: Client
+    comm_id: str
+    kernel: psutil.Process
+    echo: bool
+    prepare: Callable[[], None]
+
+
+def start(kernel_name: str) -> tuple[KernelManager, Client, str, psutil.Process]:
+    km = KernelManager(kernel_name=kernel_name, transport_encryption="required")
+    km.start_kernel()
+    client = Client(km)
+    client.execute(SETUP)
+    comm_id = uuid.uuid4().hex
+    client.wait_idle(
+        client.send("comm_open", {"comm_id": comm_id, "target_name": "bench", "data": {}})
+    )
+    return km, client, comm_id, psutil.Process(km.provisioner.pid)  # type: ignore[union-attr]
+
+
+def measure(
+    configs: list[Config], n: int, window: int, buffers: list[Any], trials: int
+) -> dict[str, list[Run]]:
+    runs: dict[str, list[Run]] = {c.label: [] for c in configs}
+    for config in configs:  # warm-up, not counted
+        config.prepare()
+        round_trips(config.client, config.comm_id, max(1, n // 10), window, buffers, config.kernel)
+    for trial in range(trials):
+        # Alternate the order so a slow phase of the shared machine hits every column.
+        order = configs if trial % 2 == 0 else configs[::-1]
+        for config in order:
+            config.prepare()
+            runs[config.label].append(
+                round_trips(config.client, config.comm_id, n, window, buffers, config.kernel)
+            )
+    return runs
+
+
+def lost(run: Run, n: int, echo: bool) -> int:
+    return (n - run.replies) + abs((n if echo else 0) - run.echoes) + run.unfinished
+
+
+def report(title: str, configs: list[Config], runs: dict[str, list[Run]], n: int) -> None:
+    print(f"\n{title}: {n} round trips, median of {len(next(iter(runs.values())))} trials")
+    print(
+        f"{'kernel':<14} {'median s':>9} {'us/round trip':>14} {'min s':>8} {'max s':>8}"
+        f" {'kernel CPU s':>13} {'lost':>5}"
+    )
+    medians, cpus = {}, {}
+    for config in configs:
+        times = [r.seconds for r in runs[config.label]]
+        medians[config.label] = statistics.median(times)
+        cpus[config.label] = statistics.median(r.kernel_cpu for r in runs[config.label])
+        total_lost = sum(lost(r, n, config.echo) for r in runs[config.label])
+        print(
+            f"{config.label:<14} {medians[config.label]:>9.3f}"
+            f" {medians[config.label] / n * 1e6:>14.1f} {min(times):>8.3f} {max(times):>8.3f}"
+            f" {cpus[config.label]:>13.3f} {total_lost:>5}"
+        )
+    on, off, stock = medians["ext echo on"], medians["ext echo off"], medians["stock"]
+    print(
+        f"ratio echo on / echo off: {on / off:.3f}   echo on / stock: {on / stock:.3f}   "
+        f"echo off / stock: {off / stock:.3f}"
+    )
+    cpu_on, cpu_off = cpus["ext echo on"], cpus["ext echo off"]
+    print(f"kernel CPU echo on / echo off: {cpu_on / cpu_off:.3f}")
+    cpu_cost = (cpu_on - cpu_off) / n * 1e6
+    print(
+        f"echo cost per echoed message: {(on - off) / n * 1e6:.1f} us of wall time "
+        f"(kernel and client), {cpu_cost:.1f} us of kernel CPU"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 trials, 50 large messages")
+    parser.add_argument("--trials", type=int, help="trials per configuration (default 7)")
+    parser.add_argument("--n", type=int, default=10_000, help="small round trips per trial")
+    parser.add_argument("--window", type=int, default=100, help="small requests in flight")
+    parser.add_argument("--big-n", type=int, help="1 MB round trips per trial (default 200)")
+    parser.add_argument("--big-window", type=int, default=4, help="1 MB requests in flight")
+    parser.add_argument("--big-size", type=int, default=1_000_000, help="buffer size, bytes")
+    args = parser.parse_args()
+    trials = args.trials or (3 if args.quick else 7)
+    big_n = args.big_n or (50 if args.quick else 200)
+
+    stock_km, stock_client, stock_comm, stock_proc = start(STOCK)
+    ext_km, ext_client, ext_comm, ext_proc = start(EXT)
+
+    def switch(on: bool) -> Callable[[], None]:
+        return lambda: ext_client.execute(f"get_ipython().kernel.comm_manager.echo_enabled = {on}")
+
+    configs = [
+        Config("stock", stock_client, stock_comm, stock_proc, False, lambda: None),
+        Config("ext echo off", ext_client, ext_comm, ext_proc, False, switch(False)),
+        Config("ext echo on", ext_client, ext_comm, ext_proc, True, switch(True)),
+    ]
+    try:
+        print("comm_msg round trips, CurveZMQ, one client; the kernel replies with a comm_msg")
+        small = measure(configs, args.n, args.window, [], trials)
+        report(f"small messages (window {args.window})", configs, small, args.n)
+        big = measure(configs, big_n, args.big_window, [b"\xab" * args.big_size], trials)
+        report(
+            f"{args.big_size / 1e6:g} MB buffer each (window {args.big_window})",
+            configs,
+            big,
+            big_n,
+        )
+    finally:
+        for client in (stock_client, ext_client):
+            client.close()
+        for km in (stock_km, ext_km):
+            km.shutdown_kernel(now=True)
+
+
+if __name__ == "__main__":
+    main()
