@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from helpers import execute_and_collect, new_client, start_kernel
+from helpers import control_request, execute_and_collect, new_client, start_kernel
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.session import Session
 
@@ -419,3 +419,62 @@ def test_exclude_targets_config_and_runtime() -> None:
         msg = send_comm(pair.a, "comm_msg", {"comm_id": comm_id, "data": {}})
         assert len(echoes(read_until_idle(pair.b, msg["header"]["msg_id"]))) == 1
         assert [len(echoes(s)) for s in _open_msg_close(pair, "echo_test")] == [0, 0, 0]
+
+
+# --- other dispatch paths -------------------------------------------------------------------
+
+WAITER_SETUP = r"""
+_received = {}
+
+def _waiter_target(comm, open_msg):
+    @comm.on_msg
+    def _got(msg):
+        _received[comm.comm_id] = msg["content"]["data"]
+        comm.send({"ack": True})
+
+get_ipython().kernel.comm_manager.register_target("waiter", _waiter_target)
+"""
+
+
+def test_echo_while_an_async_cell_waits_for_the_frontend(pair: Pair) -> None:
+    """ipykernel dispatches comm messages concurrently while an async cell holds the shell
+    (a cell awaiting a widget's answer); the echo still comes first, and no status."""
+    pair.run(WAITER_SETUP)
+    comm_id = new_comm_id()
+    opened = send_comm(pair.a, "comm_open", {"comm_id": comm_id, "target_name": "waiter"})
+    read_until_idle(pair.b, opened["header"]["msg_id"])
+    cell = pair.a.execute(
+        "import asyncio\n"
+        f"for _ in range(6000):\n    if {comm_id!r} in _received: break\n"
+        "    await asyncio.sleep(0.01)\n"
+        f"print('got', _received[{comm_id!r}])"
+    )
+    # Send only once the cell runs (it holds the shell lock until the comm_msg arrives).
+    while True:
+        msg = pair.b.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") == cell and msg["msg_type"] == "execute_input":
+            break
+    sent = send_comm(pair.a, "comm_msg", {"comm_id": comm_id, "data": {"answer": 42}})
+    seen = read_until_idle(pair.b, cell, keep_all=True)
+    of_comm = [m for m in seen if m["parent_header"].get("msg_id") == sent["header"]["msg_id"]]
+    assert types(of_comm) == ["comm_echo", "comm_msg"]
+    assert of_comm[0]["content"]["data"] == {"answer": 42}
+    out = "".join(m["content"]["text"] for m in seen if m["msg_type"] == "stream")
+    assert "got {'answer': 42}" in out
+
+
+def test_echo_from_a_subshell(pair: Pair) -> None:
+    reply = control_request(pair.a, "create_subshell_request")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    subshell_id = reply["content"]["subshell_id"]
+    try:
+        msg = pair.a.session.msg(
+            "comm_open", {"comm_id": new_comm_id(), "target_name": "echo_test", "data": {}}
+        )
+        msg["header"]["subshell_id"] = subshell_id
+        pair.a.shell_channel.send(msg)
+        seen = read_until_idle(pair.b, msg["header"]["msg_id"])
+        assert types(seen) == ["status:busy", "comm_echo", "stream", "status:idle"]
+        assert seen[1]["parent_header"]["subshell_id"] == subshell_id
+    finally:
+        control_request(pair.a, "delete_subshell_request", {"subshell_id": subshell_id})
