@@ -2,62 +2,76 @@
 
 A client ROUTER addresses a peer by the peer's routing id. Stock kernels' ROUTER sockets get
 a random one, so a client needs a DEALER per kernel per channel. With
-``--router-identity=endpoint`` the kernel's shell and control ROUTERs use the exact endpoint
-string they bind (``b"tcp://127.0.0.1:53017"``, ``b"ipc:///path-2"``), which the client
-already has from the connection file. The routing id must be set before bind, so for a
-random TCP port the port is chosen first and the bind retried on a clash.
+``--router-identity=endpoint`` the kernel's shell and control ROUTERs use the endpoint string
+they bind as their routing id, which a client computes from the connection file alone:
+
+* tcp: ``tcp://{ip}:{port}``, ``ip`` exactly as in the connection file (``127.0.0.1``,
+  ``0.0.0.0``, a host name: never resolved or rewritten; ``*`` is already ``0.0.0.0`` here,
+  as ipykernel and jupyter_client both turn it into that);
+* ipc: ``ipc://{ip}-{port}`` (``ip`` is the path prefix, ``ipc:///run/kernel-ipc-2``).
+
+That is the URL ipykernel binds and jupyter_client connects to
+(``ConnectionFileMixin._make_url``), byte for byte.
+
+libzmq copies socket options into a listener when it binds, so the routing id must be set
+before bind; the CurveZMQ server options ipykernel applies before calling ``_bind_socket``
+are untouched. A random TCP port is therefore picked *before* the bind (one candidate per
+call: ipykernel's ``_bind_socket`` retries on EADDRINUSE), not by binding to ``*``.
 """
 
 from __future__ import annotations
 
-import errno
 import random
 from pathlib import Path
 from typing import Any
 
 import zmq
 
-#: The port range libzmq's and pyzmq's ``bind_to_random_port`` pick from.
+#: The range pyzmq's ``bind_to_random_port`` picks from when it cannot let the OS choose.
 RANDOM_PORT_RANGE = (49152, 65535)
-MAX_BIND_ATTEMPTS = 100
+
+#: libzmq refuses longer routing ids (ZMQ_ROUTING_ID is 1 to 255 bytes).
+MAX_ROUTING_ID_BYTES = 255
 
 
-def tcp_endpoint(ip: str, port: int) -> str:
-    """The endpoint string for ``ip`` and ``port`` as a connection file client writes it."""
-    return f"tcp://{ip}:{port}"
+def endpoint(transport: str, ip: str, port: int) -> str:
+    """The endpoint a kernel binds for ``port``, which is also its routing id when enabled."""
+    if transport == "tcp":
+        return f"tcp://{ip}:{port}"
+    if transport == "ipc":
+        return f"ipc://{ip}-{port}"
+    raise ValueError(f"router_identity='endpoint' does not support transport {transport!r}")
 
 
 def bind_with_endpoint_identity(socket: zmq.Socket[Any], transport: str, ip: str, port: int) -> int:
-    """Bind ``socket`` with its routing id set to the endpoint it binds; return the port.
+    """Bind ``socket`` once, its routing id set to the endpoint it binds; return the port.
 
-    ``port <= 0`` picks a free one, as ipykernel does (a random TCP port, or the first free
-    ipc path ``{ip}-{n}``).
+    ``port <= 0`` picks one as ipykernel does (a random TCP port, or the first free ipc path
+    ``{ip}-{n}``). A TCP port already in use raises ``zmq.ZMQError(EADDRINUSE)`` so that
+    ``IPKernelApp._bind_socket`` tries another one, as it does for stock sockets.
     """
-    if transport == "tcp":
-        if port > 0:
-            _bind(socket, tcp_endpoint(ip, port))
-            return port
-        for _ in range(MAX_BIND_ATTEMPTS):
-            candidate = random.randint(*RANDOM_PORT_RANGE)
-            try:
-                _bind(socket, tcp_endpoint(ip, candidate))
-            except zmq.ZMQError as e:
-                if e.errno != errno.EADDRINUSE:
-                    raise
-                continue
-            return candidate
-        raise zmq.ZMQBindError(f"could not find a free port on {ip} in {MAX_BIND_ATTEMPTS} tries")
-    if transport == "ipc":
-        if port <= 0:
-            port = 1
-            while Path(f"{ip}-{port}").exists():
-                port += 1
-        _bind(socket, f"ipc://{ip}-{port}")
-        return port
-    raise ValueError(f"router_identity=endpoint does not support transport {transport!r}")
+    if port <= 0:
+        port = _free_ipc_index(ip) if transport == "ipc" else random.randint(*RANDOM_PORT_RANGE)
+    url = endpoint(transport, ip, port)
+    routing_id = url.encode()
+    if len(routing_id) > MAX_ROUTING_ID_BYTES:
+        raise ValueError(
+            f"router_identity='endpoint': {url!r} is {len(routing_id)} bytes, longer than the "
+            f"{MAX_ROUTING_ID_BYTES} a ZMQ routing id may have; use a shorter ip or ipc path"
+        )
+    # Set before bind: libzmq copies the options into the listener, and every peer that
+    # connects later gets this routing id in its ZMTP handshake.
+    socket.setsockopt(zmq.ROUTING_ID, routing_id)
+    socket.bind(url)
+    return port
 
 
-def _bind(socket: zmq.Socket[Any], endpoint: str) -> None:
-    # libzmq reads ZMQ_ROUTING_ID when a peer connects, so it must be in place before bind.
-    socket.setsockopt(zmq.ROUTING_ID, endpoint.encode())
-    socket.bind(endpoint)
+def _free_ipc_index(prefix: str) -> int:
+    # The same search as IPKernelApp._try_bind_socket, so the paths match stock kernels'.
+    index = 1
+    while Path(f"{prefix}-{index}").exists():
+        index += 1
+    return index
+
+
+__all__ = ["bind_with_endpoint_identity", "endpoint"]
