@@ -162,7 +162,7 @@ class _ClassPlan:
     ipywidgets' identity serializer, which is skipped).
     """
 
-    __slots__ = ("entries", "keys", "overridden", "per_instance")
+    __slots__ = ("entries", "keys", "meta_direct", "overridden", "per_instance")
 
     def __init__(self, widget: Any, keys: list[str], module: Any) -> None:
         from traitlets import TraitType  # traitlets is loaded: ipywidgets imported it
@@ -188,6 +188,10 @@ class _ClassPlan:
             )
             entries.append((key, key if direct else None, None if to_json is identity else to_json))
         self.entries = entries
+        #: ``_model_name``, ``_model_module``, ``_model_module_version`` are plain traits whose
+        #: values ``get_state`` has put in ``_trait_values`` (so reading them there is exact).
+        plain = {key for key, name, _ in entries if name is not None}
+        self.meta_direct = {"_model_name", "_model_module", "_model_module_version"} <= plain
 
 
 class _StateReader:
@@ -220,24 +224,41 @@ class _StateReader:
         missing: list[str],
     ) -> None:
         """Fill ``states``/``buffer_paths``/``buffers`` for ``items`` (model id, widget)."""
+        read_one = self.read_one
         for model_id, widget in items:
-            for attempt in range(_RETRIES):
-                mark = len(buffers)
-                try:
-                    entry = self.read_one(model_id, widget, buffer_paths, buffers)
-                    break
-                except Exception as exc:
-                    del buffer_paths[mark:], buffers[mark:]
-                    # A dict resized by the main thread mid-read is worth another try.
-                    if isinstance(exc, RuntimeError) and attempt < _RETRIES - 1:
-                        continue
-                    errors[model_id] = {"ename": type(exc).__name__, "evalue": str(exc)}
-                    entry = None
-                    break
+            mark = len(buffers)
+            try:
+                entry = read_one(model_id, widget, buffer_paths, buffers)
+            except Exception as exc:
+                del buffer_paths[mark:], buffers[mark:]
+                entry = self.read_again(model_id, widget, buffer_paths, buffers, exc, errors)
             if entry is None:
                 missing.append(model_id)
             else:
                 states[model_id] = entry
+
+    def read_again(
+        self,
+        model_id: str,
+        widget: Any,
+        buffer_paths: list[list[Any]],
+        buffers: list[Any],
+        exc: Exception,
+        errors: dict[str, dict[str, str]],
+    ) -> dict[str, Any] | None:
+        """After ``read_one`` raised ``exc``: retry a dict resized by the main thread mid-read
+        ("dictionary changed size during iteration"), else record the error."""
+        for _ in range(_RETRIES - 1):
+            if not isinstance(exc, RuntimeError):
+                break
+            mark = len(buffers)
+            try:
+                return self.read_one(model_id, widget, buffer_paths, buffers)
+            except Exception as again:
+                del buffer_paths[mark:], buffers[mark:]
+                exc = again
+        errors[model_id] = {"ename": type(exc).__name__, "evalue": str(exc)}
+        return None
 
     def read_one(
         self, model_id: str, widget: Any, buffer_paths: list[list[Any]], buffers: list[Any]
@@ -279,6 +300,13 @@ class _StateReader:
                 else:
                     _check_packable(value)
                     state[key] = value
+        if plan.meta_direct:
+            return {
+                "model_name": values["_model_name"],
+                "model_module": values["_model_module"],
+                "model_module_version": values["_model_module_version"],
+                "state": state,
+            }
         return {
             "model_name": widget._model_name,
             "model_module": widget._model_module,
