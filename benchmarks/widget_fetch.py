@@ -24,6 +24,7 @@ Scenarios: a GridBox of 1000 Buttons (3002 models), 200 Image widgets of 100 kB 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -41,8 +42,11 @@ CONTROL_PROTOCOL_VERSION = "1.0.0"
 WIDGET_PROTOCOL_VERSION = "2.1.0"
 
 
-def start(kernel_name: str) -> tuple[KernelManager, BlockingKernelClient]:
-    km = KernelManager(kernel_name=kernel_name, transport_encryption="required")
+def start(kernel_name: str, plain: bool) -> tuple[KernelManager, BlockingKernelClient]:
+    if plain:
+        km = KernelManager(kernel_name=kernel_name)
+    else:
+        km = KernelManager(kernel_name=kernel_name, transport_encryption="required")
     km.start_kernel()
     kc = BlockingKernelClient(connection_file=km.connection_file)
     kc.load_connection_file()
@@ -183,6 +187,15 @@ from ipywidgets.widgets import widget as _wm
 from ipykernel_ext.widget_state import build_widget_state_reply as _build
 _pack = get_ipython().kernel.session.pack
 
+def _straightforward():
+    # get_state per widget, _remove_buffers, pack: what a plain handler would do.
+    full = {{}}
+    for w in _wm._instances.values():
+        full[w.model_id] = {{'model_name': w._model_name, 'model_module': w._model_module,
+            'model_module_version': w._model_module_version, 'state': w.get_state()}}
+    states, paths, buffers = _wm._remove_buffers(full)
+    _pack(dict(status='ok', states=states, buffer_paths=paths, missing=[]))
+
 def _comm_handler_work():
     # The body of Widget._handle_control_comm_msg (ipywidgets 8.1.9), without the send.
     _wm.Widget.get_manager_state()
@@ -197,9 +210,9 @@ def _ours():
     content, buffers = _build({{}})
     _pack(content)
 
-_t = {{'comm': [], 'ours': []}}
+_t = {{'comm': [], 'plain': [], 'ours': []}}
 for _i in range({runs}):
-    for _name, _f in (('comm', _comm_handler_work), ('ours', _ours)):
+    for _name, _f in (('comm', _comm_handler_work), ('plain', _straightforward), ('ours', _ours)):
         _s = _time.perf_counter(); _f(); _t[_name].append(_time.perf_counter() - _s)
 print(_json.dumps(_t))
 """
@@ -216,9 +229,11 @@ def median_ms(values: list[float]) -> str:
 
 
 def bench_kernel(kernel: str, args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
-    km, kc = start(kernel)
+    km, kc = start(kernel, args.plain)
     try:
         for scenario, template in SCENARIOS.items():
+            if args.only and args.only not in scenario:
+                continue
             n = args.buttons if scenario.startswith("1000") else args.images
             code = template.replace("{n}", str(n)).replace("{kb}", str(args.image_kb))
             models = int(run_cell(kc, code).strip())
@@ -231,7 +246,7 @@ def bench_kernel(kernel: str, args: argparse.Namespace, rows: list[dict[str, Any
             per_widget: list[float] = []
             lost = 0
             for _ in range(args.per_widget_runs):
-                seconds, missed = timed(lambda ids=ids: fetch_per_widget(kc, ids))
+                seconds, missed = timed(lambda ids=ids: fetch_per_widget(kc, ids, args.window))
                 lost += missed
                 if not missed:
                     per_widget.append(seconds)
@@ -242,7 +257,7 @@ def bench_kernel(kernel: str, args: argparse.Namespace, rows: list[dict[str, Any
             comm: list[float] = []
             ours: list[float] = []
             comm_lost = 0
-            equal = True
+            equal: bool | None = None
             for trial in range(args.runs):
                 order = ["comm", "ours"] if trial % 2 == 0 else ["ours", "comm"]
                 for method in order:
@@ -264,8 +279,6 @@ def bench_kernel(kernel: str, args: argparse.Namespace, rows: list[dict[str, Any
 
             if kernel == EXT:
                 out = run_cell(kc, KERNEL_SIDE.format(runs=args.runs))
-                import json
-
                 row["kernel_side"] = json.loads(out.strip().splitlines()[-1])
             rows.append(row)
             print(f"  {kernel:12} {label}: done", file=sys.stderr, flush=True)
@@ -289,42 +302,47 @@ def _same_states(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print()
-    print("Client round trip, request sent to states usable (median ms; CurveZMQ)")
+    transport = "plain TCP" if args.plain else "CurveZMQ"
+    print(f"Client round trip, request sent to states usable (median ms; {transport})")
     print(
         f"{'kernel':12} {'scenario':22} {'models':>6} {'per-widget':>10} {'lost':>5} "
         f"{'ctrl comm':>9} {'lost':>5} {'widget_state':>12} {'ours/comm':>9} "
         f"{'per-widget/ours':>15} {'same':>5}"
     )
     for row in rows:
-        ours = row["ours"]
-        ratio = f"{statistics.median(ours) / statistics.median(row['comm']):9.2f}"
+        ours, comm, per_widget = row["ours"], row["comm"], row["per_widget"]
+        ratio = f"{statistics.median(ours) / statistics.median(comm):9.2f}" if ours and comm else ""
         speedup = (
-            f"{statistics.median(row['per_widget']) / statistics.median(ours):14.1f}x"
-            if ours and row["per_widget"]
-            else f"{'':15}"
+            f"{statistics.median(per_widget) / statistics.median(ours):.1f}x"
+            if ours and per_widget
+            else ""
         )
-        if not ours or not row["comm"]:
-            ratio = f"{'':9}"
         print(
             f"{row['kernel']:12} {row['scenario']:22} {row['models']:6} "
             f"{median_ms(row['per_widget']):>10} {row['per_widget_lost']:5} "
             f"{median_ms(row['comm']):>9} {row['comm_lost']:5} "
-            f"{median_ms(ours) if ours else '':>12} {ratio} {speedup} "
-            f"{'yes' if row['equal'] else 'NO':>5}"
+            f"{median_ms(ours) if ours else 'n/a':>12} {ratio:>9} {speedup:>15} "
+            f"{ {True: 'yes', False: 'NO', None: '-'}[row['equal']]:>5}"
         )
     print(
         f"\nruns: {args.runs} (control comm, widget_state, interleaved), "
         f"{args.per_widget_runs} (per-widget); 'lost' counts replies that never came "
-        "(per-widget: models; control comm: trials)"
+        "(per-widget: models; control comm: trials); "
+        f"per-widget keeps {args.window} requests in flight"
     )
     print("\nIn the kernel, same process (median ms): state + buffers + JSON packing")
-    print(f"{'scenario':22} {'comm handler':>12} {'widget_state':>12} {'ratio':>6}")
+    print("(straightforward: get_state per widget, ipywidgets' _remove_buffers, pack)")
+    print(
+        f"{'scenario':22} {'comm handler':>12} {'straightforward':>15} {'widget_state':>12} "
+        f"{'ours/comm':>9} {'ours/straightforward':>20}"
+    )
     for row in rows:
         side = row.get("kernel_side")
         if side:
-            comm, ours = statistics.median(side["comm"]), statistics.median(side["ours"])
+            comm, plain, ours = (statistics.median(side[k]) for k in ("comm", "plain", "ours"))
             print(
-                f"{row['scenario']:22} {comm * 1000:12.1f} {ours * 1000:12.1f} {ours / comm:6.2f}"
+                f"{row['scenario']:22} {comm * 1000:12.1f} {plain * 1000:15.1f} "
+                f"{ours * 1000:12.1f} {ours / comm:9.2f} {ours / plain:20.2f}"
             )
 
 
@@ -333,9 +351,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 runs, 1 per-widget run")
     parser.add_argument("--runs", type=int, default=7, help="control comm / widget_state runs")
     parser.add_argument("--per-widget-runs", type=int, default=3)
+    parser.add_argument(
+        "--window", type=int, default=200, help="per-widget: request_state messages in flight"
+    )
     parser.add_argument("--buttons", type=int, default=1000)
     parser.add_argument("--images", type=int, default=200)
     parser.add_argument("--image-kb", type=int, default=100)
+    parser.add_argument("--only", default="", help="run the scenarios whose name has this")
+    parser.add_argument("--plain", action="store_true", help="no CurveZMQ (default: required)")
     parser.add_argument(
         "--kernels", default=f"{STOCK},{EXT}", help="comma-separated kernelspec names"
     )
