@@ -154,7 +154,9 @@ class RouterClient:
         self._kernels: dict[str, _Kernel] = {}
         self._by_routing_id: dict[str, dict[bytes, str]] = {c: {} for c in CHANNELS}
         self._inbox: dict[str, deque[tuple[str, dict[str, Any]]]] = {c: deque() for c in CHANNELS}
-        self._waiting: dict[str, dict[str, Any]] = {}  # msg_id -> reply, once it arrived
+        # Requests someone waits for: msg_id -> the kernel id it went to, and its reply.
+        self._expected: dict[str, str] = {}
+        self._replies: dict[str, dict[str, Any]] = {}
         self.closed = False
 
     # --- kernels ----------------------------------------------------------------------
@@ -431,25 +433,26 @@ class RouterClient:
     ) -> dict[str, dict[str, Any]]:
         now = time.monotonic()
         deadline = now + timeout
-        for msg_id in requests:
-            self._waiting[msg_id] = None
+        for msg_id, (kernel_id, _, _) in requests.items():
+            self._expected[msg_id] = kernel_id
         try:
             self._send_all(list(requests.values()), min(deadline, now + self.connect_timeout))
             replies: dict[str, dict[str, Any]] = {}
             for msg_id, (kernel_id, channel, _) in requests.items():
-                while self._waiting[msg_id] is None:
+                while msg_id not in self._replies:
                     try:
                         self._recv_one(channel, deadline)
                     except TimeoutError:
-                        missing = [k for m, (k, _, _) in requests.items() if not self._waiting[m]]
+                        missing = [k for m, (k, _, _) in requests.items() if m not in self._replies]
                         raise TimeoutError(
                             f"no reply on {channel} within {timeout} s from {missing}"
                         ) from None
-                replies[kernel_id] = self._waiting[msg_id]
+                replies[kernel_id] = self._replies[msg_id]
             return replies
         finally:
             for msg_id in requests:
-                self._waiting.pop(msg_id, None)
+                self._expected.pop(msg_id, None)
+                self._replies.pop(msg_id, None)
 
     def _recv_one(self, channel: str, deadline: float | None) -> None:
         """Receive one message on ``channel``: to whoever waits for it, else the inbox."""
@@ -471,8 +474,9 @@ class RouterClient:
             self.log.warning("dropped an invalid %s message from %r: %s", channel, kernel_id, e)
             return
         parent_id = msg["parent_header"].get("msg_id")
-        if parent_id in self._waiting and self._waiting[parent_id] is None:
-            self._waiting[parent_id] = msg
+        # A reply counts only from the kernel the request went to (and only once).
+        if self._expected.get(parent_id) == kernel_id and parent_id not in self._replies:
+            self._replies[parent_id] = msg
         else:
             self._inbox[channel].append((kernel_id, msg))
 

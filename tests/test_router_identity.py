@@ -125,6 +125,16 @@ def test_shell_and_control_reach_each_kernel_by_endpoint(
 
 
 @pytest.mark.timeout(120)
+def test_connect_ip_keeps_the_connection_file_identity(flagged: list[KernelManager]) -> None:
+    """A kernel bound to 0.0.0.0, reached at another address: still addressed as 0.0.0.0."""
+    with RouterClient(connect_timeout=60) as client:
+        kernel_id = client.add_kernel(flagged[2].connection_file, connect_ip="127.0.0.1")
+        assert client.routing_id(kernel_id, "control").startswith(b"tcp://0.0.0.0:")
+        usage = client.request(kernel_id, "control", "usage_request")
+        assert usage["content"]["pid"] == flagged[2].provisioner.pid
+
+
+@pytest.mark.timeout(120)
 def test_send_then_recv_files_replies_by_kernel(
     flagged: list[KernelManager], client: RouterClient
 ) -> None:
