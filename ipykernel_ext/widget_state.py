@@ -148,7 +148,8 @@ def _reader() -> _StateReader | None:
     module = _widget_module()
     if module is None:
         return None
-    if _cached_reader is None or _cached_reader.module is not module:
+    # Keyed on the Widget class: a reloaded ipywidgets brings new classes to plan for.
+    if _cached_reader is None or _cached_reader.widget_class is not module.Widget:
         _cached_reader = _StateReader(module)
     return _cached_reader
 
@@ -199,6 +200,7 @@ class _StateReader:
 
     def __init__(self, module: Any) -> None:
         self.module = module
+        self.widget_class = module.Widget
         self.plans: dict[Any, _ClassPlan] = {}
 
     def plan_for(self, widget: Any, keys: list[str]) -> _ClassPlan:
@@ -378,6 +380,8 @@ def _check_packable(value: Any) -> None:
     the session packs it. This follows jupyter_client's ``json_packer``: ``json.dumps`` with
     ``json_default``, else ``json_clean`` (which raises for what it cannot clean).
     """
+    if isinstance(value, (str, int, float)):  # subclasses (numpy scalars, IntEnum) pack as such
+        return
     try:
         json.dumps(value, default=json_default, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError):
