@@ -31,9 +31,10 @@ What the client takes care of:
   listening, handshake refused, or a kernel that is there but does not use its endpoint as
   routing id).
 
-Only shell and control: IOPub is PUB/SUB and has no routing ids, and stdin requests are routed
-to the shell DEALER's identity, so kernels get ``allow_stdin`` as the caller sets it (leave it
-false). Not thread-safe, like a zmq socket: use one client per thread.
+Only shell and control. IOPub is PUB/SUB and has no routing ids. stdin is left out: a kernel
+sends ``input_request`` to the routing id its shell request came from, which has no stdin
+socket here, so leave ``allow_stdin`` false in ``execute_request`` (ipykernel's default when
+it is missing). Not thread-safe, like a zmq socket: one client per thread.
 """
 
 from __future__ import annotations
@@ -166,11 +167,17 @@ class RouterClient:
         return list(self._kernels)
 
     def routing_id(self, kernel_id: str, channel: str) -> bytes:
-        return self._kernels[kernel_id].routing_ids[channel]
+        return self._kernel(kernel_id).routing_ids[channel]
 
     def session(self, kernel_id: str) -> Session:
         """The Session that signs this kernel's messages (its key, its scheme)."""
-        return self._kernels[kernel_id].session
+        return self._kernel(kernel_id).session
+
+    def _kernel(self, kernel_id: str) -> _Kernel:
+        try:
+            return self._kernels[kernel_id]
+        except KeyError:
+            raise KeyError(f"no kernel {kernel_id!r} in this client: add_kernel() it") from None
 
     def add_kernel(
         self,
@@ -230,7 +237,7 @@ class RouterClient:
 
     def remove_kernel(self, kernel_id: str) -> None:
         """Disconnect from a kernel; its replies that arrive later are dropped."""
-        kernel = self._kernels.pop(kernel_id)
+        kernel = self._kernels.pop(self._kernel(kernel_id).kernel_id)
         for channel in CHANNELS:
             self._by_routing_id[channel].pop(kernel.routing_ids[channel], None)
             try:
@@ -285,7 +292,7 @@ class RouterClient:
     ) -> tuple[str, list[Any]]:
         if channel not in CHANNELS:
             raise ValueError(f"channel must be one of {CHANNELS}, not {channel!r}")
-        kernel = self._kernels[kernel_id]
+        kernel = self._kernel(kernel_id)
         msg = kernel.session.msg(msg_type, {} if content is None else content, metadata=metadata)
         # serialize() puts the routing id in front of the delimiter: the ROUTER routes on it.
         frames = kernel.session.serialize(msg, ident=kernel.routing_ids[channel])

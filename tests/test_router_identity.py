@@ -162,14 +162,23 @@ def test_stock_clients_still_work_with_the_flag(flagged: list[KernelManager]) ->
         kc.stop_channels()
 
 
-def test_client_refuses_a_kernel_twice(flagged: list[KernelManager], client: RouterClient) -> None:
-    client.add_kernel(flagged[0].connection_file)
+@pytest.mark.timeout(120)
+def test_adding_removing_and_misuse(flagged: list[KernelManager], client: RouterClient) -> None:
+    kernel_id = client.add_kernel(flagged[0].connection_file)
     with pytest.raises(ValueError, match="already"):
         client.add_kernel(flagged[0].connection_file)
     with pytest.raises(ValueError, match="already the shell"):
         client.add_kernel(flagged[0].connection_file, kernel_id="again")
     with pytest.raises(ValueError, match="channel"):
-        client.send(flagged[0].connection_file, "stdin", "input_reply")
+        client.send(kernel_id, "stdin", "input_reply")
+    with pytest.raises(KeyError, match="add_kernel"):
+        client.request("nobody", "shell", "kernel_info_request")
+
+    client.remove_kernel(kernel_id)
+    assert client.kernel_ids == []
+    again = client.add_kernel(flagged[0].connection_file, kernel_id="again")
+    reply = client.request(again, "control", "usage_request")
+    assert reply["content"]["pid"] == flagged[0].provisioner.pid
 
 
 # --- CurveZMQ and the stock behaviour ---------------------------------------------------------
