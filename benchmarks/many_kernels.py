@@ -10,17 +10,18 @@ shell and control, three ways:
 * ``RouterClient``: :class:`ipykernel_ext.router_client.RouterClient`, one ROUTER per channel
   for all kernels, which needs kernels started with ``--router-identity=endpoint``.
 
-The jupyter_client client runs against stock ipykernel (``python3``) and against ipykernel_ext
-(``python3-ext --router-identity=endpoint``); the RouterClient can only run against the latter
-(stock kernels' routing ids are random, there is nothing to address).
+The jupyter_client client runs against N stock ipykernel kernels (``python3``) and against N
+ipykernel_ext ones (``python3-ext --router-identity=endpoint``), all running at once; the
+RouterClient can only run against the latter (stock kernels' routing ids are random, there is
+nothing to address).
 
 Resources are what the client process gains when the clients are created and connected
 (after one round trip to every kernel): open file descriptors from ``/proc/self/fd`` (split
 into network sockets, eventfds, epoll fds and the rest), threads, ESTABLISHED TCP
 connections (psutil), and libzmq sockets and contexts still open (pyzmq's per-Context socket
 registry). Time: ``kernel_info_request`` sent to every kernel, then every reply awaited; the
-median over the trials (trials of the variants on ext kernels are interleaved, so load from
-elsewhere on the machine hits them alike), and the client process's CPU time for it (all its
+median over the trials (the four variants take turns, trial by trial, so load from elsewhere
+on the machine hits them alike), and the client process's CPU time for it (all its
 threads, libzmq's I/O threads included). ``lost``: replies that never came (must be 0).
 
     python benchmarks/many_kernels.py            # 20 kernels, 15 trials
@@ -179,18 +180,22 @@ class Row:
 
 def start_kernels(kernel_name: str, n: int, extra: list[str]) -> list[KernelManager]:
     """Start ``n`` kernels and return once every one has answered."""
-    kms = []
-    for _ in range(n):
-        km = KernelManager(kernel_name=kernel_name, transport_encryption="required")
-        km.start_kernel(extra_arguments=extra)
-        kms.append(km)
-    # Until a kernel listens, its manager's own control socket is still reconnecting: wait,
-    # so that connection is not counted as the first client's.
-    probe = DealerClients(kms, None)
-    _, lost = probe.round_trip()
-    probe.close()
-    if lost:
-        raise RuntimeError(f"{lost} of {n} {kernel_name} kernels did not answer")
+    kms: list[KernelManager] = []
+    try:
+        for _ in range(n):
+            km = KernelManager(kernel_name=kernel_name, transport_encryption="required")
+            km.start_kernel(extra_arguments=extra)
+            kms.append(km)
+        # Until a kernel listens, its manager's own control socket is still reconnecting:
+        # wait, so that connection is not counted as the first client's.
+        probe = DealerClients(kms, None)
+        _, lost = probe.round_trip()
+        probe.close()
+        if lost:
+            raise RuntimeError(f"{lost} of {n} {kernel_name} kernels did not answer")
+    except BaseException:
+        stop_kernels(kms)
+        raise
     time.sleep(1.0)
     return kms
 
@@ -232,36 +237,25 @@ def main() -> None:
     args = parser.parse_args()
     n = args.kernels or (5 if args.quick else 20)
     trials = args.trials or (5 if args.quick else 15)
-    rows: list[Row] = []
 
-    print(f"{n} kernels, CurveZMQ, {trials} trials; starting stock kernels ...", flush=True)
-    kms = start_kernels(STOCK, n, [])
-    try:
-        pair = open_variant("stock", lambda: DealerClients(kms, None))
-        run_trials([pair], trials)
-        pair[0].close()
-        rows.append(pair[1])
-    finally:
-        stop_kernels(kms)
-
-    print(f"starting ipykernel_ext kernels with {FLAG} ...", flush=True)
-    kms = start_kernels(EXT, n, [FLAG])
+    print(f"{n} stock + {n} ipykernel_ext kernels ({FLAG}), CurveZMQ, {trials} trials ...")
+    stock_kms = start_kernels(STOCK, n, [])
+    ext_kms: list[KernelManager] = []
     shared: zmq.Context[Any] = zmq.Context()
     pairs: list[tuple[Variant, Row]] = []
     try:
-        for make in (
-            lambda: DealerClients(kms, None),
-            lambda: DealerClients(kms, shared),
-            lambda: RouterClients(kms),
-        ):
-            pairs.append(open_variant("ext", make))
+        ext_kms += start_kernels(EXT, n, [FLAG])
+        pairs.append(open_variant("stock", lambda: DealerClients(stock_kms, None)))
+        pairs.append(open_variant("ext", lambda: DealerClients(ext_kms, None)))
+        pairs.append(open_variant("ext", lambda: DealerClients(ext_kms, shared)))
+        pairs.append(open_variant("ext", lambda: RouterClients(ext_kms)))
         run_trials(pairs, trials)
     finally:
         for variant, _ in pairs:
             variant.close()
         shared.destroy(linger=0)
-        stop_kernels(kms)
-    rows += [row for _, row in pairs]
+        stop_kernels(stock_kms + ext_kms)
+    rows = [row for _, row in pairs]
 
     print_table(rows, n)
 
