@@ -410,7 +410,11 @@ class RouterClient:
         buffers: list[Any] | None = None,
         timeout: float = 60.0,
     ) -> dict[str, Any]:
-        """Send a request to one kernel and return its reply (the whole message)."""
+        """Send a request to one kernel and return its reply (the whole message).
+
+        Waits up to ``connect_timeout`` for the kernel to be connected
+        (:class:`KernelUnreachable`), and up to ``timeout`` in all (``TimeoutError``).
+        """
         msg_id, frames = self._build(kernel_id, channel, msg_type, content, metadata, buffers)
         return self._exchange({msg_id: (kernel_id, channel, frames)}, timeout)[kernel_id]
 
@@ -425,9 +429,9 @@ class RouterClient:
     ) -> dict[str, dict[str, Any]]:
         """Send the same request to several kernels; return ``{kernel_id: reply}``.
 
-        All are sent before any reply is awaited, and a kernel that is not connected yet
-        does not hold up the others. ``timeout`` covers connecting, sending and replying;
-        past it, :class:`KernelUnreachable` or ``TimeoutError`` names a kernel that failed.
+        Every kernel that is connected gets its request at once; the others get theirs as
+        they connect, up to ``connect_timeout`` (then :class:`KernelUnreachable`). Replies are
+        awaited up to ``timeout`` in all (then ``TimeoutError`` naming the silent kernels).
         """
         requests: dict[str, tuple[str, str, list[Any]]] = {}
         for kernel_id in dict.fromkeys(kernel_ids):
