@@ -1,5 +1,10 @@
 """Helpers for clients of an ipykernel_ext kernel (jupyter_client clients, blocking or async).
 
+* :func:`is_own_echo`: tell a client's own ``comm_echo`` from the other frontends'.
+* :func:`fetch_widget_states`: every widget model in one control-channel round trip.
+* :class:`RouterClient` (from :mod:`ipykernel_ext.router_client`): one ROUTER socket per
+  channel for many kernels started with ``--router-identity=endpoint``.
+
 Client side only: nothing here imports the kernel side.
 """
 
@@ -9,6 +14,17 @@ import inspect
 import time
 from queue import Empty
 from typing import Any
+
+from .router_client import KernelUnreachable, RouterClient
+
+__all__ = [
+    "KernelUnreachable",
+    "RouterClient",
+    "WidgetStateError",
+    "async_fetch_widget_states",
+    "fetch_widget_states",
+    "is_own_echo",
+]
 
 
 def is_own_echo(msg: dict[str, Any], session_id: str) -> bool:
