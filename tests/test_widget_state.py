@@ -220,6 +220,42 @@ def test_buffers_at_their_paths_and_put_back(ext: Any) -> None:
     assert got["nested"]["c"] == [1, 2]
 
 
+EVERY_CLASS = """
+import datetime, inspect
+import ipywidgets as w
+made = []
+for name in dir(w):
+    cls = getattr(w, name)
+    if inspect.isclass(cls) and issubclass(cls, w.Widget):
+        try:
+            made.append(cls())
+        except Exception:
+            pass  # abstract or needs arguments
+made += [
+    w.DatetimePicker(value=datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)),
+    w.TimePicker(value=datetime.time(1, 2, 3)),
+    w.Dropdown(options=[("a", 1), ("b", 2)], value=2),
+    w.SelectMultiple(options=["x", "y"], value=["y"]),
+    w.FloatRangeSlider(value=(1.5, 3.5)),
+    w.Audio(value=b"abc"),
+    w.Tab([w.Label("x")], titles=["t"]),
+    w.interactive(lambda x: x, x=3),
+]
+"""
+
+
+def test_every_ipywidgets_class_same_as_update_states(ext: Any) -> None:
+    kc = ext[1]
+    run(kc, EVERY_CLASS)
+    assert evaluate(kc, "len(made)") > 60
+    drain(kc)
+    theirs, their_paths, their_buffers = update_states(kc)
+    reply = request(kc)
+    assert_same_states(reply["content"]["states"], theirs)
+    assert reply["content"]["buffer_paths"] == their_paths
+    assert [bytes(b) for b in reply["buffers"]] == their_buffers
+
+
 def test_failing_serializer_reported_others_kept(ext: Any) -> None:
     kc = ext[1]
     run(kc, "FAIL[0] = True")
