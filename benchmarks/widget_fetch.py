@@ -218,6 +218,43 @@ print(_json.dumps(_t))
 """
 
 
+def transport_floor(frames: list[int], runs: int, plain: bool) -> float:
+    """Median time to move frames of these sizes once over ROUTER/DEALER, no kernel involved.
+
+    The least any reply of that size can cost on this machine (with CurveZMQ unless plain).
+    """
+    import os
+
+    import zmq
+
+    ctx = zmq.Context()
+    server, client = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    if not plain:
+        server_public, server_secret = zmq.curve_keypair()
+        client_public, client_secret = zmq.curve_keypair()
+        server.curve_server = True
+        server.curve_secretkey, server.curve_publickey = server_secret, server_public
+        client.curve_serverkey = server_public
+        client.curve_publickey, client.curve_secretkey = client_public, client_secret
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    client.connect(f"tcp://127.0.0.1:{port}")
+    payload = [os.urandom(size) for size in frames]
+    times = []
+    try:
+        for _ in range(runs):
+            start = time.perf_counter()
+            client.send(b"request")
+            identity, _ = server.recv_multipart()
+            server.send_multipart([identity, *payload], copy=False)
+            client.recv_multipart()
+            times.append(time.perf_counter() - start)
+    finally:
+        server.close(linger=0)
+        client.close(linger=0)
+        ctx.term()
+    return statistics.median(times)
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     result = fn()
@@ -280,11 +317,27 @@ def bench_kernel(kernel: str, args: argparse.Namespace, rows: list[dict[str, Any
             if kernel == EXT:
                 out = run_cell(kc, KERNEL_SIDE.format(runs=args.runs))
                 row["kernel_side"] = json.loads(out.strip().splitlines()[-1])
+                row["reply_frames"] = frame_sizes(reply)
             rows.append(row)
             print(f"  {kernel:12} {label}: done", file=sys.stderr, flush=True)
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def frame_sizes(reply: dict[str, Any]) -> list[int]:
+    """Sizes of a reply's content frame and buffers, for the transport floor."""
+    return [len(json.dumps(reply, default=lambda _: None).encode())] + [
+        memoryview(b).nbytes for b in _buffers_of(reply["states"])
+    ]
+
+
+def _buffers_of(x: Any) -> list[Any]:
+    if isinstance(x, dict):
+        return [b for v in x.values() for b in _buffers_of(v)]
+    if isinstance(x, list | tuple):
+        return [b for v in x for b in _buffers_of(v)]
+    return [x] if isinstance(x, memoryview | bytes | bytearray) else []
 
 
 def _same_states(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -330,6 +383,12 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "(per-widget: models; control comm: trials); "
         f"per-widget keeps {args.window} requests in flight"
     )
+    print("\nTransport floor: the same bytes once over a bare ROUTER/DEALER pair (median ms)")
+    for row in rows:
+        if row.get("reply_frames"):
+            floor = transport_floor(row["reply_frames"], args.runs, args.plain)
+            size = sum(row["reply_frames"]) / 1e6
+            print(f"{row['scenario']:22} {size:6.1f} MB {floor * 1000:9.1f}")
     print("\nIn the kernel, same process (median ms): state + buffers + JSON packing")
     print("(straightforward: get_state per widget, ipywidgets' _remove_buffers, pack)")
     print(
