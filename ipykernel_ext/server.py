@@ -207,23 +207,19 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
             nudge=not busy,
             timeout=self.kernel_info_timeout,
             keep_trying=lambda: self.kernel_id in self.multi_kernel_manager,
+            # As the stock nudge: go on until the server's activity monitor saw the kernel
+            # leave "starting" (it needs a status on its own IOPub socket for that).
+            settled=lambda: getattr(self.kernel_manager, "execution_state", None) != "starting",
         )
-        return asyncio.ensure_future(self._until_live(ready))
-
-    async def _until_live(self, ready: asyncio.Future[None]) -> None:
-        # As the stock nudge: a kernel still "starting" is not connected yet.
-        await asyncio.shield(ready)
-        while getattr(self.kernel_manager, "execution_state", None) == "starting":
-            await asyncio.sleep(0.05)
-            if self.kernel_id not in self.multi_kernel_manager:
-                return
+        # One websocket giving up (closing while it waits) must not cancel the others' wait.
+        return asyncio.ensure_future(asyncio.shield(ready))
 
     @classmethod
     async def close_all(cls) -> None:
         """Close every websocket (stock), then every shared channel set."""
         await super().close_all()
         for shared in list(cls._shared.values()):
-            shared.close()
+            await shared.aclose()
 
     # --- kernel -> websocket -------------------------------------------------------------
 

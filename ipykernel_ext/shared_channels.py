@@ -390,45 +390,64 @@ class SharedChannels:
         nudge: bool = True,
         timeout: float = 60,
         keep_trying: Callable[[], bool] | None = None,
+        settled: Callable[[], bool] | None = None,
     ) -> asyncio.Future[None]:
         """A future done once the kernel answered on shell or control and IOPub delivered.
 
         Like jupyter_server's nudge: kernel_info requests are sent every half second until
-        then, so the IOPub subscription is known to be live. Shared by every caller until the
-        sockets change. ``nudge=False`` (a busy kernel, whose queued shell would delay the
-        answer) resolves at once. ``keep_trying()`` returning False (the kernel was shut
-        down) ends the wait early.
+        then (and until ``settled()`` is true, if given: jupyter_server waits for its own
+        activity monitor to have seen a status), so the IOPub subscription is known to be
+        live. Shared by every caller until the sockets change. ``nudge=False`` (a busy
+        kernel, whose queued shell would delay the answer) resolves at once.
+        ``keep_trying()`` returning False (the kernel was shut down) ends the wait early.
         """
         if not nudge:
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
         if self._ready is None:
-            self._ready = asyncio.ensure_future(self._nudge(timeout, keep_trying))
+            self._ready = asyncio.ensure_future(self._nudge(timeout, keep_trying, settled))
         return self._ready
 
-    async def _nudge(self, timeout: float, keep_trying: Callable[[], bool] | None) -> None:
+    async def _nudge(
+        self,
+        timeout: float,
+        keep_trying: Callable[[], bool] | None,
+        settled: Callable[[], bool] | None,
+    ) -> None:
         loop = asyncio.get_running_loop()
-        iopub_seen = loop.create_future()
+        iopub_seen: asyncio.Future[None] = loop.create_future()
         self._iopub_seen = iopub_seen
         replies: list[asyncio.Future[dict[str, Any]]] = []
         deadline = loop.time() + timeout
+        next_send = loop.time()
         try:
-            while loop.time() < deadline:
+            while True:
                 if keep_trying is not None and not keep_trying():
-                    self.log.debug("Shared channels: kernel gone, not waiting for it")
-                    self._ready = None
-                    return
-                for channel in ("shell", "control"):
-                    replies.append(self.request(channel, "kernel_info_request"))
-                await asyncio.wait(replies, timeout=NUDGE_INTERVAL)
-                if any(f.done() and not f.cancelled() for f in replies):
+                    self.log.debug("Shared channels: the kernel is gone, not waiting for it")
                     break
-            await asyncio.wait_for(iopub_seen, timeout=max(0.0, deadline - loop.time()))
-        except asyncio.TimeoutError:
-            self.log.warning("Kernel did not answer the shared channels in %s s", timeout)
-            if self._ready is not None and self._ready is asyncio.current_task():
-                self._ready = None  # the next caller tries again
+                answered = any(f.done() and not f.cancelled() for f in replies)
+                if answered and iopub_seen.done() and (settled is None or settled()):
+                    return
+                now = loop.time()
+                if now >= deadline:
+                    self.log.warning("Kernel did not answer the shared channels in %s s", timeout)
+                    break
+                if now >= next_send:
+                    for channel in ("shell", "control"):
+                        replies.append(self.request(channel, "kernel_info_request"))
+                    next_send = now + NUDGE_INTERVAL
+                waiting = [f for f in (*replies, iopub_seen) if not f.done()]
+                if (answered and iopub_seen.done()) or not waiting:
+                    await asyncio.sleep(0.05)  # only `settled` is missing: poll it
+                else:
+                    await asyncio.wait(
+                        waiting,
+                        timeout=max(0.01, next_send - loop.time()),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+            if self._ready is asyncio.current_task():
+                self._ready = None  # not ready: the next caller tries again
         finally:
             self._iopub_seen = None
             for fut in replies:
@@ -530,6 +549,12 @@ class SharedChannels:
         self._close_handle = None
         if not self._clients:
             self.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, then wait for the receiving tasks to end."""
+        pumps = list(self._pumps)
+        self.close()
+        await asyncio.gather(*pumps, return_exceptions=True)
 
     def close(self) -> None:
         """Close the sockets now; attached clients get nothing more."""

@@ -1,0 +1,741 @@
+"""Shared channels: one set of ZMQ channels per kernel, many clients.
+
+Two levels, both with real kernels over CurveZMQ:
+
+* the library (:mod:`ipykernel_ext.shared_channels`) driven directly from asyncio, with a
+  kernel started by jupyter_client;
+* the jupyter_server connection class (:mod:`ipykernel_ext.server`) in a real jupyter_server
+  subprocess, with real websocket clients (tornado's websocket client) speaking
+  ``v1.kernel.websocket.jupyter.org`` or the legacy JSON protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from helpers import EXT_KERNEL, start_kernel
+from jupyter_client.session import Session
+from jupyter_server.services.kernels.connection.base import (
+    deserialize_binary_message,
+    deserialize_msg_from_ws_v1,
+    serialize_msg_to_ws_v1,
+)
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import WebSocketClientConnection, websocket_connect
+
+from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
+
+V1 = "v1.kernel.websocket.jupyter.org"
+CLASS = "ipykernel_ext.server.SharedChannelsConnection"
+GRACE = 0.5
+
+pytestmark = pytest.mark.timeout(180)
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def new_header(msg_type: str, session: str) -> dict[str, Any]:
+    return {
+        "msg_id": uuid.uuid4().hex,
+        "msg_type": msg_type,
+        "session": session,
+        "username": "test",
+        "date": datetime.now(timezone.utc).isoformat(),
+        "version": "5.3",
+    }
+
+
+class WSClient:
+    """A kernel websocket client: sends requests, keeps every message it receives."""
+
+    def __init__(
+        self, server: JupyterServer, kernel_id: str, session: str | None = None, v1: bool = True
+    ) -> None:
+        self.server = server
+        self.kernel_id = kernel_id
+        self.session = session or uuid.uuid4().hex
+        self.v1 = v1
+        self.messages: list[dict[str, Any]] = []
+        self.ws: WebSocketClientConnection | None = None
+        self._new = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+        self.closed = False
+
+    async def connect(self) -> WSClient:
+        url = (
+            f"ws://127.0.0.1:{self.server.port}/api/kernels/{self.kernel_id}/channels"
+            f"?session_id={self.session}"
+        )
+        request = HTTPRequest(url, headers={"Authorization": f"token {self.server.token}"})
+        self.ws = await websocket_connect(request, subprotocols=[V1] if self.v1 else None)
+        assert self.ws.selected_subprotocol == (V1 if self.v1 else None)
+        self._reader = asyncio.ensure_future(self._read())
+        return self
+
+    async def _read(self) -> None:
+        assert self.ws is not None
+        while True:
+            data = await self.ws.read_message()
+            if data is None:
+                self.closed = True
+                self._new.set()
+                return
+            self.messages.append(self.decode(data))
+            self._new.set()
+
+    def decode(self, data: str | bytes) -> dict[str, Any]:
+        if self.v1:
+            assert isinstance(data, bytes)
+            channel, parts = deserialize_msg_from_ws_v1(data)
+            msg = {
+                "channel": channel,
+                "header": json.loads(parts[0]),
+                "parent_header": json.loads(parts[1]),
+                "metadata": json.loads(parts[2]),
+                "content": json.loads(parts[3]),
+                "buffers": parts[4:],
+            }
+        elif isinstance(data, bytes):
+            msg = deserialize_binary_message(data)
+        else:
+            msg = json.loads(data)
+        msg["msg_type"] = msg["header"]["msg_type"]
+        return msg
+
+    def send(
+        self,
+        channel: str,
+        msg_type: str,
+        content: dict[str, Any],
+        *,
+        session: str | None = None,
+        parent: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Send a message; return its header."""
+        assert self.ws is not None
+        header = new_header(msg_type, self.session if session is None else session)
+        parent = parent or {}
+        if self.v1:
+            parts = [json.dumps(p).encode() for p in (header, parent, {}, content)]
+            self.ws.write_message(serialize_msg_to_ws_v1(parts, channel), binary=True)
+        else:
+            msg = {"header": header, "parent_header": parent, "metadata": {}, "content": content}
+            self.ws.write_message(json.dumps({**msg, "channel": channel}))
+        return header
+
+    def execute(self, code: str, allow_stdin: bool = False) -> str:
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": False,
+            "user_expressions": {},
+            "allow_stdin": allow_stdin,
+            "stop_on_error": True,
+        }
+        return self.send("shell", "execute_request", content)["msg_id"]
+
+    async def wait_for(
+        self, pred: Callable[[dict[str, Any]], bool], timeout: float = 60
+    ) -> dict[str, Any]:
+        """The first message (received so far or later) for which ``pred`` is true."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while True:
+            for msg in self.messages[seen:]:
+                if pred(msg):
+                    return msg
+            seen = len(self.messages)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.closed:
+                raise TimeoutError(f"{self.session}: no matching message in {timeout} s")
+            self._new.clear()
+            try:
+                await asyncio.wait_for(self._new.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    async def reply_to(self, msg_id: str, timeout: float = 60) -> dict[str, Any]:
+        return await self.wait_for(
+            lambda m: (
+                m["channel"] in ("shell", "control") and m["parent_header"].get("msg_id") == msg_id
+            ),
+            timeout,
+        )
+
+    async def idle_after(self, msg_id: str, timeout: float = 60) -> dict[str, Any]:
+        return await self.wait_for(lambda m: is_idle_for(m, msg_id), timeout)
+
+    def of(self, msg_id: str) -> list[dict[str, Any]]:
+        return [m for m in self.messages if m["parent_header"].get("msg_id") == msg_id]
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            self.ws.close()
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(self._reader, 10)
+            except asyncio.TimeoutError:
+                self._reader.cancel()
+
+
+def is_idle_for(msg: dict[str, Any], msg_id: str) -> bool:
+    return (
+        msg["msg_type"] == "status"
+        and msg["content"].get("execution_state") == "idle"
+        and msg["parent_header"].get("msg_id") == msg_id
+    )
+
+
+class JupyterServer:
+    """A jupyter_server subprocess with our connection class, in a throwaway Jupyter home."""
+
+    def __init__(self, home: Path, extra_args: list[str] | None = None) -> None:
+        self.port = free_port()
+        self.token = uuid.uuid4().hex
+        root = home / "root"
+        root.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(home / "config"),
+            JUPYTER_DATA_DIR=str(home / "data"),
+            JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+            JUPYTER_PLATFORM_DIRS="1",
+            IPYTHONDIR=str(home / "ipython"),
+        )
+        args = [
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            f"--port={self.port}",
+            "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={self.token}",
+            "--allow-root",
+            "--no-browser",
+            f"--ServerApp.root_dir={root}",
+            f"--ServerApp.kernel_websocket_connection_class={CLASS}",
+            "--KernelManager.transport_encryption=required",
+            f"--SharedChannelsConnection.shared_channels_grace_period={GRACE}",
+            *(extra_args or []),
+        ]
+        self.log_path = home / "server.log"
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.rest("GET", "/api/status")
+                break
+            except Exception:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"jupyter_server did not start: {self.log()}") from None
+                time.sleep(0.2)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def rest(self, method: str, path: str, body: Any = None, timeout: float = 60) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            text = response.read()
+        return json.loads(text) if text else None
+
+    def start_kernel(self, name: str = EXT_KERNEL) -> str:
+        return self.rest("POST", "/api/kernels", {"name": name})["id"]
+
+    def kernel_process(self, kernel_id: str) -> psutil.Process:
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            try:
+                if any(kernel_id in arg for arg in child.cmdline()):
+                    return child
+            except psutil.Error:
+                continue
+        raise LookupError(f"no process for kernel {kernel_id}")
+
+    def kernel_connections(self, kernel_id: str) -> int:
+        """ESTABLISHED TCP connections held by the kernel process (one per peer socket)."""
+        proc = self.kernel_process(kernel_id)
+        return sum(1 for c in proc.net_connections("tcp") if c.status == psutil.CONN_ESTABLISHED)
+
+    async def stable_connections(self, kernel_id: str, timeout: float = 15) -> int:
+        """The kernel's connection count once it has sockets and stopped changing (1.5 s)."""
+        deadline = time.monotonic() + timeout
+        last, same_since = -1, time.monotonic()
+        while True:
+            now = self.kernel_connections(kernel_id)
+            if now != last or now == 0:
+                last, same_since = now, time.monotonic()
+            elif time.monotonic() - same_since >= 1.5 or time.monotonic() > deadline:
+                return now
+            await asyncio.sleep(0.2)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    srv = JupyterServer(tmp_path_factory.mktemp("jupyter"))
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def kernel(server: JupyterServer) -> Iterator[str]:
+    kernel_id = server.start_kernel()
+    try:
+        yield kernel_id
+    finally:
+        try:
+            server.rest("DELETE", f"/api/kernels/{kernel_id}")
+        except Exception:
+            pass
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def connect_all(clients: list[WSClient]) -> list[WSClient]:
+    return list(await asyncio.gather(*(c.connect() for c in clients)))
+
+
+async def settle(pred: Callable[[], bool], timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+# --- through jupyter_server --------------------------------------------------------------
+
+
+@pytest.mark.server
+def test_twenty_clients_share_one_set_of_channels(server: JupyterServer, kernel: str) -> None:
+    async def main() -> None:
+        # Before any websocket: the server's own activity socket (and the kernel's own).
+        before = await server.stable_connections(kernel)
+        first = await WSClient(server, kernel).connect()
+        one = await server.stable_connections(kernel)
+        others = await connect_all([WSClient(server, kernel) for _ in range(19)])
+        clients = [first, *others]
+        twenty = await server.stable_connections(kernel)
+        # Stock jupyter_server: 4 more per websocket (FACTS.md: 84 for 20 clients).
+        assert one - before == 4, (before, one)
+        assert twenty == one, (one, twenty)
+
+        # Every client runs a cell at once: its own reply, nobody else's; all IOPub to all.
+        ids = [c.execute(f"print('from client {i}')") for i, c in enumerate(clients)]
+        replies = await asyncio.gather(*(c.reply_to(i) for c, i in zip(clients, ids)))
+        for reply, msg_id in zip(replies, ids):
+            assert reply["msg_type"] == "execute_reply"
+            assert reply["content"]["status"] == "ok"
+            assert reply["parent_header"]["msg_id"] == msg_id
+        await asyncio.gather(*(c.idle_after(ids[-1]) for c in clients))
+        for i, client in enumerate(clients):
+            foreign = [
+                m
+                for m in client.messages
+                if m["channel"] != "iopub" and m["parent_header"].get("session") != client.session
+            ]
+            assert foreign == [], f"client {i} got replies to other sessions"
+            assert [
+                m["parent_header"]["msg_id"] for m in client.messages if m["channel"] == "shell"
+            ] == [ids[i]]
+            texts = {
+                m["content"]["text"].strip()
+                for m in client.messages
+                if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") in ids
+            }
+            assert texts == {f"from client {j}" for j in range(20)}
+            inputs = [m for m in client.messages if m["msg_type"] == "execute_input"]
+            assert {m["parent_header"]["msg_id"] for m in inputs} >= set(ids)
+
+        # input(): the prompt goes only to the asker, the answer comes back from it.
+        asker = clients[3]
+        msg_id = asker.execute("answer = input('who? ')\nprint('got', answer)", allow_stdin=True)
+        request = await asker.wait_for(lambda m: m["msg_type"] == "input_request")
+        assert request["channel"] == "stdin"
+        assert request["content"]["prompt"] == "who? "
+        asker.send("stdin", "input_reply", {"value": "client 3"}, parent=request["header"])
+        await asyncio.gather(*(c.idle_after(msg_id) for c in clients))
+        for client in clients:
+            prompts = [m for m in client.messages if m["msg_type"] == "input_request"]
+            assert len(prompts) == (1 if client is asker else 0)
+            outputs = [m for m in client.of(msg_id) if m["msg_type"] == "stream"]
+            assert "got client 3" in "".join(m["content"]["text"] for m in outputs)
+        reply = await asker.reply_to(msg_id)
+        assert reply["content"]["status"] == "ok"
+
+        await asyncio.gather(*(c.close() for c in clients))
+
+    run(main())
+
+
+@pytest.mark.server
+def test_comm_echo_goes_to_the_others_only(server: JupyterServer, kernel: str) -> None:
+    async def main() -> None:
+        a, b, c = await connect_all([WSClient(server, kernel) for _ in range(3)])
+        info_id = a.send("shell", "kernel_info_request", {})["msg_id"]
+        info = await a.reply_to(info_id)
+        if "comm_echo" not in info["content"].get("supported_features", []):
+            pytest.skip("this kernel does not publish comm_echo")
+        setup = a.execute(
+            "get_ipython().kernel.comm_manager.register_target('t', lambda comm, msg: None)"
+        )
+        assert (await a.reply_to(setup))["content"]["status"] == "ok"
+        comm_id = uuid.uuid4().hex
+        opened = a.send("shell", "comm_open", {"comm_id": comm_id, "target_name": "t", "data": {}})
+        sent = a.send("shell", "comm_msg", {"comm_id": comm_id, "data": {"x": 1}})
+        # b's cell runs after a's comm messages (one shell queue): when it is idle, every
+        # echo has been published.
+        marker = b.execute("pass")
+        await asyncio.gather(*(cl.idle_after(marker) for cl in (a, b, c)))
+        for client in (b, c):
+            echoes = [m for m in client.messages if m["msg_type"] == "comm_echo"]
+            assert [e["parent_header"]["msg_id"] for e in echoes] == [
+                opened["msg_id"],
+                sent["msg_id"],
+            ]
+            assert echoes[1]["content"]["data"] == {"x": 1}
+            assert echoes[1]["parent_header"]["session"] == a.session
+        assert [m for m in a.messages if m["msg_type"] == "comm_echo"] == []
+        # ...while a still gets everything else its comm messages caused (busy/idle).
+        assert any(m["msg_type"] == "status" for m in a.of(sent["msg_id"]))
+        await asyncio.gather(*(cl.close() for cl in (a, b, c)))
+
+    run(main())
+
+
+@pytest.mark.server
+def test_legacy_protocol_alongside_v1(server: JupyterServer, kernel: str) -> None:
+    async def main() -> None:
+        legacy, v1 = await connect_all(
+            [WSClient(server, kernel, v1=False), WSClient(server, kernel)]
+        )
+        msg_id = legacy.execute("import sys; print('legacy here'); sys.stdout.flush(); 6 * 7")
+        reply = await legacy.reply_to(msg_id)
+        assert reply["content"]["status"] == "ok"
+        assert reply["channel"] == "shell"
+        for client in (legacy, v1):
+            await client.idle_after(msg_id)
+            types = [m["msg_type"] for m in client.of(msg_id)]
+            assert "stream" in types and "execute_result" in types, types
+            result = next(m for m in client.of(msg_id) if m["msg_type"] == "execute_result")
+            assert result["content"]["data"]["text/plain"] == "42"
+        assert [m for m in v1.messages if m["channel"] == "shell"] == []
+        # and the other way round
+        other = v1.execute("1 + 1")
+        assert (await v1.reply_to(other))["content"]["status"] == "ok"
+        await legacy.idle_after(other)
+        assert not [
+            m
+            for m in legacy.messages
+            if m["parent_header"].get("msg_id") == other and m["channel"] == "shell"
+        ]
+        await asyncio.gather(legacy.close(), v1.close())
+
+    run(main())
+
+
+@pytest.mark.server
+def test_a_session_owned_by_another_websocket_is_refused(
+    server: JupyterServer, kernel: str
+) -> None:
+    async def main() -> None:
+        a, b = await connect_all([WSClient(server, kernel), WSClient(server, kernel)])
+        # b pretends to be a: the server refuses, tells b, and a gets nothing.
+        header = b.send(
+            "shell",
+            "execute_request",
+            {"code": "print('stolen')", "silent": False, "allow_stdin": False},
+            session=a.session,
+        )
+        error = await b.wait_for(
+            lambda m: (
+                m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == header["msg_id"]
+            )
+        )
+        assert error["content"]["name"] == "stderr"
+        assert "in use by another client" in error["content"]["text"]
+        marker = a.execute("pass")
+        await a.idle_after(marker)
+        assert a.of(header["msg_id"]) == []
+        # A message without a session is refused with a clear error, too.
+        bad = b.send("shell", "kernel_info_request", {}, session="")
+        error = await b.wait_for(
+            lambda m: (
+                m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == bad["msg_id"]
+            )
+        )
+        assert "header.session" in error["content"]["text"]
+        # b still works with its own session.
+        own = b.execute("1")
+        assert (await b.reply_to(own))["content"]["status"] == "ok"
+        await asyncio.gather(a.close(), b.close())
+
+    run(main())
+
+
+@pytest.mark.server
+def test_disconnect_mid_execution_and_reconnect(server: JupyterServer, kernel: str) -> None:
+    async def main() -> None:
+        a, b = await connect_all([WSClient(server, kernel), WSClient(server, kernel)])
+        running = a.execute("import time; time.sleep(1.5); print('after sleep')")
+        await b.wait_for(
+            lambda m: m["msg_type"] == "execute_input" and m["parent_header"]["msg_id"] == running
+        )
+        await a.close()
+        # b is unaffected: sees the end of a's cell, runs its own, gets its reply.
+        await b.idle_after(running)
+        assert "after sleep" in "".join(
+            m["content"]["text"] for m in b.of(running) if m["msg_type"] == "stream"
+        )
+        own = b.execute("2 + 2")
+        assert (await b.reply_to(own))["content"]["status"] == "ok"
+        assert [m for m in b.messages if m["channel"] == "shell"] == [await b.reply_to(own)]
+
+        # The same session reconnecting (a page reload) gets its replies again.
+        again = await WSClient(server, kernel, session=a.session).connect()
+        msg_id = again.execute("3 + 3")
+        assert (await again.reply_to(msg_id))["content"]["status"] == "ok"
+        await asyncio.gather(again.close(), b.close())
+
+    run(main())
+
+
+@pytest.mark.server
+def test_last_client_away_buffers_then_replays(server: JupyterServer, kernel: str) -> None:
+    """jupyter_server's offline buffer (buffer_offline_messages) works as with stock."""
+
+    async def main() -> None:
+        a = await WSClient(server, kernel).connect()
+        running = a.execute("import time; time.sleep(1); print('while away')")
+        await a.wait_for(lambda m: m["msg_type"] == "execute_input")
+        await a.close()
+        await asyncio.sleep(2.5)  # the cell ends while nobody is connected
+        back = await WSClient(server, kernel, session=a.session).connect()
+        reply = await back.reply_to(running, timeout=30)
+        assert reply["content"]["status"] == "ok"
+        assert "while away" in "".join(
+            m["content"]["text"] for m in back.of(running) if m["msg_type"] == "stream"
+        )
+        await back.close()
+
+    run(main())
+
+
+@pytest.mark.server
+def test_channels_close_after_the_grace_period(tmp_path: Path) -> None:
+    srv = JupyterServer(tmp_path, ["--MappingKernelManager.buffer_offline_messages=False"])
+    try:
+        kernel_id = srv.start_kernel()
+
+        async def main() -> None:
+            before = await srv.stable_connections(kernel_id)
+            a = await WSClient(srv, kernel_id).connect()
+            with_client = await srv.stable_connections(kernel_id)
+            assert with_client == before + 4
+            await a.close()
+            # Back within the grace period: the same channels.
+            b = await WSClient(srv, kernel_id).connect()
+            assert srv.kernel_connections(kernel_id) == with_client
+            await b.close()
+            # Gone after it: the kernel is back to the server's own connections.
+            assert await settle(lambda: srv.kernel_connections(kernel_id) == before)
+            c = await WSClient(srv, kernel_id).connect()
+            assert (await c.reply_to(c.execute("1")))["content"]["status"] == "ok"
+            assert await srv.stable_connections(kernel_id) == with_client
+            await c.close()
+
+        run(main())
+    finally:
+        srv.stop()
+
+
+@pytest.mark.server
+def test_restart_clients_get_status_and_go_on(server: JupyterServer, kernel: str) -> None:
+    def status(state: str) -> Callable[[dict[str, Any]], bool]:
+        return lambda m: m["msg_type"] == "status" and m["content"]["execution_state"] == state
+
+    async def main() -> None:
+        clients = await connect_all([WSClient(server, kernel) for _ in range(3)])
+        first = clients[0].execute("x = 1")
+        await asyncio.gather(*(c.idle_after(first) for c in clients))
+
+        async def fresh_kernel_answers(client: WSClient) -> None:
+            msg_id = client.execute("'x' in dir()")
+            reply = await client.reply_to(msg_id)
+            assert reply["content"]["status"] == "ok"
+            await client.idle_after(msg_id)
+            result = next(m for m in client.of(msg_id) if m["msg_type"] == "execute_result")
+            assert result["content"]["data"]["text/plain"] == "False"  # a new kernel
+
+        # REST restart: as with the stock class, every client sees the old kernel's
+        # shutdown_reply (restart: true) on IOPub, then the new kernel's status.
+        marks = [len(c.messages) for c in clients]
+        await asyncio.to_thread(server.rest, "POST", f"/api/kernels/{kernel}/restart")
+        for client, mark in zip(clients, marks):
+            reply = await client.wait_for(lambda m: m["msg_type"] == "shutdown_reply")
+            assert reply["content"]["restart"] is True
+            assert client.messages.index(reply) >= mark
+            await client.wait_for(
+                lambda m, reply=reply: (
+                    m["msg_type"] == "status"
+                    and client.messages.index(m) > client.messages.index(reply)
+                )
+            )
+        for client in clients:
+            await fresh_kernel_answers(client)
+
+        # The kernel dies: the server restarts it and tells each websocket "restarting".
+        server.kernel_process(kernel).kill()
+        await asyncio.gather(*(c.wait_for(status("restarting")) for c in clients))
+        for client in clients:
+            await fresh_kernel_answers(client)
+        await asyncio.gather(*(c.close() for c in clients))
+
+    run(main())
+
+
+# --- the library, without a server -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kernel_manager() -> Iterator[Any]:
+    km = start_kernel(EXT_KERNEL)
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+class LibClient:
+    """A logical client of SharedChannels: a Session and the messages delivered to it."""
+
+    def __init__(
+        self, channels: SharedChannels, key: bytes, session: str | None = None, **attach: Any
+    ) -> None:
+        self.session = Session(key=key) if session is None else Session(key=key, session=session)
+        self.received: list[KernelMessage] = []
+        self.handle = channels.attach(self.received.append, self.session.session, **attach)
+
+    def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
+        msg = self.session.send(self.handle.stream(channel), msg_type, content)
+        assert msg is not None
+        return msg["header"]["msg_id"]
+
+    def replies(self) -> list[KernelMessage]:
+        return [m for m in self.received if m.channel != "iopub"]
+
+    async def wait(
+        self, pred: Callable[[KernelMessage], bool], timeout: float = 30
+    ) -> KernelMessage:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in self.received:
+                if pred(m):
+                    return m
+            await asyncio.sleep(0.02)
+        raise TimeoutError("no matching message")
+
+
+def idle(msg_id: str) -> Callable[[KernelMessage], bool]:
+    return lambda m: (
+        m.channel == "iopub"
+        and m.msg_type == "status"
+        and m.parent_header.get("msg_id") == msg_id
+        and b"idle" in m.frames[4]
+    )
+
+
+def test_library_routes_replies_and_echoes(kernel_manager: Any) -> None:
+    async def main() -> None:
+        info = kernel_manager.get_connection_info()
+        assert info.get("curve_publickey"), "the kernel must run with CurveZMQ"
+        channels = SharedChannels(info, grace_period=0.2)
+        channels.start()
+        key = info["key"]
+        a = LibClient(channels, key)
+        b = LibClient(channels, key, skip_own_echo=False)
+        await asyncio.wait_for(channels.ready(), 30)
+        ids_a = [a.send("shell", "kernel_info_request", {}) for _ in range(3)]
+        id_b = b.send("control", "kernel_info_request", {})
+        await a.wait(idle(ids_a[-1]))
+        await b.wait(lambda m: m.parent_header.get("msg_id") == id_b and m.channel == "control")
+        await a.wait(lambda m: m.channel == "shell" and m.parent_header.get("msg_id") == ids_a[-1])
+        assert [m.parent_header["msg_id"] for m in a.replies()] == ids_a
+        assert [m.parent_header["msg_id"] for m in b.replies()] == [id_b]
+        # The readiness check's own kernel_info replies reached nobody.
+        assert all(m.parent_header["session"] != channels.session.session for m in a.replies())
+
+        # comm_echo: a does not get its own (default), b asked for its own.
+        comm_a = a.send("shell", "comm_open", {"comm_id": "ca", "target_name": "t", "data": {}})
+        comm_b = b.send("shell", "comm_open", {"comm_id": "cb", "target_name": "t", "data": {}})
+        await a.wait(idle(comm_b))
+        await b.wait(idle(comm_b))
+
+        def echoes(client: LibClient) -> list[str]:
+            return [m.parent_header["msg_id"] for m in client.received if m.msg_type == "comm_echo"]
+
+        assert echoes(a) == [comm_b]
+        assert echoes(b) == [comm_a, comm_b]
+
+        # Sessions are owned: b cannot send with a's session.
+        thief = Session(key=key, session=a.session.session)
+        with pytest.raises(SessionInUse):
+            thief.send(b.handle.stream("shell"), "kernel_info_request", {})
+        # A new attach with a's session takes it over (a reconnecting): a's old handle can
+        # no longer send with it, and replies for it go to the new owner.
+        a2 = LibClient(channels, key, session=a.session.session)
+        assert channels.owner(a.session.session) is a2.handle
+        with pytest.raises(SessionInUse):
+            a.send("shell", "kernel_info_request", {})
+        msg_id = a2.send("shell", "kernel_info_request", {})
+        await a2.wait(lambda m: m.channel == "shell" and m.parent_header.get("msg_id") == msg_id)
+
+        # Grace period: the sockets close a little after the last client left.
+        for client in (a, b, a2):
+            client.handle.close()
+        assert not channels.closed
+        await asyncio.sleep(0.6)
+        assert channels.closed and channels.sockets == {}
+
+    run(main())
