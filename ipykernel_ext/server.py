@@ -38,6 +38,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
+import zmq
+import zmq.asyncio
 from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from tornado.websocket import WebSocketClosedError
@@ -150,6 +152,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
 
         shared = SharedChannels(
             info,
+            context=self._zmq_context(),
             grace_period=self.shared_channels_grace_period,
             skip_own_echo=not self.deliver_own_comm_echo,
             logger=self.log,
@@ -158,6 +161,16 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         shared.start()
         self._shared[kernel_id] = shared
         return shared
+
+    def _zmq_context(self) -> zmq.asyncio.Context | None:
+        # The server's own context (one I/O thread for every kernel) rather than a second
+        # one; the multi-kernel manager's lives as long as the server.
+        context = getattr(self.multi_kernel_manager, "context", None)
+        if isinstance(context, zmq.asyncio.Context):
+            return context
+        if isinstance(context, zmq.Context) and not context.closed:
+            return zmq.asyncio.Context.shadow(context.underlying)
+        return None
 
     def create_stream(self) -> None:
         """Attach this websocket to the kernel's shared channels (the stock class connects

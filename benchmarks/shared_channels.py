@@ -1,0 +1,400 @@
+"""jupyter_server with the stock websocket connection class vs SharedChannelsConnection.
+
+For 1, 10 and 100 websocket clients on one kernel (``python3-ext``, CurveZMQ required), each
+server class in a fresh jupyter_server:
+
+* server file descriptors (total, and without the websockets' own TCP sockets, which any
+  server needs one per client), the kernel's established TCP connections, server RSS;
+* fan-out time: from the execute_request to the moment the *last* client has received all
+  of a burst of ``--messages`` comm_msg (IOPub) and the idle status after it;
+* losses: burst messages a client never received, summed over clients.
+
+jupyter_server's IOPub rate limit (``ZMQChannelsWebsocketConnection.limit_rate``, 1000 msg/s
+by default) is turned OFF for both classes: a 10000-message burst would otherwise be cut by
+design and the comparison would measure the limiter.
+
+Clients are tornado websocket clients (``v1.kernel.websocket.jupyter.org``) spread over a few
+worker processes; they only slice the binary frames (no JSON decoding) so that the clients
+cost as little as possible on a machine the server and the kernel share.
+
+    python benchmarks/shared_channels.py            # 1, 10, 100 clients, 3 bursts each
+    python benchmarks/shared_channels.py --quick    # 1 and 10 clients, 1 burst, 2000 messages
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+V1 = "v1.kernel.websocket.jupyter.org"
+STOCK = "jupyter_server.services.kernels.connection.channels.ZMQChannelsWebsocketConnection"
+SHARED = "ipykernel_ext.server.SharedChannelsConnection"
+CLASSES = {"stock": STOCK, "shared": SHARED}
+KERNEL = "python3-ext"
+
+BURST_CODE = """
+from comm import create_comm
+_bench_comm = create_comm(target_name="shared-channels-bench", data={{}})
+for _i in range({n}):
+    _bench_comm.send({{"i": _i}})
+_bench_comm.close()
+"""
+
+
+# --- server ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, connection_class: str, home: Path) -> None:
+        self.port = free_port()
+        self.token = uuid.uuid4().hex
+        (home / "root").mkdir(parents=True)
+        env = dict(os.environ)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(home / "config"),
+            JUPYTER_DATA_DIR=str(home / "data"),
+            JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+            JUPYTER_PLATFORM_DIRS="1",
+            IPYTHONDIR=str(home / "ipython"),
+        )
+        self.log = (home / "server.log").open("wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_server",
+                f"--port={self.port}",
+                "--ServerApp.port_retries=0",
+                "--ServerApp.ip=127.0.0.1",
+                f"--IdentityProvider.token={self.token}",
+                "--allow-root",
+                "--no-browser",
+                f"--ServerApp.root_dir={home / 'root'}",
+                f"--ServerApp.kernel_websocket_connection_class={connection_class}",
+                "--KernelManager.transport_encryption=required",
+                # the IOPub rate limit off, for both classes (see the module docstring)
+                "--ZMQChannelsWebsocketConnection.limit_rate=False",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.rest("GET", "/api/status")
+                return
+            except Exception:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("jupyter_server did not start") from None
+                time.sleep(0.2)
+
+    def rest(self, method: str, path: str, body: Any = None) -> Any:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            text = response.read()
+        return json.loads(text) if text else None
+
+    def kernel_connections(self, kernel_id: str) -> int:
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            if any(kernel_id in arg for arg in child.cmdline()):
+                conns = child.net_connections("tcp")
+                return sum(1 for c in conns if c.status == psutil.CONN_ESTABLISHED)
+        return -1
+
+    def fds(self) -> tuple[int, int]:
+        """(all descriptors, descriptors that are not accepted websocket connections)."""
+        proc = psutil.Process(self.proc.pid)
+        websockets = sum(
+            1
+            for c in proc.net_connections("tcp")
+            if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == self.port
+        )
+        total = proc.num_fds()
+        return total, total - websockets
+
+    def rss_mb(self) -> tuple[float, float]:
+        """(current RSS, peak RSS) in MB."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        return (
+            int(fields["VmRSS"].split()[0]) / 1024,
+            int(fields["VmHWM"].split()[0]) / 1024,
+        )
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+# --- clients (worker processes) ----------------------------------------------------------
+
+
+def v1_frame(channel: str, parts: list[bytes]) -> bytes:
+    offsets = [8 * (1 + 1 + len(parts) + 1)]
+    offsets.append(offsets[-1] + len(channel))
+    for part in parts:
+        offsets.append(offsets[-1] + len(part))
+    head = len(offsets).to_bytes(8, "little") + b"".join(o.to_bytes(8, "little") for o in offsets)
+    return head + channel.encode() + b"".join(parts)
+
+
+class Counter:
+    """One websocket client that counts a burst's comm_msg and notices its idle status."""
+
+    def __init__(self) -> None:
+        self.parent = b""
+        self.count = 0
+        self.done_at = 0.0
+        self.done = asyncio.Event()
+        self.ws: Any = None
+
+    def reset(self, msg_id: str) -> None:
+        self.parent = msg_id.encode()
+        self.count = 0
+        self.done_at = 0.0
+        self.done.clear()
+
+    def on_message(self, data: bytes | str | None) -> None:
+        if not isinstance(data, bytes):
+            return
+        o = [int.from_bytes(data[8 * i : 8 * i + 8], "little") for i in range(1, 6)]
+        if data[o[0] : o[1]] != b"iopub" or self.parent not in data[o[2] : o[3]]:
+            return
+        header = data[o[1] : o[2]]
+        if b'"comm_msg"' in header:
+            self.count += 1
+        elif b'"status"' in header and b"idle" in data[o[4] :]:
+            self.done_at = time.monotonic()
+            self.done.set()
+
+
+async def worker_main(conn: Any, port: int, token: str, kernel_id: str, n: int) -> None:
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    counters = [Counter() for _ in range(n)]
+
+    async def connect(counter: Counter) -> None:
+        url = f"ws://127.0.0.1:{port}/api/kernels/{kernel_id}/channels?session_id={uuid.uuid4()}"
+        request = HTTPRequest(url, headers={"Authorization": f"token {token}"})
+        counter.ws = await websocket_connect(
+            request,
+            subprotocols=[V1],
+            on_message_callback=counter.on_message,
+            max_message_size=1 << 30,
+        )
+
+    for i in range(0, n, 10):  # a few at a time, as browsers would arrive
+        await asyncio.gather(*(connect(c) for c in counters[i : i + 10]))
+    conn.send("ready")
+    loop = asyncio.get_running_loop()
+    while True:
+        command = await loop.run_in_executor(None, conn.recv)
+        if command[0] == "stop":
+            break
+        _, msg_id, code, timeout, send = command
+        for counter in counters:
+            counter.reset(msg_id)
+        sent_at = time.monotonic()
+        if send:
+            header = {
+                "msg_id": msg_id,
+                "msg_type": "execute_request",
+                "session": "bench-driver",
+                "username": "bench",
+                "date": datetime.now(timezone.utc).isoformat(),
+                "version": "5.3",
+            }
+            content = {
+                "code": code,
+                "silent": False,
+                "store_history": False,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            }
+            parts = [json.dumps(p).encode() for p in (header, {}, {}, content)]
+            counters[0].ws.write_message(v1_frame("shell", parts), binary=True)
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(c.done.wait() for c in counters)), timeout=timeout
+            )
+        except asyncio.TimeoutError:
+            pass
+        conn.send([(c.count, c.done_at or None) for c in counters] + [("sent", sent_at)])
+    for counter in counters:
+        counter.ws.close()
+    await asyncio.sleep(0.2)
+
+
+def worker(conn: Any, port: int, token: str, kernel_id: str, n: int) -> None:
+    asyncio.run(worker_main(conn, port, token, kernel_id, n))
+
+
+# --- one configuration -------------------------------------------------------------------
+
+
+def run_config(
+    name: str, n_clients: int, messages: int, trials: int, timeout: float
+) -> dict[str, Any]:
+    home = Path(tempfile.mkdtemp(prefix=f"bench-{name}-{n_clients}-"))
+    server = Server(CLASSES[name], home)
+    kernel_id = server.rest("POST", "/api/kernels", {"name": KERNEL})["id"]
+    ctx = mp.get_context("spawn")
+    n_workers = 1 if n_clients < 10 else 2
+    split = [
+        n_clients // n_workers + (1 if i < n_clients % n_workers else 0) for i in range(n_workers)
+    ]
+    workers = []
+    try:
+        for count in split:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=worker, args=(child, server.port, server.token, kernel_id, count)
+            )
+            proc.start()
+            workers.append((proc, parent))
+        for _, pipe in workers:
+            if not pipe.poll(120):
+                raise RuntimeError("clients did not connect")
+            assert pipe.recv() == "ready"
+        time.sleep(1.5)  # let ZMQ connections settle before counting
+        fds, fds_wo_ws = server.fds()
+        kernel_conns = server.kernel_connections(kernel_id)
+        times: list[float] = []
+        lost = 0
+        incomplete = 0
+        code = BURST_CODE.format(n=messages)
+        for trial in range(trials + 1):  # trial 0 warms up (imports, first comm)
+            msg_id = uuid.uuid4().hex
+            for i, (_, pipe) in enumerate(workers):
+                pipe.send(("burst", msg_id, code, timeout, i == 0))
+            results = [pipe.recv() for _, pipe in workers]
+            sent_at = results[0][-1][1]
+            counts = [r for res in results for r in res[:-1]]
+            if trial == 0:
+                continue
+            lost += sum(messages - c for c, _ in counts)
+            done = [t for _, t in counts]
+            if any(t is None for t in done):
+                incomplete += sum(1 for t in done if t is None)
+            else:
+                times.append(max(done) - sent_at)
+        rss, peak = server.rss_mb()
+        for _, pipe in workers:
+            pipe.send(("stop",))
+        for proc, _ in workers:
+            proc.join(30)
+        return {
+            "class": name,
+            "clients": n_clients,
+            "fds": fds,
+            "fds_wo_ws": fds_wo_ws,
+            "kernel_conns": kernel_conns,
+            "rss": rss,
+            "peak": peak,
+            "time": statistics.median(times) if times else float("nan"),
+            "times": times,
+            "lost": lost,
+            "incomplete": incomplete,
+        }
+    finally:
+        for proc, _ in workers:
+            if proc.is_alive():
+                proc.kill()
+        try:
+            server.rest("DELETE", f"/api/kernels/{kernel_id}")
+        except Exception:
+            pass
+        server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1 and 10 clients, 1 burst")
+    parser.add_argument("--clients", default=None, help="comma-separated, default 1,10,100")
+    parser.add_argument("--messages", type=int, default=None, help="burst size (10000)")
+    parser.add_argument("--trials", type=int, default=None, help="bursts per setting (3)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per burst")
+    args = parser.parse_args()
+    clients = [int(c) for c in (args.clients or ("1,10" if args.quick else "1,10,100")).split(",")]
+    messages = args.messages or (2000 if args.quick else 10000)
+    trials = args.trials or (1 if args.quick else 3)
+
+    print(
+        f"{messages}-message IOPub burst (comm_msg), kernel {KERNEL} with CurveZMQ, "
+        f"IOPub rate limit off, median of {trials} burst(s)"
+    )
+    rows = []
+    for n in clients:
+        for name in ("stock", "shared"):
+            row = run_config(name, n, messages, trials, args.timeout)
+            rows.append(row)
+            print(
+                f"  {name:6} {n:4} clients: {row['time']:.2f} s "
+                f"{[round(t, 2) for t in row['times']]} lost {row['lost']}",
+                flush=True,
+            )
+    print()
+    header = (
+        f"{'clients':>7} {'class':>6} {'fds':>5} {'fds-ws':>6} {'kernel conns':>12} "
+        f"{'RSS MB':>7} {'peak MB':>7} {'fan-out s':>9} {'lost':>6} {'ratio':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for n in clients:
+        stock = next(r for r in rows if r["clients"] == n and r["class"] == "stock")
+        for row in (stock, next(r for r in rows if r["clients"] == n and r["class"] == "shared")):
+            ratio = row["time"] / stock["time"] if stock["time"] else float("nan")
+            print(
+                f"{n:>7} {row['class']:>6} {row['fds']:>5} {row['fds_wo_ws']:>6} "
+                f"{row['kernel_conns']:>12} {row['rss']:>7.1f} {row['peak']:>7.1f} "
+                f"{row['time']:>9.2f} {row['lost']:>6} {ratio:>6.2f}"
+            )
+    print(
+        "\nfds-ws: server descriptors minus its websocket connections (one per client in any "
+        "server).\nratio: fan-out time / stock's. lost: burst messages never received, all "
+        "clients and bursts."
+    )
+    if any(r["incomplete"] for r in rows):
+        print(
+            "some clients never saw the burst's idle status:",
+            {(r["class"], r["clients"]): r["incomplete"] for r in rows if r["incomplete"]},
+        )
+
+
+if __name__ == "__main__":
+    main()
