@@ -143,6 +143,9 @@ class JupyterServer:
         self.root_dir = Path(root_dir) if root_dir is not None else self._tmp / "root"
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.runtime_dir = self._tmp / "runtime"
+        #: JupyterLab reads user settings from here (``<plugin package>/<plugin>.jupyterlab-
+        #: settings`` files); write them before a page loads.
+        self.lab_settings_dir = self._tmp / "lab-settings"
         self.log_path = self._tmp / "server.log"
         self.url = ""  # http://127.0.0.1:PORT/ once started
         self.proc: subprocess.Popen[bytes] | None = None
@@ -177,7 +180,7 @@ class JupyterServer:
             JUPYTER_DATA_DIR=str(self._tmp / "data"),
             JUPYTER_RUNTIME_DIR=str(self.runtime_dir),
             JUPYTER_PLATFORM_DIRS="1",
-            JUPYTERLAB_SETTINGS_DIR=str(self._tmp / "lab-settings"),
+            JUPYTERLAB_SETTINGS_DIR=str(self.lab_settings_dir),
             JUPYTERLAB_WORKSPACES_DIR=str(self._tmp / "lab-workspaces"),
             IPYTHONDIR=str(self._tmp / "ipython"),
             PYTHONUNBUFFERED="1",

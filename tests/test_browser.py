@@ -1,0 +1,206 @@
+"""JupyterLab in a real browser: a grid of 1000 Buttons renders whole on ``python3-ext``.
+
+This is where the IOPub loss was first seen by users: with CurveZMQ between jupyter_server
+and a stock kernel, such a grid shows "Error displaying widget: model not found", an empty
+output, or a cell stuck at ``[*]``. Here JupyterLab (from PyPI) is served on localhost with
+``transport_encryption=required``, Debian's ``chromium`` is driven headless by Playwright
+(its Python wheel carries the driver; no browser is downloaded), and the test checks what a
+user would look at. A screenshot goes to ``artifacts/`` at the repository root.
+
+Needs ``chromium`` (apt) and the ``browser`` extra (jupyterlab, playwright): see
+``.ci/install-browser.sh``. Without them the test is skipped locally and fails in CI (CI=true).
+Skip it on purpose with ``-m 'not browser'``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_utils import JupyterServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(600)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+N_BUTTONS = 1000
+CELL_CODE = f"""\
+import ipywidgets as widgets
+buttons = [widgets.Button(description=str(i), layout=widgets.Layout(width="60px"))
+           for i in range({N_BUTTONS})]
+widgets.GridBox(buttons, layout=widgets.Layout(grid_template_columns="repeat(20, 64px)"))"""
+
+# What ipywidgets' JupyterLab renderer and views put in the page (jupyterlab_widgets 3.0):
+# each Button view is a <button class="jupyter-widgets jupyter-button widget-button">; a model
+# that cannot be found shows the text "Error displaying widget: model not found" (or stays at
+# "Loading widget..." if the manager is still restoring), and a view that fails to build is
+# replaced by an ErrorWidget whose node has the class "jupyter-widgets-error-widget".
+BUTTON_SELECTOR = ".jp-OutputArea button.jupyter-button.widget-button"
+ERROR_SELECTOR = ".jupyter-widgets-error-widget"
+ERROR_TEXTS = ("Error displaying widget", "Loading widget...")
+
+
+def _missing_requirement() -> str | None:
+    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+        return f"{CHROMIUM} not found (apt-get install chromium; see .ci/install-browser.sh)"
+    for module in ("playwright", "jupyterlab"):
+        if importlib.util.find_spec(module) is None:
+            return f"python package {module!r} missing (pip install 'ipykernel-ext[browser]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser_ready() -> None:
+    reason = _missing_requirement()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"browser test cannot run in CI: {reason}")
+    pytest.skip(reason)
+
+
+def write_notebook(path: Path) -> None:
+    notebook = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {
+                "name": "python3-ext",
+                "display_name": "Python 3 (ipykernel_ext)",
+                "language": "python",
+            },
+            "language_info": {"name": "python"},
+        },
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": "grid-of-buttons",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": CELL_CODE,
+            }
+        ],
+    }
+    path.write_text(json.dumps(notebook, indent=1))
+
+
+def quiet_lab_settings(lab: JupyterServer) -> None:
+    """No "get notified about Jupyter news?" toast over the screenshot."""
+    folder = lab.lab_settings_dir / "@jupyterlab" / "apputils-extension"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+
+
+def test_grid_of_1000_buttons_renders_in_jupyterlab(browser_ready: None, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    root = tmp_path / "root"
+    root.mkdir()
+    write_notebook(root / "grid.ipynb")
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "browser-grid-1000-buttons.png"
+
+    # No call to PyPI for a "new version" banner.
+    lab_args = ["--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    console: list[str] = []
+    with JupyterServer(app="lab", root_dir=root, extra_args=lab_args) as lab:
+        quiet_lab_settings(lab)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
+                headless=True,
+                args=CHROMIUM_ARGS,
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1920, "height": 1200})
+                page.set_default_timeout(120_000)
+                page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+                page.goto(lab.http_url(f"lab/tree/grid.ipynb?token={lab.token}"))
+                try:
+                    verdict = run_cell_and_look(page, lab)
+                finally:
+                    page.screenshot(path=str(screenshot))
+            finally:
+                browser.close()
+
+        kernels = lab.api("GET", "api/kernels")
+        assert [k["name"] for k in kernels] == ["python3-ext"], kernels
+        assert lab.connection_info(kernels[0]["id"]).get("curve_publickey"), (
+            "the kernel ran without CurveZMQ"
+        )
+
+    errors = [line for line in console if line.startswith("error")]
+    detail = f"{verdict}; screenshot {screenshot}; console errors: {errors[:5]}"
+    assert verdict["prompt"] == "[1]:", detail
+    assert verdict["buttons"] == N_BUTTONS, detail
+    assert verdict["error_widgets"] == 0, detail
+    assert not verdict["error_texts"], detail
+
+
+KERNEL_IDLE_JS = """() => {
+    // The status bar says "<kernel display name> | Idle" once the notebook's kernel is
+    // connected and ready; the toolbar's execution indicator says idle even before that.
+    const bar = document.querySelector('.jp-StatusBar-Widget');
+    return bar !== null && bar.innerText.includes('| Idle');
+}"""
+
+
+def run_cell_and_look(page: Any, lab: JupyterServer) -> dict[str, Any]:
+    """Run the notebook's only cell; return what the page shows once it has settled."""
+    page.wait_for_selector(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=180_000)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=180_000)
+    cell = page.locator(".jp-Notebook .jp-Cell").first
+    prompt = cell.locator(".jp-InputArea-prompt")
+    page.click(".jp-Notebook .jp-Cell .jp-InputArea-editor")
+    page.keyboard.press("Shift+Enter")
+
+    # The prompt turns "[*]:" at once (a UI reaction, not the kernel's); then shows the
+    # execution count when the kernel's idle arrives. A lost idle leaves it at "[*]:".
+    page.wait_for_function(
+        "el => el.innerText.trim() !== '[ ]:'", arg=prompt.element_handle(), timeout=60_000
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not prompt.inner_text().strip()[1:-2].isdigit():
+        time.sleep(0.5)
+
+    # Views render after the cell finished: wait until all are there, or until the count
+    # has stopped changing for a while, so a slow machine only waits longer.
+    buttons = page.locator(BUTTON_SELECTOR)
+    last, stable_since = -1, time.monotonic()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        count = buttons.count()
+        if count == N_BUTTONS:
+            break
+        if count != last:
+            last, stable_since = count, time.monotonic()
+        elif time.monotonic() - stable_since > 30:
+            break
+        time.sleep(0.5)
+
+    output_text = cell.inner_text()
+    return {
+        "prompt": prompt.inner_text().strip(),
+        "buttons": buttons.count(),
+        "error_widgets": page.locator(ERROR_SELECTOR).count(),
+        "error_texts": [t for t in ERROR_TEXTS if t in output_text],
+        "kernel_state": lab.api("GET", "api/kernels")[0]["execution_state"],
+    }

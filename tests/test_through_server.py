@@ -1,0 +1,321 @@
+"""End to end through a real jupyter_server: what a JupyterLab user's kernel traffic goes through.
+
+The server is a subprocess (``python -m jupyter_server``) with token auth and
+``--KernelManager.transport_encryption=required``; ``python3-ext`` is started through the
+REST API, and every message travels over the kernel websocket with the
+``v1.kernel.websocket.jupyter.org`` binary framing (see ``server_utils``).
+
+The server's default IOPub rate limit stays on (1000 msg/s over 3 s, ``status``,
+``comm_open`` and ``execute_input`` exempt): the tests see what a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_utils import JupyterServer, KernelWebsocket, stream_text
+
+from ipykernel_ext.client import is_own_echo
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+
+EXT_KERNEL = "python3-ext"
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+RATE_LIMIT_TEXT = "IOPub message rate exceeded"
+
+BURST_CODE = """\
+import ipywidgets as widgets
+buttons = [widgets.Button(description=str(i)) for i in range({n})]
+grid = widgets.GridBox(buttons, layout=widgets.Layout(grid_template_columns="repeat(25, 80px)"))
+display(grid)
+"""
+
+# Every model the burst created: each Button with its ButtonStyle and Layout, the grid and
+# its Layout. Printed by a second cell, so the burst cell is exactly what a user runs.
+BURST_MODEL_IDS_CODE = """\
+import json
+_ids = [grid.model_id, grid.layout.model_id]
+for _b in buttons:
+    _ids += [_b.model_id, _b.style.model_id, _b.layout.model_id]
+print(json.dumps(_ids))
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[JupyterServer]:
+    with JupyterServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def kernel_id(server: JupyterServer) -> Iterator[str]:
+    kid = server.start_kernel(EXT_KERNEL)
+    try:
+        yield kid
+    finally:
+        server.shutdown_kernel(kid)
+
+
+@pytest.fixture
+def ws(server: JupyterServer, kernel_id: str) -> Iterator[KernelWebsocket]:
+    with server.connect(kernel_id) as client:
+        yield client
+
+
+def printed_json(client: KernelWebsocket, code: str) -> Any:
+    _, iopub = client.run(code)
+    return json.loads(stream_text(iopub))
+
+
+def model_refs(state: Any) -> set[str]:
+    """Every ``IPY_MODEL_<id>`` reference inside a widget state (children, layout, style)."""
+    return set(re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state)))
+
+
+def test_kernel_runs_with_curve_and_ext_features(
+    server: JupyterServer, kernel_id: str, ws: KernelWebsocket
+) -> None:
+    info = server.connection_info(kernel_id)
+    assert info.get("curve_publickey") and info.get("curve_secretkey"), (
+        "the server did not provision CurveZMQ keys: --KernelManager.transport_encryption "
+        "was not applied"
+    )
+    assert server.kernel_model(kernel_id)["name"] == EXT_KERNEL
+    content = ws.kernel_info["content"]
+    for feature in ("comm_echo", "widget_state", "iopub_stats"):
+        assert feature in content["supported_features"]
+
+
+@pytest.mark.parametrize("n_buttons", [1000, 3000])
+def test_button_grid_burst_arrives_whole(ws: KernelWebsocket, n_buttons: int) -> None:
+    msg_id = ws.execute(BURST_CODE.format(n=n_buttons))
+    reply, iopub = ws.collect_execution(msg_id, timeout=240)
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+    expected_ids = printed_json(ws, BURST_MODEL_IDS_CODE)
+    assert len(expected_ids) == len(set(expected_ids)) == 3 * n_buttons + 2
+
+    types = [m["msg_type"] for m in iopub]
+    opens = [m for m in iopub if m["msg_type"] == "comm_open"]
+    opened = {m["content"]["comm_id"] for m in opens}
+    stats = ws.request("control", "iopub_stats_request")["content"]
+    rate_limited = RATE_LIMIT_TEXT in stream_text(iopub, "stderr")
+    summary = (
+        f"{len(opens)}/{len(expected_ids)} comm_open, {types.count('display_data')} "
+        f"display_data, rate limited: {rate_limited}, kernel iopub stats: {stats}"
+    )
+    assert not rate_limited, summary
+    assert opened == set(expected_ids), summary
+    assert len(opens) == len(expected_ids), summary  # and none twice
+
+    # Every model a state refers to was opened (else: "Error displaying widget").
+    for msg in opens:
+        assert model_refs(msg["content"]["data"]["state"]) <= opened
+
+    displays = [m for m in iopub if m["msg_type"] == "display_data"]
+    assert len(displays) == 1, summary
+    view = displays[0]["content"]["data"][WIDGET_VIEW_MIME]
+    assert view["model_id"] == expected_ids[0]
+    # The view comes after every model it needs.
+    assert types.index("display_data") > max(i for i, t in enumerate(types) if t == "comm_open")
+    assert types[0] == "status" and iopub[0]["content"]["execution_state"] == "busy"
+    assert types[-1] == "status" and iopub[-1]["content"]["execution_state"] == "idle"
+    assert stats["fallback_sends"] == 0, summary
+
+
+REGISTER_TARGET_CODE = """\
+received = []
+def _on_open(comm, open_msg):
+    received.append(("open", open_msg["content"]["data"]))
+    comm.on_msg(lambda msg: received.append(("msg", msg["content"]["data"])))
+    comm.on_close(lambda msg: received.append(("close", msg["content"]["data"])))
+get_ipython().kernel.comm_manager.register_target("e2e_target", _on_open)
+"""
+
+
+def test_comm_echo_reaches_second_websocket_client(
+    server: JupyterServer, kernel_id: str, ws: KernelWebsocket
+) -> None:
+    ws.run(REGISTER_TARGET_CODE)
+    with server.connect(kernel_id) as other:
+        comm_id = "e2e0comm0" + other.session_id[:8]
+        sent = [
+            other.send(
+                "shell",
+                "comm_open",
+                {"comm_id": comm_id, "target_name": "e2e_target", "data": {"hello": 1}},
+                metadata={"from": "other"},
+            ),
+            other.send(
+                "shell",
+                "comm_msg",
+                {"comm_id": comm_id, "data": {"n": 2}},
+                buffers=[b"\x00\x01binary"],
+            ),
+            other.send("shell", "comm_close", {"comm_id": comm_id, "data": {"bye": 3}}),
+        ]
+        for msg in sent:
+            parent_id = msg["header"]["msg_id"]
+            echo = ws.recv_until(
+                lambda m, pid=parent_id: (
+                    m["msg_type"] == "comm_echo" and m["parent_header"].get("msg_id") == pid
+                ),
+                timeout=30,
+            )
+            assert echo["channel"] == "iopub"
+            assert echo["parent_header"]["session"] == other.session_id
+            assert echo["parent_header"]["msg_type"] == msg["header"]["msg_type"]
+            assert echo["content"] == msg["content"]
+            assert echo["metadata"] == msg["metadata"]
+            assert echo["buffers"] == msg["buffers"]
+            assert not is_own_echo(echo, ws.session_id)
+
+            # The sender sees it too and can tell it is its own.
+            own = other.recv_until(
+                lambda m, pid=parent_id: (
+                    m["msg_type"] == "comm_echo" and m["parent_header"].get("msg_id") == pid
+                ),
+                timeout=30,
+            )
+            assert is_own_echo(own, other.session_id)
+
+        # The handlers ran, after the echoes.
+        received = printed_json(ws, "import json; print(json.dumps(received))")
+        assert received == [["open", {"hello": 1}], ["msg", {"n": 2}], ["close", {"bye": 3}]]
+
+
+def test_comm_echo_precedes_handler_output(
+    server: JupyterServer, kernel_id: str, ws: KernelWebsocket
+) -> None:
+    """An IntSlider update from one client: the other sees busy, comm_echo, echo_update, idle."""
+    model_id = printed_json(
+        ws,
+        "import ipywidgets, json\nslider = ipywidgets.IntSlider()\n"
+        "print(json.dumps(slider.model_id))",
+    )
+    with server.connect(kernel_id) as other:
+        update = other.send(
+            "shell",
+            "comm_msg",
+            {
+                "comm_id": model_id,
+                "data": {"method": "update", "state": {"value": 42}, "buffer_paths": []},
+            },
+        )
+        parent_id = update["header"]["msg_id"]
+        seen: list[dict[str, Any]] = []
+        while not (
+            seen
+            and seen[-1]["msg_type"] == "status"
+            and seen[-1]["content"]["execution_state"] == "idle"
+        ):
+            seen.append(
+                ws.recv_until(
+                    lambda m: (
+                        m["channel"] == "iopub" and m["parent_header"].get("msg_id") == parent_id
+                    ),
+                    timeout=30,
+                )
+            )
+        types = [m["msg_type"] for m in seen]
+        assert types[0] == "status" and types[1] == "comm_echo", types
+        assert seen[1]["content"]["data"]["state"] == {"value": 42}
+    assert printed_json(ws, "print(slider.value)") == 42
+
+
+WIDGETS_CODE = """\
+import ipywidgets, json
+seven = ipywidgets.IntSlider(value=7, description="seven")
+press = ipywidgets.Button(description="press")
+print(json.dumps([seven.model_id, press.model_id]))
+"""
+
+
+def test_widget_state_request_on_control_through_websocket(
+    server: JupyterServer, kernel_id: str, ws: KernelWebsocket
+) -> None:
+    slider_id, button_id = printed_json(ws, WIDGETS_CODE)
+    with server.connect(kernel_id) as other:
+        reply = ws.request(
+            "control",
+            "widget_state_request",
+            {"model_ids": [slider_id, button_id, "no-such-model"]},
+            timeout=60,
+        )
+        assert reply["msg_type"] == "widget_state_reply"
+        content = reply["content"]
+        assert content["status"] == "ok", content
+        assert set(content["states"]) == {slider_id, button_id}
+        assert content["missing"] == ["no-such-model"]
+        assert len(content["buffer_paths"]) == len(reply["buffers"])
+
+        slider = content["states"][slider_id]
+        assert slider["model_name"] == "IntSliderModel"
+        assert slider["model_module"] == "@jupyter-widgets/controls"
+        assert slider["model_module_version"]
+        assert slider["state"]["value"] == 7
+        assert slider["state"]["description"] == "seven"
+        button = content["states"][button_id]
+        assert button["model_name"] == "ButtonModel"
+        assert button["state"]["description"] == "press"
+        # The Button's style and layout are referenced, and fetchable with {}.
+        refs = model_refs(button["state"])
+        assert len(refs) == 2
+
+        everything = ws.request("control", "widget_state_request", {}, timeout=60)["content"]
+        assert everything["status"] == "ok"
+        assert {slider_id, button_id} | refs <= set(everything["states"])
+        assert everything["missing"] == []
+
+        # Only the requester got the replies: the kernel answers control requests in order,
+        # so a reply misrouted to the other client would reach it before this one.
+        other.request("control", "kernel_info_request", timeout=60)
+        assert not [m for m in other.backlog if m["msg_type"] == "widget_state_reply"]
+
+    bad = ws.request("control", "widget_state_request", {"model_ids": "not-a-list"}, timeout=60)
+    assert bad["msg_type"] == "widget_state_reply"
+    assert bad["content"]["status"] == "error"
+    assert bad["content"]["ename"]
+
+
+def test_queries_leave_the_server_state_busy(
+    server: JupyterServer, kernel_id: str, ws: KernelWebsocket, tmp_path: Path
+) -> None:
+    """A query answered mid-cell must not make the server report the kernel idle."""
+    flag = tmp_path / "go"
+    msg_id = ws.execute(
+        f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)"
+    )
+    try:
+        ws.recv_until(
+            lambda m: (
+                m["msg_type"] == "execute_input" and m["parent_header"].get("msg_id") == msg_id
+            ),
+            timeout=60,
+        )
+        assert server.kernel_model(kernel_id)["execution_state"] == "busy"
+        for query in ("widget_state_request", "iopub_stats_request"):
+            reply = ws.request("control", query, timeout=60)
+            assert reply["content"]["status"] == "ok", reply["content"]
+        # A status published for a query would reach the server before the IOPub messages
+        # of a later control request: wait for the idle of a kernel_info_request (a type the
+        # server does not track) before reading the server's state again.
+        barrier = ws.send("control", "kernel_info_request")["header"]["msg_id"]
+        ws.recv_until(
+            lambda m: (
+                m["msg_type"] == "status"
+                and m["parent_header"].get("msg_id") == barrier
+                and m["content"]["execution_state"] == "idle"
+            ),
+            timeout=60,
+        )
+        assert server.kernel_model(kernel_id)["execution_state"] == "busy"
+    finally:
+        flag.touch()
+    reply, _ = ws.collect_execution(msg_id, timeout=60)
+    assert reply["content"]["status"] == "ok"
