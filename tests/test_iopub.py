@@ -1,0 +1,667 @@
+"""IOPub: no silent loss (PROTOCOL.md section 1), against real kernels over CurveZMQ.
+
+What is checked, and how each check can fail:
+
+* bursts (a GridBox of 1000 and 3000 Buttons, a ``create_comm`` loop of 10000) reach the
+  client whole: every ``comm_open``, the ``display_data`` and the idle status;
+* NODROP, deterministically: a subscriber that reads only when the kernel waits for it gets
+  every message with NODROP on and loses some with ``--no-iopub-nodrop``;
+* a stalled subscriber (a SUB socket that never reads) costs about one send timeout, is
+  counted, logged once on the kernel's stderr (never on stdout or IOPub), and gets messages
+  again once it drains; a subscriber killed mid-burst changes nothing for the others;
+* launcher flags, ``--ExtKernelApp.x=`` and config files reach the socket, bad values stop
+  the kernel before it writes its connection file.
+
+Raw subscribers are plain ``zmq.SUB`` sockets with the connection file's curve keys, a small
+``RCVHWM`` and a small kernel receive buffer (``RCVBUF``): a subscriber that does not read
+then holds only a few messages besides the kernel's per-subscriber queue (``SNDHWM``).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+from helpers import (
+    EXT_KERNEL,
+    control_request,
+    count_types,
+    execute_and_collect,
+    iopub_stats,
+    new_client,
+    start_kernel,
+)
+from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.session import Session
+
+#: A comm target no client registers: for a client, a comm_open to it is just a message.
+UNKNOWN_TARGET = "ipykernel_ext.tests.nobody"
+
+#: The first words of the kernel's stall warning (ipykernel_ext/iopub.py).
+STALL_WARNING = "IOPub: a subscriber's queue stayed full"
+
+#: The stall kernel's options. A subscriber that reads is treated as stalled if it cannot
+#: take about half a queue (libzmq's low-water mark) within one send timeout: the reading
+#: client of these tests must keep up with 500 messages a second, not 5000.
+STALL_SNDHWM = 1000
+STALL_TIMEOUT_MS = 1000
+STALL_BURST = 20_000
+
+
+def widget_grid_code(buttons: int) -> str:
+    """A cell that displays a GridBox of ``buttons`` Buttons: 3 comms per Button, 2 more."""
+    return textwrap.dedent(
+        f"""
+        import ipywidgets as w
+        from IPython.display import display
+        display(w.GridBox([w.Button(description=str(i)) for i in range({buttons})]))
+        """
+    )
+
+
+def comm_loop_code(count: int, pad: int = 0) -> str:
+    """A cell that opens ``count`` comms to a target nobody registered (one comm_open each)."""
+    return textwrap.dedent(
+        f"""
+        import comm
+        _pad = "x" * {pad}
+        for _i in range({count}):
+            comm.create_comm(target_name={UNKNOWN_TARGET!r}, data={{"i": _i, "pad": _pad}})
+        """
+    )
+
+
+@dataclass
+class Burst:
+    """What one client saw of one cell: counts by type, the other messages, the time."""
+
+    reply: dict[str, Any]
+    counts: dict[str, int]
+    others: list[dict[str, Any]]
+    seconds: float
+
+
+def run_burst(kc: BlockingKernelClient, code: str, timeout: float = 120) -> Burst:
+    """Execute ``code`` and collect its IOPub until idle, keeping all but the comm_opens."""
+    counts: dict[str, int] = {}
+
+    def keep(msg: dict[str, Any]) -> bool:
+        counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
+        return msg["msg_type"] != "comm_open"
+
+    start = time.monotonic()
+    reply, others = execute_and_collect(kc, code, timeout=timeout, keep=keep)
+    return Burst(reply, counts, others, time.monotonic() - start)
+
+
+class RawSubscriber:
+    """A bare ``zmq.SUB`` on a kernel's IOPub, with the kernel's curve keys.
+
+    ``rcvhwm`` and ``rcvbuf`` are set before connect (libzmq sizes a pipe when it is made),
+    so a subscriber that stops reading holds at most that much on its side.
+    """
+
+    def __init__(self, km: KernelManager, rcvhwm: int = 1, rcvbuf: int = 4096) -> None:
+        self.session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme)
+        self.socket = zmq.Context.instance().socket(zmq.SUB)
+        self.socket.linger = 0
+        self.socket.rcvhwm = rcvhwm
+        self.socket.rcvbuf = rcvbuf
+        if km.curve_publickey is not None:
+            self.socket.curve_secretkey = km.curve_secretkey
+            self.socket.curve_publickey = km.curve_publickey
+            self.socket.curve_serverkey = km.curve_publickey
+        self.socket.subscribe(b"")
+        # XPUB passes on only the first subscription to a topic, so b"" from a second client
+        # brings no iopub_welcome; a topic of our own does, and proves both are in place.
+        self.token = os.urandom(8).hex().encode()
+        self.socket.subscribe(self.token)
+        self.socket.connect(f"{km.transport}://{km.ip}:{km.iopub_port}")
+        deadline = time.monotonic() + 30
+        while True:
+            msg = self.recv(timeout=max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                raise TimeoutError("no iopub_welcome for a raw subscriber in 30 s")
+            if msg["header"]["msg_type"] == "iopub_welcome":
+                break
+
+    def recv(self, timeout: float) -> dict[str, Any] | None:
+        """One message (content left packed), or None after ``timeout`` seconds."""
+        if not self.socket.poll(int(timeout * 1000)):
+            return None
+        _idents, frames = self.session.feed_identities(self.socket.recv_multipart())
+        return self.session.deserialize(frames, content=False)
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+
+def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
+    """Counts by type of the messages whose parent is ``msg_id``."""
+    return count_types([m for m in messages if m["parent_header"].get("msg_id") == msg_id])
+
+
+def is_idle_for(msg: dict[str, Any], msg_id: str) -> bool:
+    return (
+        msg["header"]["msg_type"] == "status"
+        and msg["parent_header"].get("msg_id") == msg_id
+        and b'"idle"' in bytes(msg["content"])
+    )
+
+
+@pytest.fixture(scope="module")
+def ext_kernel() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """An ipykernel_ext kernel with default options, CurveZMQ on, one reading client."""
+    km = start_kernel(EXT_KERNEL)
+    kc = new_client(km)
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+# --- 1. bursts ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("buttons", [1000, 3000])
+def test_widget_grid_burst_arrives_whole(ext_kernel: Any, buttons: int) -> None:
+    _km, kc = ext_kernel
+    burst = run_burst(kc, widget_grid_code(buttons))
+    assert burst.reply["content"]["status"] == "ok", burst.reply["content"]
+    # Button, its Layout and its ButtonStyle per button; the GridBox and its Layout.
+    assert burst.counts.get("comm_open", 0) == 3 * buttons + 2
+    assert burst.counts.get("display_data", 0) == 1
+    assert burst.others[-1]["content"]["execution_state"] == "idle"
+
+
+@pytest.mark.timeout(120)
+def test_create_comm_loop_burst_arrives_whole(ext_kernel: Any) -> None:
+    _km, kc = ext_kernel
+    burst = run_burst(kc, comm_loop_code(10_000) + "\ndisplay('done')")
+    assert burst.reply["content"]["status"] == "ok", burst.reply["content"]
+    assert burst.counts.get("comm_open", 0) == 10_000
+    assert burst.counts.get("display_data", 0) == 1
+
+
+def test_default_settings_reach_the_socket(ext_kernel: Any) -> None:
+    _km, kc = ext_kernel
+    stats = iopub_stats(kc)
+    assert stats["status"] == "ok"
+    assert (stats["sndhwm"], stats["nodrop"], stats["send_timeout_ms"]) == (10_000, True, 2_000)
+    assert stats["sent"] > 0
+
+
+# --- 2. NODROP, deterministically ---------------------------------------------------
+
+NODROP_HWM = 20
+NODROP_BURST = 1500
+NODROP_PAD = 16_000  # bytes per message: TCP buffers then hold few messages
+
+
+def shell_and_control_client(km: KernelManager) -> BlockingKernelClient:
+    """A client that does not subscribe to IOPub, so the raw subscriber is the only one."""
+    kc = BlockingKernelClient(connection_file=km.connection_file)
+    kc.load_connection_file()
+    kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=True)
+    deadline = time.monotonic() + 60
+    while True:
+        msg_id = kc.kernel_info()
+        try:
+            reply = kc.get_shell_msg(timeout=1)
+        except queue.Empty:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no kernel_info_reply in 60 s") from None
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return kc
+
+
+def read_only_when_waited_for(
+    kc: BlockingKernelClient, sub: RawSubscriber, code: str, batch: int
+) -> tuple[dict[str, int], bool, dict[str, Any]]:
+    """Run ``code``; ``sub`` reads only while the kernel waits for it, then after the reply.
+
+    The subscriber reads one batch each time ``iopub_stats`` shows a new wait (or shows
+    ``sent`` frozen for a while, so a missed wait cannot deadlock the test), and nothing
+    otherwise. With NODROP off the kernel never waits, so this subscriber reads nothing
+    until the cell has ended: whatever did not fit in its queue is lost, whatever the
+    machine's speed. Returns (counts for the request, idle seen, last stats).
+    """
+    before = iopub_stats(kc)
+    msg_id = kc.execute(code)
+    received: list[dict[str, Any]] = []
+    waits, sent, frozen_since = before["waits"], before["sent"], time.monotonic()
+    replied = False
+    while not replied:
+        try:
+            reply = kc.get_shell_msg(timeout=0.05)
+            replied = reply["parent_header"].get("msg_id") == msg_id
+        except queue.Empty:
+            pass
+        stats = iopub_stats(kc)
+        now = time.monotonic()
+        if stats["sent"] != sent:
+            sent, frozen_since = stats["sent"], now
+        if stats["waits"] > waits or now - frozen_since > 0.5:
+            waits, frozen_since = stats["waits"], now
+            for _ in range(batch):
+                msg = sub.recv(timeout=1)
+                if msg is None:
+                    break
+                received.append(msg)
+    idle = False
+    while not idle:
+        msg = sub.recv(timeout=3)
+        if msg is None:
+            break
+        received.append(msg)
+        idle = is_idle_for(msg, msg_id)
+    return count_for(received, msg_id), idle, iopub_stats(kc)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("nodrop", [True, False], ids=["nodrop", "no-nodrop"])
+def test_nodrop_makes_a_slow_subscriber_lose_nothing(nodrop: bool) -> None:
+    args = [f"--iopub-sndhwm={NODROP_HWM}", "--iopub-send-timeout=60000"]
+    if not nodrop:
+        args.append("--no-iopub-nodrop")
+    km = start_kernel(EXT_KERNEL, args)
+    kc = sub = None
+    try:
+        kc = shell_and_control_client(km)
+        sub = RawSubscriber(km)
+        counts, idle, stats = read_only_when_waited_for(
+            kc, sub, comm_loop_code(NODROP_BURST, pad=NODROP_PAD), batch=2 * NODROP_HWM
+        )
+        assert (stats["sndhwm"], stats["nodrop"]) == (NODROP_HWM, nodrop)
+        if nodrop:
+            assert counts.get("comm_open", 0) == NODROP_BURST
+            assert idle
+            assert stats["waits"] >= 1, "the kernel never waited: the test proved nothing"
+            assert stats["timeouts"] == 0
+        else:
+            # The same subscriber, the same burst, no waiting: messages are lost.
+            assert counts.get("comm_open", 0) < NODROP_BURST
+            assert stats["waits"] == 0
+    finally:
+        if sub is not None:
+            sub.close()
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+# --- 3 and 5. a stalled subscriber; the warning on stderr ---------------------------
+
+
+@dataclass
+class StallRun:
+    """Everything one stall scenario produced, for the tests below to look at."""
+
+    km: KernelManager
+    kc: BlockingKernelClient
+    baseline: Burst
+    stalled: Burst
+    stats_before: dict[str, Any]
+    stats_after: dict[str, Any]
+    after_reply: dict[str, Any]
+    after_seconds: float
+    drained: int
+    resumed_counts: dict[str, int]
+    stdout_path: Path
+    stderr_path: Path
+    stderr_after_stall: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
+    """One kernel (short send timeout, stdout/stderr to files) through a stall episode.
+
+    A baseline burst with one reading client; the same burst with a second subscriber that
+    never reads; an execute_request right after; then the stalled subscriber drains and must
+    receive a new cell's output.
+    """
+    logs = tmp_path_factory.mktemp("stall-logs")
+    stdout_path, stderr_path = logs / "kernel.stdout", logs / "kernel.stderr"
+    km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required")
+    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        km.start_kernel(
+            extra_arguments=[
+                f"--iopub-sndhwm={STALL_SNDHWM}",
+                f"--iopub-send-timeout={STALL_TIMEOUT_MS}",
+            ],
+            stdout=out,
+            stderr=err,
+        )
+    kc = new_client(km)
+    try:
+        code = comm_loop_code(STALL_BURST, pad=1000)
+        baseline = run_burst(kc, code)
+        stats_before = iopub_stats(kc)
+        stalled_sub = RawSubscriber(km)
+        try:
+            stalled = run_burst(kc, code)
+            stats_after = iopub_stats(kc)
+            start = time.monotonic()
+            after_reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
+            after_seconds = time.monotonic() - start
+            stderr_after_stall = stderr_path.read_text()
+            # The stalled subscriber wakes up: it reads what it holds, then a new cell.
+            drained = 0
+            while stalled_sub.recv(timeout=2) is not None:
+                drained += 1
+            msg_id = kc.execute("print('after the stall')")
+            seen: list[dict[str, Any]] = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                msg = stalled_sub.recv(timeout=max(0.0, deadline - time.monotonic()))
+                if msg is None:
+                    break
+                seen.append(msg)
+                if is_idle_for(msg, msg_id):
+                    break
+            kc.get_shell_msg(timeout=30)
+        finally:
+            stalled_sub.close()
+        yield StallRun(
+            km=km,
+            kc=kc,
+            baseline=baseline,
+            stalled=stalled,
+            stats_before=stats_before,
+            stats_after=stats_after,
+            after_reply=after_reply,
+            after_seconds=after_seconds,
+            drained=drained,
+            resumed_counts=count_for(seen, msg_id),
+            stdout_path=stdout_path,
+            stderr_path=stderr_path,
+            stderr_after_stall=stderr_after_stall,
+        )
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+@pytest.mark.timeout(180)
+def test_stalled_subscriber_costs_the_reader_nothing(stall_run: StallRun) -> None:
+    assert stall_run.baseline.counts.get("comm_open") == STALL_BURST
+    assert stall_run.stalled.counts.get("comm_open") == STALL_BURST
+    assert stall_run.stalled.reply["content"]["status"] == "ok"
+
+
+@pytest.mark.timeout(180)
+def test_stalled_subscriber_costs_about_one_send_timeout(stall_run: StallRun) -> None:
+    # libzmq parks a pipe a lossy send found full: one timeout per stall, not per message.
+    # The bound is generous on purpose (2 shared CPUs); a timeout per message would add
+    # thousands of seconds.
+    added = stall_run.stalled.seconds - stall_run.baseline.seconds
+    bound = stall_run.baseline.seconds + STALL_TIMEOUT_MS / 1000 + 10
+    assert added <= bound, (stall_run.baseline.seconds, stall_run.stalled.seconds)
+
+
+@pytest.mark.timeout(180)
+def test_stall_is_counted(stall_run: StallRun) -> None:
+    before, after = stall_run.stats_before, stall_run.stats_after
+    assert 1 <= after["timeouts"] - before["timeouts"] <= 2
+    assert after["fallback_sends"] - before["fallback_sends"] >= 1
+    assert after["send_timeout_ms"] == STALL_TIMEOUT_MS
+    assert after["sent"] - before["sent"] >= STALL_BURST
+
+
+@pytest.mark.timeout(180)
+def test_kernel_answers_right_after_a_stall(stall_run: StallRun) -> None:
+    assert stall_run.after_reply["content"]["status"] == "ok"
+    # Generous: it must not wait behind another send timeout per queued message.
+    assert stall_run.after_seconds < 10
+
+
+@pytest.mark.timeout(180)
+def test_stalled_subscriber_gets_new_messages_once_it_drains(stall_run: StallRun) -> None:
+    assert stall_run.drained >= STALL_SNDHWM - 1
+    assert stall_run.resumed_counts.get("stream") == 1, stall_run.resumed_counts
+    assert stall_run.resumed_counts.get("status") == 2
+
+
+@pytest.mark.timeout(180)
+def test_stall_warning_once_on_stderr_never_on_stdout_or_iopub(stall_run: StallRun) -> None:
+    warnings = [ln for ln in stall_run.stderr_after_stall.splitlines() if STALL_WARNING in ln]
+    timeouts = stall_run.stats_after["timeouts"] - stall_run.stats_before["timeouts"]
+    assert len(warnings) == 1, stall_run.stderr_after_stall
+    assert "WARNING" in warnings[0]
+    assert f"{timeouts} message(s)" in warnings[0]
+    assert stall_run.stdout_path.read_text() == ""
+    for msg in stall_run.baseline.others + stall_run.stalled.others:
+        assert msg["msg_type"] != "stream", msg["content"]
+
+
+SLEEPY_SUBSCRIBER = textwrap.dedent(
+    """
+    import json, os, sys, time, zmq
+    info = json.load(open(sys.argv[1]))
+    s = zmq.Context().socket(zmq.SUB)
+    s.rcvhwm = 1
+    s.rcvbuf = 4096
+    s.curve_secretkey = info["curve_secretkey"].encode()
+    s.curve_publickey = info["curve_publickey"].encode()
+    s.curve_serverkey = info["curve_publickey"].encode()
+    token = os.urandom(8).hex().encode()
+    s.subscribe(b"")
+    s.subscribe(token)
+    s.connect("tcp://%s:%d" % (info["ip"], info["iopub_port"]))
+    while s.recv_multipart()[0] != token:  # our own iopub_welcome: subscribed
+        pass
+    print("subscribed", flush=True)
+    time.sleep(3600)
+    """
+)
+
+
+@pytest.mark.timeout(180)
+def test_subscriber_killed_mid_burst_changes_nothing(stall_run: StallRun) -> None:
+    km, kc = stall_run.km, stall_run.kc
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLEEPY_SUBSCRIBER, km.connection_file],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "subscribed"
+        os.kill(proc.pid, signal.SIGSTOP)  # a frontend whose process is stopped
+        msg_id = kc.execute(comm_loop_code(STALL_BURST, pad=1000))
+        counts: dict[str, int] = {}
+        kill_at = stall_run.stats_after["sndhwm"] - 500  # just before its queue is full
+        deadline = time.monotonic() + 120
+        while True:
+            msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
+            if counts.get("comm_open") == kill_at:
+                proc.kill()
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        assert counts.get("comm_open") == STALL_BURST
+        reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.timeout(60)
+def test_sndhwm_is_the_queue_each_subscriber_gets() -> None:
+    """A subscriber that never reads holds ``--iopub-sndhwm`` messages, not libzmq's 1000.
+
+    SNDHWM set after bind would still read back right through getsockopt while every pipe
+    keeps 1000 (FACTS.md), so this counts what a stalled subscriber actually got.
+    """
+    sndhwm = 5000
+    km = start_kernel(EXT_KERNEL, [f"--iopub-sndhwm={sndhwm}", "--iopub-send-timeout=200"])
+    kc = sub = None
+    try:
+        kc = shell_and_control_client(km)
+        sub = RawSubscriber(km)
+        # 2 kB messages: the kernel's TCP send buffer (at most 4 MB by default on Linux) then
+        # holds fewer than half a queue, which libzmq does not count against SNDHWM.
+        msg_id = kc.execute(comm_loop_code(2 * sndhwm, pad=2000))
+        reply = kc.get_shell_msg(timeout=60)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        held = 0
+        while sub.recv(timeout=2) is not None:
+            held += 1
+        stats = iopub_stats(kc)
+        assert stats["timeouts"] >= 1, "the subscriber was never full: the test proved nothing"
+        assert sndhwm - 1 <= held <= 1.5 * sndhwm, held
+    finally:
+        if sub is not None:
+            sub.close()
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+# --- 4. flags, config, bad values ---------------------------------------------------
+
+
+def stats_of(extra_arguments: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Start a kernel with these arguments (and environment), return its iopub_stats."""
+    km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required")
+    km.start_kernel(extra_arguments=extra_arguments, env=env or dict(os.environ))
+    kc = None
+    try:
+        kc = new_client(km)
+        return iopub_stats(kc)
+    finally:
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def settings(stats: dict[str, Any]) -> tuple[int, bool, int]:
+    return stats["sndhwm"], stats["nodrop"], stats["send_timeout_ms"]
+
+
+@pytest.mark.timeout(60)
+def test_launcher_flags_reach_the_socket() -> None:
+    stats = stats_of(["--iopub-sndhwm=123", "--iopub-send-timeout=456", "--no-iopub-nodrop"])
+    assert settings(stats) == (123, False, 456)
+
+
+@pytest.mark.timeout(60)
+def test_traitlets_options_reach_the_socket() -> None:
+    stats = stats_of(
+        [
+            "--ExtKernelApp.iopub_sndhwm=0",
+            "--ExtKernelApp.iopub_send_timeout=1500",
+            "--ExtKernelApp.iopub_nodrop=True",
+        ]
+    )
+    assert settings(stats) == (0, True, 1500)
+
+
+@pytest.mark.timeout(60)
+def test_jupyter_config_file_reaches_the_socket_and_the_command_line_wins(
+    tmp_path: Path,
+) -> None:
+    config_dir = tmp_path / "jupyter-config"
+    config_dir.mkdir()
+    (config_dir / "jupyter_kernel_config.py").write_text(
+        "c.ExtKernelApp.iopub_sndhwm = 321\nc.ExtKernelApp.iopub_send_timeout = 1234\n"
+    )
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config_dir))
+    assert settings(stats_of([], env)) == (321, True, 1234)
+    assert settings(stats_of(["--iopub-sndhwm=555"], env)) == (555, True, 1234)
+
+
+@pytest.mark.timeout(60)
+def test_ipython_kernel_config_file_reaches_the_socket(tmp_path: Path) -> None:
+    # Stock ipykernel's own config file, in the IPython profile: a drop-in must read it.
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_text(
+        "c.ExtKernelApp.iopub_sndhwm = 222\nc.ExtKernelApp.iopub_nodrop = False\n"
+    )
+    env = dict(os.environ, IPYTHONDIR=str(tmp_path / "ipython"))
+    assert settings(stats_of([], env))[:2] == (222, False)
+
+
+BAD_VALUES = [
+    (["--iopub-sndhwm=-1"], "iopub_sndhwm"),
+    (["--iopub-sndhwm=lots"], "iopub_sndhwm"),
+    (["--iopub-sndhwm=1.5"], "iopub_sndhwm"),
+    (["--iopub-send-timeout=0"], "iopub_send_timeout"),
+    (["--iopub-send-timeout=-5"], "iopub_send_timeout"),
+    (["--iopub-send-timeout=2s"], "iopub_send_timeout"),
+    (["--ExtKernelApp.iopub_sndhwm=-3"], "iopub_sndhwm"),
+    ([], "iopub_send_timeout"),  # from the config file written below
+]
+
+
+@pytest.mark.timeout(90)
+def test_bad_values_stop_the_kernel_before_it_starts(tmp_path: Path) -> None:
+    config_dir = tmp_path / "jupyter-config"
+    config_dir.mkdir()
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config_dir))
+    # Only the last case has no argument of its own: the bad value comes from config.
+    procs = []
+    for i, (args, _option) in enumerate(BAD_VALUES):
+        case_env = env
+        if not args:
+            bad_dir = tmp_path / "bad-config"
+            bad_dir.mkdir()
+            (bad_dir / "jupyter_kernel_config.py").write_text(
+                "c.ExtKernelApp.iopub_send_timeout = -1\n"
+            )
+            case_env = dict(env, JUPYTER_CONFIG_DIR=str(bad_dir))
+        connection_file = tmp_path / f"kernel-{i}.json"
+        procs.append(
+            (
+                connection_file,
+                subprocess.Popen(
+                    [sys.executable, "-m", "ipykernel_ext", *args, "-f", str(connection_file)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=case_env,
+                ),
+            )
+        )
+    for (connection_file, proc), (args, option) in zip(procs, BAD_VALUES, strict=True):
+        try:
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode != 0, (args, out, err)
+        assert option in err, (args, err)
+        assert "Traceback" not in err, (args, err)
+        # The connection file is written only after every socket is bound.
+        assert not connection_file.exists(), args
+        assert "To connect another client" not in out + err
+
+
+@pytest.mark.timeout(60)
+def test_iopub_stats_request_with_fields_is_an_error_reply(ext_kernel: Any) -> None:
+    _km, kc = ext_kernel
+    reply = control_request(kc, "iopub_stats_request", {"bogus": 1})
+    assert reply["msg_type"] == "iopub_stats_reply"
+    assert reply["content"]["status"] == "error"
+    assert "bogus" in reply["content"]["evalue"]
