@@ -24,10 +24,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -358,6 +360,16 @@ class KernelWebsocket:
         if selected != WS_V1:
             self.ws.close()
             raise ServerError(f"server chose websocket subprotocol {selected!r}, not {WS_V1}")
+        # One thread reads blocking and queues whole messages: a socket timeout in the middle
+        # of a frame would leave websocket-client's framing out of step, so callers wait on
+        # the queue instead. It also keeps reading while a test does something else.
+        self.ws.settimeout(None)
+        self._inbox: queue.Queue[dict[str, Any] | BaseException] = queue.Queue()
+        self._broken: BaseException | None = None
+        self._reader = threading.Thread(
+            target=self._read, name=f"ws-reader-{self.session_id[:8]}", daemon=True
+        )
+        self._reader.start()
         self.kernel_info = self.request("shell", "kernel_info_request", timeout=timeout)
 
     @property
@@ -365,8 +377,13 @@ class KernelWebsocket:
         return self.session.session
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.ws.close()
+        """Close the websocket (the server then closes its kernel channels for it)."""
+        with contextlib.suppress(Exception):
+            self.ws.send_close()
+        self._reader.join(timeout=5)  # it ends on the server's close frame
+        with contextlib.suppress(Exception):
+            self.ws.shutdown()
+        self._reader.join(timeout=5)
 
     def __enter__(self) -> KernelWebsocket:
         return self
@@ -415,17 +432,46 @@ class KernelWebsocket:
 
     # receiving ----------------------------------------------------------------------
 
+    def _read(self) -> None:
+        while True:
+            try:
+                opcode, data = self.ws.recv_data()
+            except Exception as exc:  # closed by us, or the connection broke
+                self._inbox.put(ConnectionError(f"websocket closed: {exc!r}"))
+                return
+            received = time.perf_counter()
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                self._inbox.put(ConnectionError("websocket closed by the server"))
+                return
+            if opcode == websocket.ABNF.OPCODE_TEXT:
+                # The server writes JSON text only for the legacy protocol; never with v1.
+                self._inbox.put(ServerError(f"text frame on a v1 websocket: {data[:200]!r}"))
+                continue
+            try:
+                msg = message_from_parts(*decode_v1(data))
+            except ValueError as exc:
+                self._inbox.put(exc)
+                continue
+            msg["received"] = received  # time.perf_counter() when the frame was read
+            self._inbox.put(msg)
+
     def recv(self, timeout: float) -> dict[str, Any]:
-        """The next message from the websocket; ``TimeoutError`` if none in ``timeout`` s."""
-        self.ws.settimeout(max(timeout, 0.001))
+        """The next message from the websocket; ``TimeoutError`` if none in ``timeout`` s.
+
+        Each message has, besides the usual keys, ``channel`` and ``received`` (the
+        ``time.perf_counter()`` at which its frame was read).
+        """
+        if self._broken is not None:
+            raise self._broken
         try:
-            opcode, data = self.ws.recv_data()
-        except websocket.WebSocketTimeoutException as exc:
-            raise TimeoutError(f"no websocket message in {timeout:.1f} s") from exc
-        if opcode == websocket.ABNF.OPCODE_TEXT:
-            # The server writes JSON text only for the legacy protocol; never with v1.
-            raise ServerError(f"text frame on a v1 websocket: {data[:200]!r}")
-        return message_from_parts(*decode_v1(data))
+            item = self._inbox.get(timeout=max(timeout, 0))
+        except queue.Empty:
+            raise TimeoutError(f"no websocket message in {timeout:.1f} s") from None
+        if isinstance(item, ConnectionError):
+            self._broken = item
+        if isinstance(item, BaseException):
+            raise item
+        return item
 
     def recv_until(self, match: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
         """The first message (backlog first) for which ``match`` is true."""
@@ -448,10 +494,13 @@ class KernelWebsocket:
     ) -> dict[str, Any]:
         """Send a request on ``channel`` and return its reply (same channel, same parent)."""
         msg_id = self.send(channel, msg_type, content)["header"]["msg_id"]
-        return self.recv_until(
-            lambda m: m["channel"] == channel and m["parent_header"].get("msg_id") == msg_id,
-            timeout,
-        )
+        try:
+            return self.recv_until(
+                lambda m: m["channel"] == channel and m["parent_header"].get("msg_id") == msg_id,
+                timeout,
+            )
+        except TimeoutError as exc:
+            raise TimeoutError(f"no reply to {msg_type} on {channel} in {timeout} s") from exc
 
     def collect_execution(
         self, msg_id: str, timeout: float = 120

@@ -192,7 +192,7 @@ def run_cell_and_look(page: Any, lab: JupyterServer) -> dict[str, Any]:
             break
         if count != last:
             last, stable_since = count, time.monotonic()
-        elif time.monotonic() - stable_since > 30:
+        elif time.monotonic() - stable_since > 60:
             break
         time.sleep(0.5)
 

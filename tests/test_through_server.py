@@ -94,7 +94,7 @@ def test_kernel_runs_with_curve_and_ext_features(
 @pytest.mark.parametrize("n_buttons", [1000, 3000])
 def test_button_grid_burst_arrives_whole(ws: KernelWebsocket, n_buttons: int) -> None:
     msg_id = ws.execute(BURST_CODE.format(n=n_buttons))
-    reply, iopub = ws.collect_execution(msg_id, timeout=240)
+    reply, iopub = ws.collect_execution(msg_id, timeout=120)
     assert reply["content"]["status"] == "ok", reply["content"]
 
     expected_ids = printed_json(ws, BURST_MODEL_IDS_CODE)
@@ -103,11 +103,10 @@ def test_button_grid_burst_arrives_whole(ws: KernelWebsocket, n_buttons: int) ->
     types = [m["msg_type"] for m in iopub]
     opens = [m for m in iopub if m["msg_type"] == "comm_open"]
     opened = {m["content"]["comm_id"] for m in opens}
-    stats = ws.request("control", "iopub_stats_request")["content"]
     rate_limited = RATE_LIMIT_TEXT in stream_text(iopub, "stderr")
     summary = (
         f"{len(opens)}/{len(expected_ids)} comm_open, {types.count('display_data')} "
-        f"display_data, rate limited: {rate_limited}, kernel iopub stats: {stats}"
+        f"display_data, rate limited: {rate_limited}"
     )
     assert not rate_limited, summary
     assert opened == set(expected_ids), summary
@@ -125,7 +124,9 @@ def test_button_grid_burst_arrives_whole(ws: KernelWebsocket, n_buttons: int) ->
     assert types.index("display_data") > max(i for i, t in enumerate(types) if t == "comm_open")
     assert types[0] == "status" and iopub[0]["content"]["execution_state"] == "busy"
     assert types[-1] == "status" and iopub[-1]["content"]["execution_state"] == "idle"
-    assert stats["fallback_sends"] == 0, summary
+    # The kernel agrees: no message was ever re-sent lossy to a stalled subscriber.
+    stats = ws.request("control", "iopub_stats_request")["content"]
+    assert stats["status"] == "ok" and stats["fallback_sends"] == 0, stats
 
 
 REGISTER_TARGET_CODE = """\
