@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -248,12 +249,10 @@ async def worker_main(conn: Any, port: int, token: str, kernel_id: str, n: int) 
             }
             parts = [json.dumps(p).encode() for p in (header, {}, {}, content)]
             counters[0].ws.write_message(v1_frame("shell", parts), binary=True)
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(
                 asyncio.gather(*(c.done.wait() for c in counters)), timeout=timeout
             )
-        except asyncio.TimeoutError:
-            pass
         conn.send([(c.count, c.done_at or None) for c in counters] + [("sent", sent_at)])
     for counter in counters:
         counter.ws.close()
@@ -335,10 +334,8 @@ def run_config(
         for proc, _ in workers:
             if proc.is_alive():
                 proc.kill()
-        try:
+        with contextlib.suppress(Exception):
             server.rest("DELETE", f"/api/kernels/{kernel_id}")
-        except Exception:
-            pass
         server.stop()
 
 

@@ -17,11 +17,14 @@ once per client. :class:`SharedChannels` holds *one* set and multiplexes it:
 
 Sessions are owned: a session id belongs to one attached client at a time (the client that
 sent a message with it, or that attached with it). A client cannot send with a session that
-another attached client owns (:class:`SessionInUse`), so it cannot make the kernel address its
-replies to someone else's session, nor receive someone else's. A client that attaches with a
-session id another client owns *takes it over*: that is the same session reconnecting (a
-browser tab whose old websocket has not been noticed closed yet), and the old owner gets no
-more replies for it.
+another client owns or owned before (:class:`SessionInUse`; every client sees the others'
+session ids in IOPub parent headers), so it cannot make the kernel address replies to someone
+else's session, nor receive someone else's, not even the late replies of a client that left.
+Only :meth:`SharedChannels.attach` with a session id *takes it over*: that is the same
+session reconnecting (a browser tab reloading, whose old websocket may not have been noticed
+closed yet); the old owner gets no more replies for it. This mirrors jupyter_server, where the
+websocket's ``session_id`` is the ZMQ identity replies are routed to, and a websocket opened
+with the ``session_id`` of an open one replaces it.
 
 The library never signs or verifies client messages itself: a client sends frames its own
 :class:`jupyter_client.session.Session` built and signed (``Session.send`` and ``send_raw``
@@ -69,6 +72,9 @@ RECV_BATCH = 256
 NUDGE_INTERVAL = 0.5
 
 DEFAULT_GRACE_PERIOD = 5.0
+
+#: How many session ids of departed clients are remembered (and refused to other clients).
+RETIRED_SESSIONS = 65536
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +264,8 @@ class SharedChannels:
         self.identity = f"shared-{uuid.uuid4()}".encode()
         self.sockets: dict[str, zmq.asyncio.Socket] = {}
         self._owners: dict[str, SharedClient] = {}
+        # Sessions of departed clients, oldest first (a dict as an ordered set).
+        self._retired: dict[str, None] = {}
         self._clients: list[SharedClient] = []
         self._snapshot: tuple[SharedClient, ...] = ()
         self._pumps: list[asyncio.Task[None]] = []
@@ -515,6 +523,12 @@ class SharedChannels:
         owner = self._owners.get(session)
         if owner is client:
             return
+        if not take_over and session in self._retired:
+            raise SessionInUse(
+                f"session {session!r} belonged to another client of this kernel; only a "
+                "reconnection with that session id (the websocket's session_id) takes it over"
+            )
+        self._retired.pop(session, None)
         if owner is not None:
             if not take_over:
                 raise SessionInUse(
@@ -529,7 +543,10 @@ class SharedChannels:
         for session in client.sessions:
             if self._owners.get(session) is client:
                 del self._owners[session]
+                self._retired[session] = None
         client.sessions.clear()
+        while len(self._retired) > RETIRED_SESSIONS:
+            del self._retired[next(iter(self._retired))]
         with contextlib.suppress(ValueError):
             self._clients.remove(client)
         self._snapshot = tuple(self._clients)

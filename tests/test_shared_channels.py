@@ -12,6 +12,7 @@ Two levels, both with real kernels over CurveZMQ:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -170,10 +171,8 @@ class WSClient:
             if remaining <= 0 or self.closed:
                 raise TimeoutError(f"{self.session}: no matching message in {timeout} s")
             self._new.clear()
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._new.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
 
     async def reply_to(self, msg_id: str, timeout: float = 60) -> dict[str, Any]:
         return await self.wait_for(
@@ -185,6 +184,17 @@ class WSClient:
 
     async def idle_after(self, msg_id: str, timeout: float = 60) -> dict[str, Any]:
         return await self.wait_for(lambda m: is_idle_for(m, msg_id), timeout)
+
+    async def until_iopub_live(self, timeout: float = 60) -> None:
+        """kernel_info_request every half second until the idle status of one arrives."""
+        sent: set[str] = set()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            sent.add(self.send("shell", "kernel_info_request", {})["msg_id"])
+            with contextlib.suppress(TimeoutError):
+                await self.wait_for(lambda m: any(is_idle_for(m, i) for i in sent), timeout=0.5)
+                return
+        raise TimeoutError("IOPub never came back")
 
     def of(self, msg_id: str) -> list[dict[str, Any]]:
         return [m for m in self.messages if m["parent_header"].get("msg_id") == msg_id]
@@ -321,10 +331,8 @@ def kernel(server: JupyterServer) -> Iterator[str]:
     try:
         yield kernel_id
     finally:
-        try:
+        with contextlib.suppress(Exception):
             server.rest("DELETE", f"/api/kernels/{kernel_id}")
-        except Exception:
-            pass
 
 
 def run(coro: Any) -> Any:
@@ -363,8 +371,8 @@ def test_twenty_clients_share_one_set_of_channels(server: JupyterServer, kernel:
 
         # Every client runs a cell at once: its own reply, nobody else's; all IOPub to all.
         ids = [c.execute(f"print('from client {i}')") for i, c in enumerate(clients)]
-        replies = await asyncio.gather(*(c.reply_to(i) for c, i in zip(clients, ids)))
-        for reply, msg_id in zip(replies, ids):
+        replies = await asyncio.gather(*(c.reply_to(i) for c, i in zip(clients, ids, strict=True)))
+        for reply, msg_id in zip(replies, ids, strict=True):
             assert reply["msg_type"] == "execute_reply"
             assert reply["content"]["status"] == "ok"
             assert reply["parent_header"]["msg_id"] == msg_id
@@ -562,32 +570,110 @@ def test_last_client_away_buffers_then_replays(server: JupyterServer, kernel: st
     run(main())
 
 
-@pytest.mark.server
-def test_channels_close_after_the_grace_period(tmp_path: Path) -> None:
-    srv = JupyterServer(tmp_path, ["--MappingKernelManager.buffer_offline_messages=False"])
+@pytest.fixture(scope="module")
+def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """No offline buffer (so the grace period shows) and a low IOPub rate limit."""
+    srv = JupyterServer(
+        tmp_path_factory.mktemp("strict"),
+        [
+            "--MappingKernelManager.buffer_offline_messages=False",
+            "--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit=100",
+            "--ZMQChannelsWebsocketConnection.rate_limit_window=1",
+        ],
+    )
     try:
-        kernel_id = srv.start_kernel()
-
-        async def main() -> None:
-            before = await srv.stable_connections(kernel_id)
-            a = await WSClient(srv, kernel_id).connect()
-            with_client = await srv.stable_connections(kernel_id)
-            assert with_client == before + 4
-            await a.close()
-            # Back within the grace period: the same channels.
-            b = await WSClient(srv, kernel_id).connect()
-            assert srv.kernel_connections(kernel_id) == with_client
-            await b.close()
-            # Gone after it: the kernel is back to the server's own connections.
-            assert await settle(lambda: srv.kernel_connections(kernel_id) == before)
-            c = await WSClient(srv, kernel_id).connect()
-            assert (await c.reply_to(c.execute("1")))["content"]["status"] == "ok"
-            assert await srv.stable_connections(kernel_id) == with_client
-            await c.close()
-
-        run(main())
+        yield srv
     finally:
         srv.stop()
+
+
+@pytest.mark.server
+def test_channels_close_after_the_grace_period(strict_server: JupyterServer) -> None:
+    srv = strict_server
+    kernel_id = srv.start_kernel()
+
+    async def main() -> None:
+        before = await srv.stable_connections(kernel_id)
+        a = await WSClient(srv, kernel_id).connect()
+        with_client = await srv.stable_connections(kernel_id)
+        assert with_client == before + 4
+        await a.close()
+        # Back within the grace period: the same channels.
+        b = await WSClient(srv, kernel_id).connect()
+        assert srv.kernel_connections(kernel_id) == with_client
+        await b.close()
+        # Gone after it: the kernel is back to the server's own connections.
+        assert await settle(lambda: srv.kernel_connections(kernel_id) == before)
+        c = await WSClient(srv, kernel_id).connect()
+        assert (await c.reply_to(c.execute("1")))["content"]["status"] == "ok"
+        assert await srv.stable_connections(kernel_id) == with_client
+        await c.close()
+
+    try:
+        run(main())
+    finally:
+        srv.rest("DELETE", f"/api/kernels/{kernel_id}")
+
+
+@pytest.mark.server
+def test_iopub_rate_limit_is_per_websocket_as_stock(strict_server: JupyterServer) -> None:
+    srv = strict_server
+    kernel_id = srv.start_kernel()
+    burst = (
+        "from comm import create_comm\n"
+        "c = create_comm(target_name='rate', data={})\n"
+        "for i in range(1000): c.send({'i': i})\n"
+    )
+
+    async def main() -> None:
+        a, b = await connect_all([WSClient(srv, kernel_id), WSClient(srv, kernel_id)])
+        msg_id = a.execute(burst)
+        for client in (a, b):
+            await client.idle_after(msg_id)
+            msgs = client.of(msg_id)
+            warnings = [
+                m
+                for m in msgs
+                if m["msg_type"] == "stream" and "rate exceeded" in m["content"]["text"]
+            ]
+            assert len(warnings) == 1, "each websocket is told once"
+            assert 0 < sum(m["msg_type"] == "comm_msg" for m in msgs) < 1000
+        # The limit resets on idle: the next cell's output arrives.
+        after = b.execute("print('after the burst')")
+        await b.idle_after(after)
+        for client in (a, b):
+            await client.idle_after(after)
+            assert any(m["msg_type"] == "stream" for m in client.of(after))
+        await asyncio.gather(a.close(), b.close())
+
+    try:
+        run(main())
+    finally:
+        srv.rest("DELETE", f"/api/kernels/{kernel_id}")
+
+
+@pytest.mark.server
+def test_kernel_shutdown_with_websockets_open(strict_server: JupyterServer) -> None:
+    srv = strict_server
+    kernel_id = srv.start_kernel()
+
+    async def main() -> None:
+        clients = await connect_all([WSClient(srv, kernel_id) for _ in range(3)])
+        await asyncio.to_thread(srv.rest, "DELETE", f"/api/kernels/{kernel_id}")
+        for client in clients:
+            reply = await client.wait_for(lambda m: m["msg_type"] == "shutdown_reply")
+            assert reply["content"]["restart"] is False
+        await asyncio.gather(*(c.close() for c in clients))
+        # Another kernel on the same server is unaffected.
+        other = srv.start_kernel()
+        try:
+            c = await WSClient(srv, other).connect()
+            assert (await c.reply_to(c.execute("1")))["content"]["status"] == "ok"
+            await c.close()
+        finally:
+            srv.rest("DELETE", f"/api/kernels/{other}")
+
+    run(main())
 
 
 @pytest.mark.server
@@ -605,29 +691,33 @@ def test_restart_clients_get_status_and_go_on(server: JupyterServer, kernel: str
             reply = await client.reply_to(msg_id)
             assert reply["content"]["status"] == "ok"
             await client.idle_after(msg_id)
-            result = next(m for m in client.of(msg_id) if m["msg_type"] == "execute_result")
+            results = [m for m in client.of(msg_id) if m["msg_type"] == "execute_result"]
+            assert results, [(m["channel"], m["msg_type"], m["content"]) for m in client.of(msg_id)]
+            result = results[0]
             assert result["content"]["data"]["text/plain"] == "False"  # a new kernel
 
         # REST restart: as with the stock class, every client sees the old kernel's
-        # shutdown_reply (restart: true) on IOPub, then the new kernel's status.
+        # shutdown_reply (restart: true) on IOPub. The shared IOPub socket resubscribes to
+        # the new kernel on its own; like any Jupyter client (and like the stock class, whose
+        # sockets resubscribe the same way) a client knows output reaches it again once it
+        # sees the status of a request of its own.
         marks = [len(c.messages) for c in clients]
         await asyncio.to_thread(server.rest, "POST", f"/api/kernels/{kernel}/restart")
-        for client, mark in zip(clients, marks):
+        for client, mark in zip(clients, marks, strict=True):
             reply = await client.wait_for(lambda m: m["msg_type"] == "shutdown_reply")
             assert reply["content"]["restart"] is True
-            assert client.messages.index(reply) >= mark
-            await client.wait_for(
-                lambda m, reply=reply: (
-                    m["msg_type"] == "status"
-                    and client.messages.index(m) > client.messages.index(reply)
-                )
-            )
+            after = client.messages.index(reply)
+            assert after >= mark
+        for client in clients:
+            await client.until_iopub_live()
         for client in clients:
             await fresh_kernel_answers(client)
 
         # The kernel dies: the server restarts it and tells each websocket "restarting".
         server.kernel_process(kernel).kill()
         await asyncio.gather(*(c.wait_for(status("restarting")) for c in clients))
+        for client in clients:
+            await client.until_iopub_live()
         for client in clients:
             await fresh_kernel_answers(client)
         await asyncio.gather(*(c.close() for c in clients))
@@ -731,8 +821,19 @@ def test_library_routes_replies_and_echoes(kernel_manager: Any) -> None:
         msg_id = a2.send("shell", "kernel_info_request", {})
         await a2.wait(lambda m: m.channel == "shell" and m.parent_header.get("msg_id") == msg_id)
 
+        # A departed client's session cannot be claimed by another one (its late replies
+        # would go there), only taken over by attaching with it.
+        b.handle.close()
+        with pytest.raises(SessionInUse):
+            Session(key=key, session=b.session.session).send(
+                a2.handle.stream("shell"), "kernel_info_request", {}
+            )
+        b2 = LibClient(channels, key, session=b.session.session)
+        msg_id = b2.send("shell", "kernel_info_request", {})
+        await b2.wait(lambda m: m.channel == "shell" and m.parent_header.get("msg_id") == msg_id)
+
         # Grace period: the sockets close a little after the last client left.
-        for client in (a, b, a2):
+        for client in (a, a2, b2):
             client.handle.close()
         assert not channels.closed
         await asyncio.sleep(0.6)
