@@ -153,6 +153,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         shared = SharedChannels(
             info,
             context=self._zmq_context(),
+            unpack=self.session.unpack,
             grace_period=self.shared_channels_grace_period,
             skip_own_echo=not self.deliver_own_comm_echo,
             logger=self.log,
@@ -252,7 +253,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         """
         kmsg = outgoing_msg
         if not isinstance(kmsg, KernelMessage):
-            kmsg = KernelMessage(stream, list(outgoing_msg))
+            kmsg = KernelMessage(stream, list(outgoing_msg), self.session.unpack)
         channel = kmsg.channel
         if channel == "iopub" and self.limit_rate:
             msg: dict[str, Any] = {"header": kmsg.header, "parent_header": None, "content": None}

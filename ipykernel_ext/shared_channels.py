@@ -79,8 +79,7 @@ RETIRED_SESSIONS = 65536
 log = logging.getLogger(__name__)
 
 
-def _loads(frame: bytes) -> Any:
-    return json.loads(frame)
+Unpack = Callable[[bytes], Any]
 
 
 class RefusedMessage(ValueError):
@@ -109,11 +108,12 @@ class KernelMessage:
     (a websocket encoding, say) so that they, too, compute it once.
     """
 
-    __slots__ = ("_header", "_parent", "cache", "channel", "frames")
+    __slots__ = ("_header", "_parent", "cache", "channel", "frames", "unpack")
 
-    def __init__(self, channel: str, frames: list[bytes]) -> None:
+    def __init__(self, channel: str, frames: list[bytes], unpack: Unpack = json.loads) -> None:
         self.channel = channel
         self.frames = frames
+        self.unpack = unpack
         self._header: dict[str, Any] | None = None
         self._parent: dict[str, Any] | None = None
         self.cache: dict[str, Any] = {}
@@ -126,13 +126,13 @@ class KernelMessage:
     @property
     def header(self) -> dict[str, Any]:
         if self._header is None:
-            self._header = _loads(self.frames[1])
+            self._header = self.unpack(self.frames[1])
         return self._header
 
     @property
     def parent_header(self) -> dict[str, Any]:
         if self._parent is None:
-            self._parent = _loads(self.frames[2])
+            self._parent = self.unpack(self.frames[2])
         return self._parent
 
     @property
@@ -232,6 +232,7 @@ class SharedChannels:
     for an encrypted kernel ``curve_publickey``/``curve_secretkey`` (the kernel's keypair,
     which a client uses as its own and as the server key, as jupyter_client does).
 
+    ``unpack`` decodes a header frame: the kernel's ``Session.unpack`` (JSON by default).
     ``grace_period``: seconds the sockets stay open after the last client leaves.
     ``skip_own_echo``: default for :meth:`attach` (a ``comm_echo`` is not delivered to the
     client that caused it). ``on_close`` is called once the sockets are closed.
@@ -243,6 +244,7 @@ class SharedChannels:
         *,
         grace_period: float = DEFAULT_GRACE_PERIOD,
         skip_own_echo: bool = True,
+        unpack: Unpack = json.loads,
         context: zmq.asyncio.Context | None = None,
         logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
         on_close: Callable[[SharedChannels], None] | None = None,
@@ -250,6 +252,7 @@ class SharedChannels:
         self.connection_info = dict(connection_info)
         self.grace_period = grace_period
         self.skip_own_echo = skip_own_echo
+        self.unpack = unpack
         self.context = context or zmq.asyncio.Context.instance()
         self.log = logger or log
         self.on_close = on_close
@@ -534,7 +537,7 @@ class SharedChannels:
                 raise SessionInUse(
                     f"session {session!r} is in use by another client of this kernel"
                 )
-            self.log.warning("Session %s moves from %s to %s", session, owner.name, client.name)
+            self.log.info("Session %s moves from %s to %s", session, owner.name, client.name)
             owner.sessions.discard(session)
         self._owners[session] = client
         client.sessions.add(session)
@@ -593,7 +596,7 @@ class SharedChannels:
     # --- sending -------------------------------------------------------------------------
 
     def _send(self, client: SharedClient, channel: str, frames: list[Any]) -> None:
-        header = _header_of_outgoing(frames)
+        header = _header_of_outgoing(frames, self.unpack)
         session = header.get("session")
         if not isinstance(session, str) or not session:
             raise RefusedMessage(
@@ -631,14 +634,18 @@ class SharedChannels:
         except ValueError:
             self.log.warning("Dropped a %s message without delimiter from the kernel", channel)
             return
-        msg = KernelMessage(channel, raw[start:])
+        msg = KernelMessage(channel, raw[start:], self.unpack)
         if len(msg.frames) < 5:
             self.log.warning("Dropped a truncated %s message from the kernel", channel)
             return
-        if channel == "iopub":
-            self._fan_out(msg)
-        else:
-            self._route(msg)
+        try:
+            if channel == "iopub":
+                self._fan_out(msg)
+            else:
+                self._route(msg)
+        except Exception:
+            # One undecodable message must not stop the channel for everyone.
+            self.log.exception("Dropped a %s message the shared channels could not read", channel)
 
     def _route(self, msg: KernelMessage) -> None:
         try:
@@ -687,13 +694,13 @@ def _as_bytes(value: str | bytes) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
 
-def _header_of_outgoing(frames: Iterable[Any]) -> dict[str, Any]:
+def _header_of_outgoing(frames: Iterable[Any], unpack: Unpack) -> dict[str, Any]:
     """The decoded header of signed outgoing frames ``[*idents, DELIM, sig, header, ...]``."""
     frames = list(frames)
     try:
         raw = frames[frames.index(DELIM) + 2]
-        header = json.loads(bytes(raw))
-    except (ValueError, IndexError, TypeError) as exc:
+        header = unpack(bytes(raw))
+    except Exception as exc:
         raise RefusedMessage(f"malformed message header: {exc}") from exc
     if not isinstance(header, dict):
         raise RefusedMessage("malformed message header: not an object")
