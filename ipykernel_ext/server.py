@@ -22,8 +22,9 @@ What changes:
   socket per client. A session id belongs to one websocket at a time: a websocket that opens
   with the ``session_id`` of another *takes it over* (jupyter_server already closes the older
   one as stale; this makes sure no reply goes to it meanwhile), and a message whose
-  ``header.session`` another open websocket owns is refused with an error on the sender's
-  IOPub (stderr stream) rather than sent, so one client can never receive another's replies;
+  ``header.session`` another websocket of the kernel owns or owned is refused with an error
+  on the sender's IOPub (a stderr stream) rather than sent, so one client can never receive
+  another's replies;
 * a ``comm_echo`` is not sent to the websocket whose session caused it
   (``deliver_own_comm_echo`` turns that off);
 * the kernel_info "nudge" that checks the sockets are live runs once per channel set, not once

@@ -514,6 +514,15 @@ def test_a_session_owned_by_another_websocket_is_refused(
             )
         )
         assert "header.session" in error["content"]["text"]
+        # An undecodable header: refused, said so, nothing else breaks.
+        assert b.ws is not None
+        b.ws.write_message(
+            serialize_msg_to_ws_v1([b"not json", b"{}", b"{}", b"{}"], "shell"), binary=True
+        )
+        error = await b.wait_for(
+            lambda m: m["msg_type"] == "stream" and "malformed" in m["content"]["text"]
+        )
+        assert error["content"]["name"] == "stderr"
         # b still works with its own session.
         own = b.execute("1")
         assert (await b.reply_to(own))["content"]["status"] == "ok"
