@@ -36,6 +36,7 @@ from jupyter_client import BlockingKernelClient, KernelManager
 STOCK, EXT = "python3", "python3-ext"
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+PLOT_PATHS = [RESULTS / "iopub_burst.png", ROOT / "docs" / "iopub_burst.png"]
 
 BURST_CODE = """\
 import ipywidgets as widgets
@@ -217,47 +218,50 @@ def print_ratios(rows: list[dict[str, Any]]) -> None:
 
 
 def plot(rows: list[dict[str, Any]], paths: list[Path]) -> None:
+    """Share of comm_open received per trial (mean, and a bar down to the worst trial)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    buttons = sorted({r["buttons"] for r in rows})
-    ax.plot(buttons, [3 * b + 2 for b in buttons], "k:", label="expected (3 N + 2)")
     styles = {
-        (EXT, "curve"): ("tab:green", "o", "ipykernel_ext, CurveZMQ"),
-        (STOCK, "curve"): ("tab:red", "s", "stock ipykernel, CurveZMQ"),
-        (EXT, "tcp"): ("tab:green", "^", "ipykernel_ext, plain TCP"),
-        (STOCK, "tcp"): ("tab:red", "v", "stock ipykernel, plain TCP"),
+        (EXT, "curve"): ("tab:green", "o", "-", "ipykernel_ext, CurveZMQ"),
+        (EXT, "tcp"): ("tab:olive", "^", "--", "ipykernel_ext, plain TCP"),
+        (STOCK, "curve"): ("tab:red", "s", "-", "stock ipykernel, CurveZMQ"),
+        (STOCK, "tcp"): ("tab:orange", "v", "--", "stock ipykernel, plain TCP"),
     }
-    for (kernel, transport), (color, marker, label) in styles.items():
-        sel = [
-            r
-            for r in rows
-            if (r["kernel"], r["transport"], r["sndhwm"]) == (kernel, transport, None)
-        ]
+    for (kernel, transport), (color, marker, line, label) in styles.items():
+        sel = sorted(
+            (
+                r
+                for r in rows
+                if (r["kernel"], r["transport"], r["sndhwm"]) == (kernel, transport, None)
+            ),
+            key=lambda r: r["buttons"],
+        )
         if not sel:
             continue
-        sel.sort(key=lambda r: r["buttons"])
         xs = [r["buttons"] for r in sel]
-        means = [r["mean_received"] for r in sel]
-        lows = [r["mean_received"] - r["min_received"] for r in sel]
+        means = [100 * r["mean_received"] / r["expected"] for r in sel]
+        worst = [100 * r["min_received"] / r["expected"] for r in sel]
+        lossy = [f"{r['lossy_trials']}/{r['trials']}" for r in sel]
         ax.errorbar(
             xs,
             means,
-            yerr=[lows, [0] * len(sel)],
+            yerr=[[m - w for m, w in zip(means, worst, strict=True)], [0] * len(sel)],
             color=color,
             marker=marker,
-            linestyle="-" if transport == "curve" else "--",
-            capsize=3,
-            label=label,
+            linestyle=line,
+            capsize=4,
+            label=f"{label} (trials with loss: {', '.join(lossy)})",
         )
     trials = max(r["trials"] for r in rows)
-    ax.set_xlabel("Buttons in one GridBox")
-    ax.set_ylabel("comm_open received (mean; bar down to the worst trial)")
-    ax.set_title(f"One cell, one client, {trials} trials each (fresh kernel per trial)")
-    ax.legend(fontsize=8)
+    ax.set_xlabel("Buttons in one GridBox (3 N + 2 comm_open)")
+    ax.set_ylabel("comm_open received, % (bar: worst trial)")
+    ax.set_xticks(sorted({r["buttons"] for r in rows}))
+    ax.set_title(f"One cell, one jupyter_client reader, {trials} fresh kernels each")
+    ax.legend(fontsize=7.5, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     for path in paths:
@@ -279,9 +283,13 @@ def main() -> None:
     parser.add_argument("--sweep-values", type=int, nargs="+", default=[1000, 10_000, 0])
     parser.add_argument("--sweep-only", action="store_true", help="only the sndhwm sweep")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--replot", action="store_true", help="only plot the --json results")
     parser.add_argument("--json", type=Path, default=RESULTS / "iopub_burst.json")
     args = parser.parse_args()
     trials_n = 3 if args.quick else args.trials
+    if args.replot:
+        plot(json.loads(args.json.read_text())["summary"], PLOT_PATHS)
+        return
 
     plan: list[tuple[str, str, int, int | None]] = []
     for _ in range(trials_n):
@@ -317,7 +325,7 @@ def main() -> None:
     )
     print(f"\nraw results: {args.json}")
     if not args.no_plot and not args.sweep_only:
-        plot(rows, [RESULTS / "iopub_burst.png", ROOT / "docs" / "iopub_burst.png"])
+        plot(rows, PLOT_PATHS)
 
 
 if __name__ == "__main__":
