@@ -27,7 +27,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -323,8 +323,7 @@ class StallRun:
     resumed_counts: dict[str, int]
     stdout_path: Path
     stderr_path: Path
-    stderr_after_stall: str = ""
-    notes: list[str] = field(default_factory=list)
+    stderr_after_stall: str
 
 
 @pytest.fixture(scope="module")
