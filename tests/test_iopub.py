@@ -45,6 +45,8 @@ from helpers import (
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.session import Session
 
+from ipykernel_ext.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+
 #: A comm target no client registers: for a client, a comm_open to it is just a message.
 UNKNOWN_TARGET = "ipykernel_ext.tests.nobody"
 
@@ -200,7 +202,7 @@ def test_default_settings_reach_the_socket(ext_kernel: Any) -> None:
     _km, kc = ext_kernel
     stats = iopub_stats(kc)
     assert stats["status"] == "ok"
-    assert (stats["sndhwm"], stats["nodrop"], stats["send_timeout_ms"]) == (10_000, True, 2_000)
+    assert settings(stats) == (DEFAULT_SNDHWM, True, DEFAULT_SEND_TIMEOUT_MS)
     assert stats["sent"] > 0
 
 
