@@ -486,7 +486,8 @@ def test_subscriber_killed_mid_burst_changes_nothing(stall_run: StallRun) -> Non
         os.kill(proc.pid, signal.SIGSTOP)  # a frontend whose process is stopped
         msg_id = kc.execute(comm_loop_code(STALL_BURST, pad=1000))
         counts: dict[str, int] = {}
-        kill_at = stall_run.stats_after["sndhwm"] - 500  # just before its queue is full
+        # About when its queue fills: the kernel is about to wait, or waiting, for it.
+        kill_at = stall_run.stats_after["sndhwm"] - 100
         deadline = time.monotonic() + 120
         while True:
             msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
