@@ -170,3 +170,23 @@ def test_help_all_lists_every_flag() -> None:
         "ExtKernel.comm_echo_exclude_targets",
     ):
         assert flag in out, flag
+
+
+def test_working_directory_does_not_shadow_the_kernel(tmp_path: Any) -> None:
+    """A notebook folder holding a ``zmq.py`` must not break start-up (as with stock)."""
+    from helpers import new_client
+    from jupyter_client import KernelManager
+
+    (tmp_path / "zmq.py").write_text("raise SystemExit('shadowed the real zmq')\n")
+    km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = None
+    try:
+        kc = new_client(km, timeout=60)
+        _, messages = execute_and_collect(kc, "import os; print(os.getcwd())")
+        printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+        assert printed.strip() == str(tmp_path)
+    finally:
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
