@@ -150,6 +150,12 @@ class Server:
             int(fields["VmHWM"].split()[0]) / 1024,
         )
 
+    def kernel_stalls(self) -> int:
+        """IOPub send timeouts the kernel logged (a subscriber, some server socket, was full)."""
+        self.log.flush()
+        text = Path(self.log.name).read_text(errors="replace")
+        return text.count("IOPub: a subscriber's queue stayed full")
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -313,6 +319,8 @@ def run_config(
             else:
                 times.append(max(done) - sent_at)
         rss, peak = server.rss_mb()
+        time.sleep(0.5)
+        stalls = server.kernel_stalls()
         for _, pipe in workers:
             pipe.send(("stop",))
         for proc, _ in workers:
@@ -329,6 +337,7 @@ def run_config(
             "times": times,
             "lost": lost,
             "incomplete": incomplete,
+            "stalls": stalls,
         }
     finally:
         for proc, _ in workers:
@@ -368,7 +377,7 @@ def main() -> None:
     print()
     header = (
         f"{'clients':>7} {'class':>6} {'fds':>5} {'fds-ws':>6} {'kernel conns':>12} "
-        f"{'RSS MB':>7} {'peak MB':>7} {'fan-out s':>9} {'lost':>6} {'ratio':>6}"
+        f"{'RSS MB':>7} {'peak MB':>7} {'fan-out s':>9} {'lost':>6} {'stalls':>6} {'ratio':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -379,12 +388,13 @@ def main() -> None:
             print(
                 f"{n:>7} {row['class']:>6} {row['fds']:>5} {row['fds_wo_ws']:>6} "
                 f"{row['kernel_conns']:>12} {row['rss']:>7.1f} {row['peak']:>7.1f} "
-                f"{row['time']:>9.2f} {row['lost']:>6} {ratio:>6.2f}"
+                f"{row['time']:>9.2f} {row['lost']:>6} {row['stalls']:>6} {ratio:>6.2f}"
             )
     print(
         "\nfds-ws: server descriptors minus its websocket connections (one per client in any "
         "server).\nratio: fan-out time / stock's. lost: burst messages never received, all "
-        "clients and bursts."
+        "clients and bursts.\nstalls: IOPub sends the kernel timed out on (a server socket, "
+        "the client channels' or the server's activity monitor's, stayed full 2 s)."
     )
     if any(r["incomplete"] for r in rows):
         print(

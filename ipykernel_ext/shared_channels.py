@@ -64,9 +64,11 @@ CHANNELS = (*ROUTED_CHANNELS, "iopub")
 
 _SOCKET_TYPES = {"shell": zmq.DEALER, "control": zmq.DEALER, "stdin": zmq.DEALER, "iopub": zmq.SUB}
 
-#: Messages taken from one socket before the loop is given back to other tasks (websocket
-#: writes, other kernels): bounds the latency a burst on one kernel adds to everything else.
-RECV_BATCH = 256
+#: Messages taken from one socket per event-loop iteration. One, as ``ZMQStream`` does: the
+#: server's other streams (its IOPub activity monitor, other kernels' channels) read one
+#: message per iteration too, and a larger batch starves them during a burst (measured: the
+#: activity monitor's subscription overflowed, so the kernel dropped messages for it).
+RECV_BATCH = 1
 
 #: How often the readiness check re-sends its kernel_info_request (as jupyter_server's nudge).
 NUDGE_INTERVAL = 0.5
@@ -353,16 +355,16 @@ class SharedChannels:
         self._open_sockets()
 
     async def _pump(self, channel: str, sock: zmq.asyncio.Socket) -> None:
-        # Wait with the asyncio socket, drain with its synchronous shadow: one wake-up per
-        # burst rather than one Future per message.
+        # Wait with the asyncio socket only when it is empty; read with its synchronous
+        # shadow (no Future per message), RECV_BATCH messages per loop iteration.
         sync = zmq.Socket.shadow(sock.underlying)
         try:
             while True:
-                await sock.poll(flags=zmq.POLLIN)
                 for _ in range(RECV_BATCH):
                     try:
                         frames = sync.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
+                        await sock.poll(flags=zmq.POLLIN)
                         break
                     self._dispatch(channel, frames)
                 else:
