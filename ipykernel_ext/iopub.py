@@ -25,17 +25,21 @@ calls :meth:`NoDropXPubSocket.send_multipart` there); other threads only read th
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import zmq
 
-#: Defaults, chosen as explained in README.md ("Choosing the IOPub defaults").
-DEFAULT_SNDHWM = 10_000
+#: Defaults, chosen as explained in README.md ("Choosing the IOPub defaults"). libzmq tells a
+#: waiting writer about room only after the reader has taken about half a queue, so a reader
+#: slower than ~SNDHWM/2 messages per send timeout looks stalled: a *smaller* queue is kinder
+#: to slow readers, and it bounds the memory a stalled one holds.
+DEFAULT_SNDHWM = 1_000
 DEFAULT_SEND_TIMEOUT_MS = 2_000
 
-#: At most one stall warning per this many seconds; the counts in it cover the interval.
+#: Stalls closer together than this are gathered into one warning, logged when it is over.
 WARNING_INTERVAL_S = 10.0
 
 
@@ -56,7 +60,8 @@ class IOPubStats:
     waits: int = 0
     #: sends that waited the whole timeout
     timeouts: int = 0
-    #: messages re-sent with NODROP off (a stalled subscriber missed each)
+    #: messages re-sent with NODROP off: a stalled subscriber missed each, and then misses
+    #: the messages after it, uncounted, until it has read about half its queue
     fallback_sends: int = 0
 
     def as_reply(self) -> dict[str, Any]:
@@ -81,6 +86,8 @@ class NoDropXPubSocket(zmq.Socket):
     log: logging.Logger
     _last_warning: float
     _reported_timeouts: int
+    _warning_lock: threading.Lock
+    _warning_timer: threading.Timer | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -88,6 +95,8 @@ class NoDropXPubSocket(zmq.Socket):
         self.log = logging.getLogger(__name__)
         self._last_warning = -WARNING_INTERVAL_S
         self._reported_timeouts = 0
+        self._warning_lock = threading.Lock()
+        self._warning_timer = None
 
     def configure(
         self,
@@ -157,21 +166,41 @@ class NoDropXPubSocket(zmq.Socket):
             self._warn_stall()
 
     def _warn_stall(self) -> None:
-        """Log one warning per stall episode (at most one per WARNING_INTERVAL_S)."""
-        now = time.monotonic()
-        if now - self._last_warning < WARNING_INTERVAL_S:
-            return
-        new_timeouts = self.stats.timeouts - self._reported_timeouts
-        self._reported_timeouts = self.stats.timeouts
-        self._last_warning = now
+        """Warn about the stall just counted: now, or gathered with others a little later.
+
+        Every stall gets logged; stalls within WARNING_INTERVAL_S of the last warning are
+        reported together by one timer when the interval is over, so neither a flapping
+        subscriber floods the log nor a second stall goes unreported.
+        """
+        with self._warning_lock:
+            if self._warning_timer is not None:
+                return  # a gathered warning is already due
+            delay = self._last_warning + WARNING_INTERVAL_S - time.monotonic()
+            if delay > 0:
+                self._warning_timer = threading.Timer(delay, self._log_stalls)
+                self._warning_timer.daemon = True
+                self._warning_timer.start()
+                return
+        self._log_stalls()
+
+    def _log_stalls(self) -> None:
+        stats = self.stats
+        with self._warning_lock:
+            self._warning_timer = None
+            new_stalls = stats.timeouts - self._reported_timeouts
+            if new_stalls <= 0:
+                return
+            self._reported_timeouts = stats.timeouts
+            self._last_warning = time.monotonic()
         self.log.warning(
-            "IOPub: a subscriber's queue stayed full for the whole send timeout (%.1f s); "
-            "%d message(s) went to the other subscribers and were dropped for it since the "
-            "last warning (%d in all, of %d sent). A frontend is stalled or too slow; if it "
-            "is only slow, raise --iopub-send-timeout or --iopub-sndhwm. "
-            "Counters: control message iopub_stats_request.",
-            self.stats.send_timeout_ms / 1000,
-            new_timeouts,
-            self.stats.timeouts,
-            self.stats.sent,
+            "IOPub: %d subscriber stall(s): a frontend's queue stayed full for the whole send "
+            "timeout (%.1f s). The message went to the other frontends; the stalled one misses "
+            "IOPub messages until it has read about half its queue (%d messages). "
+            "%d stall(s) in all, %d messages sent. If that frontend is alive but slow, raise "
+            "--iopub-send-timeout. Counters: control message iopub_stats_request.",
+            new_stalls,
+            stats.send_timeout_ms / 1000,
+            stats.sndhwm // 2,
+            stats.timeouts,
+            stats.sent,
         )

@@ -51,7 +51,7 @@ from ipykernel_ext.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 UNKNOWN_TARGET = "ipykernel_ext.tests.nobody"
 
 #: The first words of the kernel's stall warning (ipykernel_ext/iopub.py).
-STALL_WARNING = "IOPub: a subscriber's queue stayed full"
+STALL_WARNING = "subscriber stall(s): a frontend's queue stayed full"
 
 #: The stall kernel's options. A subscriber that reads is treated as stalled if it cannot
 #: take about half a queue (libzmq's low-water mark) within one send timeout: with these, the
@@ -445,7 +445,10 @@ def test_stall_warning_once_on_stderr_never_on_stdout_or_iopub(stall_run: StallR
     timeouts = stall_run.stats_after["timeouts"] - stall_run.stats_before["timeouts"]
     assert len(warnings) == 1, stall_run.stderr_after_stall
     assert "WARNING" in warnings[0]
-    assert f"{timeouts} message(s)" in warnings[0]
+    # The first stall is logged at once; later ones within 10 s are gathered into one line
+    # that comes when the 10 s are over.
+    assert timeouts >= 1
+    assert "IOPub: 1 subscriber stall(s)" in warnings[0]
     assert stall_run.stdout_path.read_text() == ""
     for msg in stall_run.baseline.others + stall_run.stalled.others:
         assert msg["msg_type"] != "stream", msg["content"]
