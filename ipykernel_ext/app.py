@@ -19,7 +19,7 @@ import zmq
 from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
 from jupyter_core.paths import jupyter_config_path
-from traitlets import Bool, CaselessStrEnum, Dict, Integer, Type
+from traitlets import Bool, CaselessStrEnum, Dict, Integer, TraitError, Type, validate
 from traitlets.config import Application
 from traitlets.config.loader import ConfigFileNotFound
 
@@ -79,7 +79,6 @@ class ExtKernelApp(IPKernelApp):
 
     iopub_sndhwm = Integer(
         DEFAULT_SNDHWM,
-        min=0,
         help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM, set before bind).
         0 means unbounded. Memory held for a stalled subscriber grows up to this many
         messages.""",
@@ -93,7 +92,6 @@ class ExtKernelApp(IPKernelApp):
 
     iopub_send_timeout = Integer(
         DEFAULT_SEND_TIMEOUT_MS,
-        min=1,
         help="""Milliseconds one IOPub send may wait for a full subscriber. Past it the
         message goes to the other subscribers only, and the stall is counted and logged.
         Keep it well under ipykernel's 10 s output-flush timeout.""",
@@ -106,6 +104,24 @@ class ExtKernelApp(IPKernelApp):
         (e.g. b'tcp://127.0.0.1:53017') as their ZMQ routing id, so one client ROUTER can
         address many kernels. Off by default (IPython Parallel expects free identities).""",
     ).tag(config=True)
+
+    @validate("iopub_sndhwm")
+    def _valid_sndhwm(self, proposal: dict[str, Any]) -> int:
+        if proposal["value"] < 0:
+            raise TraitError(
+                f"--iopub-sndhwm (ExtKernelApp.iopub_sndhwm) must be 0 (unbounded) or more, "
+                f"not {proposal['value']}"
+            )
+        return int(proposal["value"])
+
+    @validate("iopub_send_timeout")
+    def _valid_send_timeout(self, proposal: dict[str, Any]) -> int:
+        if proposal["value"] < 1:
+            raise TraitError(
+                f"--iopub-send-timeout (ExtKernelApp.iopub_send_timeout) must be at least 1 ms, "
+                f"not {proposal['value']}"
+            )
+        return int(proposal["value"])
 
     def load_config_file(self, *args: Any, **kwargs: Any) -> None:
         """Load stock's config files, then ``jupyter_kernel_config.py`` from Jupyter's config path.
