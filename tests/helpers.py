@@ -8,6 +8,7 @@ manager share one session, hence one DEALER identity, and steal each other's rep
 
 from __future__ import annotations
 
+import queue
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -118,6 +119,16 @@ def execute_and_collect(
     while reply["parent_header"].get("msg_id") != msg_id:
         reply = kc.get_shell_msg(timeout=timeout)
     return reply, messages
+
+
+def drain_iopub(kc: BlockingKernelClient, quiet: float = 0.5) -> list[dict[str, Any]]:
+    """Every IOPub message until none arrives for ``quiet`` seconds."""
+    messages = []
+    while True:
+        try:
+            messages.append(kc.get_iopub_msg(timeout=quiet))
+        except queue.Empty:
+            return messages
 
 
 def count_types(messages: list[dict[str, Any]]) -> dict[str, int]:

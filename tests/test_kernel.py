@@ -17,6 +17,7 @@ from helpers import (
     EXT_KERNEL,
     STOCK_KERNEL,
     control_request,
+    drain_iopub,
     execute_and_collect,
     running_kernel,
 )
@@ -34,16 +35,6 @@ def ext() -> Any:
 def stock() -> Any:
     with running_kernel(STOCK_KERNEL) as (km, kc):
         yield km, kc
-
-
-def drain_iopub(kc: Any, quiet: float = 0.5) -> list[dict[str, Any]]:
-    """Every IOPub message until none arrives for ``quiet`` seconds."""
-    messages = []
-    while True:
-        try:
-            messages.append(kc.get_iopub_msg(timeout=quiet))
-        except queue.Empty:
-            return messages
 
 
 def test_kernel_info_adds_features_and_keeps_the_rest(ext: Any, stock: Any) -> None:

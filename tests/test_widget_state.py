@@ -15,7 +15,14 @@ import uuid
 from typing import Any
 
 import pytest
-from helpers import EXT_KERNEL, control_request, execute_and_collect, new_client, running_kernel
+from helpers import (
+    EXT_KERNEL,
+    control_request,
+    drain_iopub,
+    execute_and_collect,
+    new_client,
+    running_kernel,
+)
 from jupyter_client import AsyncKernelClient
 
 from ipykernel_ext.client import WidgetStateError, fetch_widget_states
@@ -83,15 +90,6 @@ ids = {name: obj.model_id for name, obj in dict(image=image, blob=blob, own=own,
 # --- helpers -------------------------------------------------------------------------------
 
 
-def drain(kc: Any, quiet: float = 0.5) -> list[dict[str, Any]]:
-    messages = []
-    while True:
-        try:
-            messages.append(kc.get_iopub_msg(timeout=quiet))
-        except queue.Empty:
-            return messages
-
-
 def run(kc: Any, code: str) -> None:
     reply, messages = execute_and_collect(kc, code)
     errors = [m["content"]["traceback"] for m in messages if m["msg_type"] == "error"]
@@ -151,7 +149,7 @@ def assert_same_states(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 def ext() -> Any:
     with running_kernel(EXT_KERNEL) as (km, kc):
         run(kc, BUTTONS)
-        drain(kc)
+        drain_iopub(kc)
         yield km, kc
 
 
@@ -183,7 +181,7 @@ def test_buffers_at_their_paths_and_put_back(ext: Any) -> None:
     kc = ext[1]
     run(kc, ODD_WIDGETS)
     ids = evaluate(kc, "ids")
-    drain(kc)
+    drain_iopub(kc)
     theirs, their_paths, their_buffers = update_states(kc)
     reply = request(kc)
     content = reply["content"]
@@ -248,7 +246,7 @@ def test_every_ipywidgets_class_same_as_update_states(ext: Any) -> None:
     kc = ext[1]
     run(kc, EVERY_CLASS)
     assert evaluate(kc, "len(made)") > 60
-    drain(kc)
+    drain_iopub(kc)
     theirs, their_paths, their_buffers = update_states(kc)
     reply = request(kc)
     assert_same_states(reply["content"]["states"], theirs)
@@ -346,7 +344,7 @@ def test_empty_kernel_and_no_ipywidgets() -> None:
 
 def test_full_reply_while_a_cell_sleeps(ext: Any) -> None:
     km, kc = ext
-    drain(kc)
+    drain_iopub(kc)
     msg_id = kc.execute("import time; time.sleep(10)")
     try:
         # wait until the cell is running (its busy and execute_input are out)
@@ -363,21 +361,21 @@ def test_full_reply_while_a_cell_sleeps(ext: Any) -> None:
         km.interrupt_kernel()
         while kc.get_shell_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
             pass
-        drain(kc)
+        drain_iopub(kc)
 
 
 def test_only_the_requester_gets_it(ext: Any) -> None:
     km, kc = ext
     other = new_client(km)
     try:
-        drain(kc)
-        drain(other)
+        drain_iopub(kc)
+        drain_iopub(other)
         reply = request(kc)
         assert len(reply["content"]["states"]) >= 3002
         msg_id = reply["parent_header"]["msg_id"]
         with pytest.raises(queue.Empty):
             other.control_channel.get_msg(timeout=1)
-        for seen in (drain(other), drain(kc)):
+        for seen in (drain_iopub(other), drain_iopub(kc)):
             about_it = [m for m in seen if m["parent_header"].get("msg_id") == msg_id]
             assert about_it == []  # no status busy/idle, nothing else
             assert not [m for m in seen if m["msg_type"] in ("comm_msg", "comm_echo")]
@@ -463,6 +461,6 @@ def test_50_requests_while_widgets_come_and_go() -> None:
                 pass
             stop.set()
             drainer.join()
-        drain(kc)
+        drain_iopub(kc)
         # the loop really ran while the requests were answered
         assert evaluate(kc, "rounds") > 0
