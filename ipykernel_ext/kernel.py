@@ -108,7 +108,11 @@ class ExtKernel(IPythonKernel):
             self.log.error("Invalid control message", exc_info=True)
             return
         handler: Callable[..., Any] = getattr(self, request["header"]["msg_type"])
-        handler(self.control_stream, idents, request)
+        try:
+            handler(self.control_stream, idents, request)
+        except Exception:
+            # As stock's process_control: a failing handler must not stop the control thread.
+            self.log.error("Exception in control handler:", exc_info=True)
 
     def iopub_stats_request(self, stream: Any, ident: list[bytes], parent: dict) -> None:
         """Reply with the IOPub socket's settings and counters (see :mod:`.iopub`)."""
@@ -121,7 +125,7 @@ class ExtKernel(IPythonKernel):
 
     def widget_state_request(self, stream: Any, ident: list[bytes], parent: dict) -> None:
         """Reply with every (or the asked-for) ipywidgets model's state, on control only."""
-        buffers: list[Any] = []
+        buffers: list[Any]
         try:
             content, buffers = build_widget_state_reply(parent["content"])
         except Exception as exc:
