@@ -120,6 +120,7 @@ class JupyterServer:
     ``encryption=True`` starts every kernel with ``--KernelManager.transport_encryption=
     required`` (CurveZMQ on all five sockets; the server refuses kernels whose spec does not
     declare ``curve``). ``extra_args`` go on the command line after ours, so they win.
+    ``stop_timeout`` is how long :meth:`stop` waits after SIGTERM before it kills the server.
     The server's log is kept in ``self.log_path``; :meth:`log_text` reads it.
     """
 
@@ -132,6 +133,7 @@ class JupyterServer:
         extra_args: Iterable[str] = (),
         env: dict[str, str] | None = None,
         startup_timeout: float = 90,
+        stop_timeout: float = 30,
     ) -> None:
         if app not in ("server", "lab"):
             raise ValueError(f"app must be 'server' or 'lab', not {app!r}")
@@ -140,6 +142,7 @@ class JupyterServer:
         self.extra_args = list(extra_args)
         self.extra_env = dict(env or {})
         self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
         self.token = uuid.uuid4().hex
         self._tmp = Path(tempfile.mkdtemp(prefix="ipykernel-ext-server-"))
         self.root_dir = Path(root_dir) if root_dir is not None else self._tmp / "root"
@@ -246,7 +249,7 @@ class JupyterServer:
                     pass
             self.proc.terminate()  # SIGTERM: the server shuts its kernels down too
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)

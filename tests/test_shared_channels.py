@@ -14,20 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+import server_utils
 from helpers import EXT_KERNEL, start_kernel
 from jupyter_client.session import Session
 from jupyter_server.services.kernels.connection.base import (
@@ -48,12 +43,6 @@ pytestmark = pytest.mark.timeout(180)
 
 
 # --- helpers -----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def new_header(msg_type: str, session: str) -> dict[str, Any]:
@@ -84,10 +73,7 @@ class WSClient:
         self.closed = False
 
     async def connect(self) -> WSClient:
-        url = (
-            f"ws://127.0.0.1:{self.server.port}/api/kernels/{self.kernel_id}/channels"
-            f"?session_id={self.session}"
-        )
+        url = self.server.ws_url(f"api/kernels/{self.kernel_id}/channels?session_id={self.session}")
         request = HTTPRequest(url, headers={"Authorization": f"token {self.server.token}"})
         self.ws = await websocket_connect(request, subprotocols=[V1] if self.v1 else None)
         assert self.ws.selected_subprotocol == (V1 if self.v1 else None)
@@ -217,70 +203,29 @@ def is_idle_for(msg: dict[str, Any], msg_id: str) -> bool:
     )
 
 
-class JupyterServer:
-    """A jupyter_server subprocess with our connection class, in a throwaway Jupyter home."""
+class JupyterServer(server_utils.JupyterServer):
+    """server_utils' jupyter_server with our connection class and a short grace period.
 
-    def __init__(self, home: Path, extra_args: list[str] | None = None) -> None:
-        self.port = free_port()
-        self.token = uuid.uuid4().hex
-        root = home / "root"
-        root.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.update(
-            JUPYTER_CONFIG_DIR=str(home / "config"),
-            JUPYTER_DATA_DIR=str(home / "data"),
-            JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-            JUPYTER_PLATFORM_DIRS="1",
-            IPYTHONDIR=str(home / "ipython"),
+    Started on construction; :meth:`stop` ends it.
+    """
+
+    def __init__(self, extra_args: Iterable[str] = ()) -> None:
+        super().__init__(
+            extra_args=[
+                f"--ServerApp.kernel_websocket_connection_class={CLASS}",
+                f"--SharedChannelsConnection.shared_channels_grace_period={GRACE}",
+                *extra_args,
+            ],
+            startup_timeout=60,
+            stop_timeout=20,
         )
-        args = [
-            sys.executable,
-            "-m",
-            "jupyter_server",
-            f"--port={self.port}",
-            "--ServerApp.port_retries=0",
-            "--ServerApp.ip=127.0.0.1",
-            f"--IdentityProvider.token={self.token}",
-            "--allow-root",
-            "--no-browser",
-            f"--ServerApp.root_dir={root}",
-            f"--ServerApp.kernel_websocket_connection_class={CLASS}",
-            "--KernelManager.transport_encryption=required",
-            f"--SharedChannelsConnection.shared_channels_grace_period={GRACE}",
-            *(extra_args or []),
-        ]
-        self.log_path = home / "server.log"
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.rest("GET", "/api/status")
-                break
-            except Exception:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"jupyter_server did not start: {self.log()}") from None
-                time.sleep(0.2)
+        self.start()
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-5000:]
-
-    def rest(self, method: str, path: str, body: Any = None, timeout: float = 60) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            data=data,
-            method=method,
-            headers={"Authorization": f"token {self.token}"},
-        )
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            text = response.read()
-        return json.loads(text) if text else None
-
-    def start_kernel(self, name: str = EXT_KERNEL) -> str:
-        return self.rest("POST", "/api/kernels", {"name": name})["id"]
+    def start_kernel(self, name: str = EXT_KERNEL, timeout: float = 60) -> str:
+        return super().start_kernel(name, timeout)
 
     def kernel_process(self, kernel_id: str) -> psutil.Process:
+        assert self.proc is not None
         for child in psutil.Process(self.proc.pid).children(recursive=True):
             try:
                 if any(kernel_id in arg for arg in child.cmdline()):
@@ -306,19 +251,10 @@ class JupyterServer:
                 return now
             await asyncio.sleep(0.2)
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self._log.close()
-
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    srv = JupyterServer(tmp_path_factory.mktemp("jupyter"))
+def server() -> Iterator[JupyterServer]:
+    srv = JupyterServer()
     try:
         yield srv
     finally:
@@ -332,7 +268,7 @@ def kernel(server: JupyterServer) -> Iterator[str]:
         yield kernel_id
     finally:
         with contextlib.suppress(Exception):
-            server.rest("DELETE", f"/api/kernels/{kernel_id}")
+            server.api("DELETE", f"api/kernels/{kernel_id}")
 
 
 def run(coro: Any) -> Any:
@@ -580,10 +516,9 @@ def test_last_client_away_buffers_then_replays(server: JupyterServer, kernel: st
 
 
 @pytest.fixture(scope="module")
-def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+def strict_server() -> Iterator[JupyterServer]:
     """No offline buffer (so the grace period shows) and a low IOPub rate limit."""
     srv = JupyterServer(
-        tmp_path_factory.mktemp("strict"),
         [
             "--MappingKernelManager.buffer_offline_messages=False",
             "--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit=100",
@@ -621,7 +556,7 @@ def test_channels_close_after_the_grace_period(strict_server: JupyterServer) -> 
     try:
         run(main())
     finally:
-        srv.rest("DELETE", f"/api/kernels/{kernel_id}")
+        srv.api("DELETE", f"api/kernels/{kernel_id}")
 
 
 @pytest.mark.server
@@ -658,7 +593,7 @@ def test_iopub_rate_limit_is_per_websocket_as_stock(strict_server: JupyterServer
     try:
         run(main())
     finally:
-        srv.rest("DELETE", f"/api/kernels/{kernel_id}")
+        srv.api("DELETE", f"api/kernels/{kernel_id}")
 
 
 @pytest.mark.server
@@ -668,7 +603,7 @@ def test_kernel_shutdown_with_websockets_open(strict_server: JupyterServer) -> N
 
     async def main() -> None:
         clients = await connect_all([WSClient(srv, kernel_id) for _ in range(3)])
-        await asyncio.to_thread(srv.rest, "DELETE", f"/api/kernels/{kernel_id}")
+        await asyncio.to_thread(srv.api, "DELETE", f"api/kernels/{kernel_id}")
         for client in clients:
             reply = await client.wait_for(lambda m: m["msg_type"] == "shutdown_reply")
             assert reply["content"]["restart"] is False
@@ -680,7 +615,7 @@ def test_kernel_shutdown_with_websockets_open(strict_server: JupyterServer) -> N
             assert (await c.reply_to(c.execute("1")))["content"]["status"] == "ok"
             await c.close()
         finally:
-            srv.rest("DELETE", f"/api/kernels/{other}")
+            srv.api("DELETE", f"api/kernels/{other}")
 
     run(main())
 
@@ -711,7 +646,7 @@ def test_restart_clients_get_status_and_go_on(server: JupyterServer, kernel: str
         # sockets resubscribe the same way) a client knows output reaches it again once it
         # sees the status of a request of its own.
         marks = [len(c.messages) for c in clients]
-        await asyncio.to_thread(server.rest, "POST", f"/api/kernels/{kernel}/restart")
+        await asyncio.to_thread(server.api, "POST", f"api/kernels/{kernel}/restart")
         for client, mark in zip(clients, marks, strict=True):
             reply = await client.wait_for(lambda m: m["msg_type"] == "shutdown_reply")
             assert reply["content"]["restart"] is True
