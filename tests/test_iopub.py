@@ -40,6 +40,7 @@ from helpers import (
     execute_and_collect,
     iopub_stats,
     new_client,
+    running_kernel,
     start_kernel,
 )
 from jupyter_client import BlockingKernelClient, KernelManager
@@ -552,16 +553,8 @@ def test_sndhwm_is_the_queue_each_subscriber_gets() -> None:
 
 def stats_of(extra_arguments: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """Start a kernel with these arguments (and environment), return its iopub_stats."""
-    km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required")
-    km.start_kernel(extra_arguments=extra_arguments, env=env or dict(os.environ))
-    kc = None
-    try:
-        kc = new_client(km)
+    with running_kernel(EXT_KERNEL, extra_arguments, env=env) as (_, kc):
         return iopub_stats(kc)
-    finally:
-        if kc is not None:
-            kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def settings(stats: dict[str, Any]) -> tuple[int, bool, int]:
