@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import queue
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
+
+from ipykernel_ext.demo import run_cell  # the demo's: counts a burst until idle (or quiet)
 
 STOCK, EXT = "python3", "python3-ext"
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,40 +79,6 @@ def start(kernel: str, transport: str, extra: list[str]) -> tuple[KernelManager,
     return km, kc
 
 
-def run_cell(kc: Any, code: str, timeout: float, grace: float = 3.0) -> dict[str, Any]:
-    """Run ``code``; count its IOPub messages until idle (or, if idle is lost, until quiet)."""
-    start_time = time.perf_counter()
-    msg_id = kc.execute(code)
-    counts: dict[str, int] = {}
-    idle_at: float | None = None
-    replied_at: float | None = None
-    last_seen = time.perf_counter()
-    while time.perf_counter() - start_time < timeout:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.1)
-        except queue.Empty:
-            if replied_at is None:
-                try:
-                    reply = kc.get_shell_msg(timeout=0)
-                    if reply["parent_header"].get("msg_id") == msg_id:
-                        replied_at = time.perf_counter()
-                except queue.Empty:
-                    pass
-            # The idle was lost: stop once the reply is in and IOPub has been quiet a while.
-            now = time.perf_counter()
-            if replied_at is not None and now - max(last_seen, replied_at) > grace:
-                break
-            continue
-        last_seen = time.perf_counter()
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            idle_at = last_seen - start_time
-            break
-    return {"counts": counts, "seconds_to_idle": idle_at}
-
-
 def run_trial(
     kernel: str, transport: str, buttons: int, sndhwm: int | None, timeout: float
 ) -> Trial:
@@ -123,17 +90,16 @@ def run_trial(
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    counts = result["counts"]
     return Trial(
         kernel=kernel,
         transport=transport,
         buttons=buttons,
         sndhwm=sndhwm,
         expected=3 * buttons + 2,
-        comm_open=counts.get("comm_open", 0),
-        display_data=counts.get("display_data", 0),
-        idle=result["seconds_to_idle"] is not None,
-        seconds_to_idle=result["seconds_to_idle"],
+        comm_open=result.comm_open,
+        display_data=result.display_data,
+        idle=result.idle,
+        seconds_to_idle=result.seconds_to_idle,
     )
 
 

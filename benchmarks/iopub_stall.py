@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import queue
 import statistics
 import time
@@ -37,9 +36,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
-from jupyter_client.session import Session
+
+from tests.helpers import RawSubscriber  # the tests' own (the checkout is on sys.path)
 
 STOCK, EXT = "python3", "python3-ext"
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
@@ -60,40 +59,6 @@ for _i in range({n}):
                     {{"comm_id": str(_i), "target_name": "nobody", "data": {{"pad": _pad}}}},
                     parent=_parent)
 """
-
-
-class RawSubscriber:
-    """A bare ``zmq.SUB`` on the kernel's IOPub with its curve keys, subscribed for sure."""
-
-    def __init__(self, km: KernelManager, rcvhwm: int = 1, rcvbuf: int = 4096) -> None:
-        self.session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme)
-        self.socket = zmq.Context.instance().socket(zmq.SUB)
-        self.socket.linger = 0
-        self.socket.rcvhwm = rcvhwm
-        if rcvbuf:
-            self.socket.rcvbuf = rcvbuf
-        self.socket.curve_secretkey = km.curve_secretkey
-        self.socket.curve_publickey = km.curve_publickey
-        self.socket.curve_serverkey = km.curve_publickey
-        self.socket.subscribe(b"")
-        # A topic of our own brings an iopub_welcome (b"" from a second client does not).
-        token = os.urandom(8).hex().encode()
-        self.socket.subscribe(token)
-        self.socket.connect(f"tcp://{km.ip}:{km.iopub_port}")
-        while True:
-            if not self.socket.poll(30_000):
-                raise TimeoutError("no iopub_welcome in 30 s")
-            if self.socket.recv_multipart()[0] == token:
-                break
-
-    def recv(self, timeout: float) -> dict[str, Any] | None:
-        if not self.socket.poll(int(timeout * 1000)):
-            return None
-        _, frames = self.session.feed_identities(self.socket.recv_multipart())
-        return self.session.deserialize(frames, content=False)
-
-    def close(self) -> None:
-        self.socket.close(linger=0)
 
 
 def start(kernel: str, extra: list[str], iopub: bool = True) -> tuple[KernelManager, Any]:

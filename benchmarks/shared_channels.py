@@ -28,20 +28,20 @@ import asyncio
 import contextlib
 import json
 import multiprocessing as mp
-import os
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import psutil
+from jupyter_server.services.kernels.connection.base import (
+    deserialize_msg_from_ws_v1,
+    serialize_msg_to_ws_v1,
+)
+
+from tests.server_utils import JupyterServer  # the tests' own (the checkout is on sys.path)
 
 V1 = "v1.kernel.websocket.jupyter.org"
 STOCK = "jupyter_server.services.kernels.connection.channels.ZMQChannelsWebsocketConnection"
@@ -61,70 +61,27 @@ _bench_comm.close()
 # --- server ------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Server(JupyterServer):
+    """The tests' jupyter_server launcher, plus what this benchmark measures on it."""
 
-
-class Server:
-    def __init__(self, connection_class: str, home: Path) -> None:
-        self.port = free_port()
-        self.token = uuid.uuid4().hex
-        (home / "root").mkdir(parents=True)
-        env = dict(os.environ)
-        env.update(
-            JUPYTER_CONFIG_DIR=str(home / "config"),
-            JUPYTER_DATA_DIR=str(home / "data"),
-            JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-            JUPYTER_PLATFORM_DIRS="1",
-            IPYTHONDIR=str(home / "ipython"),
-        )
-        self.log = (home / "server.log").open("wb")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyter_server",
-                f"--port={self.port}",
-                "--ServerApp.port_retries=0",
-                "--ServerApp.ip=127.0.0.1",
-                f"--IdentityProvider.token={self.token}",
-                "--allow-root",
-                "--no-browser",
-                f"--ServerApp.root_dir={home / 'root'}",
+    def __init__(self, connection_class: str) -> None:
+        super().__init__(
+            extra_args=[
                 f"--ServerApp.kernel_websocket_connection_class={connection_class}",
-                "--KernelManager.transport_encryption=required",
                 # the IOPub rate limit off, for both classes (see the module docstring)
                 "--ZMQChannelsWebsocketConnection.limit_rate=False",
             ],
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
+            startup_timeout=60,
         )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.rest("GET", "/api/status")
-                return
-            except Exception:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("jupyter_server did not start") from None
-                time.sleep(0.2)
+        self.start()
 
-    def rest(self, method: str, path: str, body: Any = None) -> Any:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Authorization": f"token {self.token}"},
-        )
-        with urllib.request.urlopen(request, timeout=120) as response:
-            text = response.read()
-        return json.loads(text) if text else None
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
 
     def kernel_connections(self, kernel_id: str) -> int:
-        for child in psutil.Process(self.proc.pid).children(recursive=True):
+        for child in psutil.Process(self.pid).children(recursive=True):
             if any(kernel_id in arg for arg in child.cmdline()):
                 conns = child.net_connections("tcp")
                 return sum(1 for c in conns if c.status == psutil.CONN_ESTABLISHED)
@@ -132,7 +89,7 @@ class Server:
 
     def fds(self) -> tuple[int, int]:
         """(all descriptors, descriptors that are not accepted websocket connections)."""
-        proc = psutil.Process(self.proc.pid)
+        proc = psutil.Process(self.pid)
         websockets = sum(
             1
             for c in proc.net_connections("tcp")
@@ -143,33 +100,15 @@ class Server:
 
     def rss_mb(self) -> tuple[float, float]:
         """(current RSS, peak RSS) in MB."""
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        status = Path(f"/proc/{self.pid}/status").read_text()
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         return (
             int(fields["VmRSS"].split()[0]) / 1024,
             int(fields["VmHWM"].split()[0]) / 1024,
         )
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
 
 # --- clients (worker processes) ----------------------------------------------------------
-
-
-def v1_frame(channel: str, parts: list[bytes]) -> bytes:
-    offsets = [8 * (1 + 1 + len(parts) + 1)]
-    offsets.append(offsets[-1] + len(channel))
-    for part in parts:
-        offsets.append(offsets[-1] + len(part))
-    head = len(offsets).to_bytes(8, "little") + b"".join(o.to_bytes(8, "little") for o in offsets)
-    return head + channel.encode() + b"".join(parts)
 
 
 class Counter:
@@ -193,18 +132,17 @@ class Counter:
     def on_message(self, data: bytes | str | None) -> None:
         if not isinstance(data, bytes):
             return
-        o = [int.from_bytes(data[8 * i : 8 * i + 8], "little") for i in range(1, 7)]
-        channel = data[o[0] : o[1]]
-        if channel == b"control" and self.control_parent in data[o[2] : o[3]]:
+        channel, parts = deserialize_msg_from_ws_v1(data)
+        header, parent, _metadata, content = (bytes(p) for p in parts[:4])
+        if channel == "control" and self.control_parent in parent:
             if self.control_reply is not None and not self.control_reply.done():
-                self.control_reply.set_result(json.loads(data[o[4] : o[5]]))
+                self.control_reply.set_result(json.loads(content))
             return
-        if channel != b"iopub" or self.parent not in data[o[2] : o[3]]:
+        if channel != "iopub" or self.parent not in parent:
             return
-        header = data[o[1] : o[2]]
         if b'"comm_msg"' in header:
             self.count += 1
-        elif b'"status"' in header and b"idle" in data[o[4] :]:
+        elif b'"status"' in header and b"idle" in content:
             self.done_at = time.monotonic()
             self.done.set()
 
@@ -221,7 +159,7 @@ def send_request(
         "version": "5.3",
     }
     parts = [json.dumps(p).encode() for p in (header, {}, {}, content)]
-    counter.ws.write_message(v1_frame(channel, parts), binary=True)
+    counter.ws.write_message(serialize_msg_to_ws_v1(parts, channel), binary=True)
 
 
 async def worker_main(conn: Any, port: int, token: str, kernel_id: str, n: int) -> None:
@@ -292,9 +230,8 @@ def worker(conn: Any, port: int, token: str, kernel_id: str, n: int) -> None:
 def run_config(
     name: str, n_clients: int, messages: int, trials: int, timeout: float
 ) -> dict[str, Any]:
-    home = Path(tempfile.mkdtemp(prefix=f"bench-{name}-{n_clients}-"))
-    server = Server(CLASSES[name], home)
-    kernel_id = server.rest("POST", "/api/kernels", {"name": KERNEL})["id"]
+    server = Server(CLASSES[name])
+    kernel_id = server.start_kernel(KERNEL)
     ctx = mp.get_context("spawn")
     n_workers = 1 if n_clients < 10 else 2
     split = [
@@ -363,9 +300,7 @@ def run_config(
         for proc, _ in workers:
             if proc.is_alive():
                 proc.kill()
-        with contextlib.suppress(Exception):
-            server.rest("DELETE", f"/api/kernels/{kernel_id}")
-        server.stop()
+        server.stop()  # shuts its kernels down first
 
 
 def main() -> None:

@@ -27,10 +27,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-# The server and websocket code is shared with the end-to-end tests.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from server_utils import JupyterServer
+# The server and websocket code is the end-to-end tests' own: an editable install
+# (pip install -e) puts the checkout on sys.path, so tests/ is importable as ``tests``.
+from tests.server_utils import JupyterServer
 
 STOCK, EXT = "python3", "python3-ext"
 RATE_LIMIT_TEXT = "IOPub message rate exceeded"

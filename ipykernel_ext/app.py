@@ -15,15 +15,33 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import ipykernel
 import zmq
 from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
 from jupyter_core.paths import jupyter_config_path
-from traitlets import Bool, CaselessStrEnum, Dict, Integer, TraitError, Type, validate
+from traitlets import (
+    Bool,
+    CaselessStrEnum,
+    Dict,
+    Integer,
+    TraitError,
+    Type,
+    Unicode,
+    default,
+    validate,
+)
 from traitlets.config import Application
 from traitlets.config.loader import ConfigFileNotFound
 
-from .iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM, NoDropXPubSocket
+from . import __version__
+from .iopub import (
+    DEFAULT_SEND_TIMEOUT_MS,
+    DEFAULT_SNDHWM,
+    NoDropXPubSocket,
+    check_send_timeout,
+    check_sndhwm,
+)
 from .kernel import ExtKernel
 from .router_identity import bind_with_endpoint_identity
 
@@ -47,6 +65,11 @@ ext_flags = {
         {"ExtKernel": {"comm_echo": False}},
         "Do not publish comm_echo for the comm messages clients send.",
     ),
+    "no-answer-while-busy": (
+        {"ExtKernel": {"answer_while_busy": False}},
+        "While a cell runs, leave kernel_info, comm_info and the widget control comm queued "
+        "behind it (stock behaviour).",
+    ),
 }
 
 
@@ -56,6 +79,8 @@ class ExtKernelApp(IPKernelApp):
     # The name picks the config file: keep stock's so ipython_kernel_config.py still applies.
     name = "ipython-kernel"
     description = "An IPython kernel for Jupyter whose IOPub never loses a message silently."
+    # What --version prints: ours and the ipykernel underneath (stock's app prints IPython's).
+    version = Unicode(f"{__version__} (ipykernel {ipykernel.__version__})")
     aliases = Dict(ext_aliases)  # type: ignore[assignment]
     flags = Dict(ext_flags)  # type: ignore[assignment]
     classes = [*IPKernelApp.classes, ExtKernel]  # type: ignore[assignment]
@@ -107,21 +132,52 @@ class ExtKernelApp(IPKernelApp):
 
     @validate("iopub_sndhwm")
     def _valid_sndhwm(self, proposal: dict[str, Any]) -> int:
-        if proposal["value"] < 0:
-            raise TraitError(
-                f"--iopub-sndhwm (ExtKernelApp.iopub_sndhwm) must be 0 (unbounded) or more, "
-                f"not {proposal['value']}"
-            )
-        return int(proposal["value"])
+        return self._checked(check_sndhwm, proposal, "--iopub-sndhwm")
 
     @validate("iopub_send_timeout")
     def _valid_send_timeout(self, proposal: dict[str, Any]) -> int:
-        if proposal["value"] < 1:
-            raise TraitError(
-                f"--iopub-send-timeout (ExtKernelApp.iopub_send_timeout) must be at least 1 ms, "
-                f"not {proposal['value']}"
-            )
-        return int(proposal["value"])
+        return self._checked(check_send_timeout, proposal, "--iopub-send-timeout")
+
+    def _checked(self, check: Any, proposal: dict[str, Any], flag: str) -> int:
+        """``check`` (iopub.py's rule) applied; a TraitError naming the flag, the trait and,
+        when the value came from the kernel's section of the config, that section."""
+        name = proposal["trait"].name
+        from_kernel = ""
+        if name not in self.config.get("ExtKernelApp", {}):
+            from_kernel = f" (from {self.kernel_class.__name__}.{name})"
+        try:
+            return int(check(proposal["value"], f"{flag} (ExtKernelApp.{name})"))
+        except ValueError as exc:
+            raise TraitError(f"{exc}{from_kernel}") from None
+
+    # The kernel class has the same three IOPub options (iopub_adopt.IOPubOptions), so that
+    # one config works under any launcher. Under this app the socket is made before the
+    # kernel, so the app takes the kernel's values wherever its own are not given.
+
+    @default("iopub_sndhwm")
+    def _sndhwm_from_kernel(self) -> int:
+        return self._valid_sndhwm(self._kernel_config("iopub_sndhwm", DEFAULT_SNDHWM))
+
+    @default("iopub_nodrop")
+    def _nodrop_from_kernel(self) -> bool:
+        return self._kernel_config("iopub_nodrop", True)["value"]
+
+    @default("iopub_send_timeout")
+    def _send_timeout_from_kernel(self) -> int:
+        return self._valid_send_timeout(
+            self._kernel_config("iopub_send_timeout", DEFAULT_SEND_TIMEOUT_MS)
+        )
+
+    def _kernel_config(self, name: str, fallback: Any) -> dict[str, Any]:
+        """``c.<KernelClass>.<name>`` (the most derived class's section wins), or fallback,
+        type-checked by the app's trait, as a proposal for the trait's validator (traitlets
+        validates a value that is set, not a dynamic default)."""
+        value = fallback
+        for section in self.kernel_class.section_names():
+            if name in self.config.get(section, {}):
+                value = self.config[section][name]
+        trait = self.traits()[name]
+        return {"trait": trait, "value": trait.validate(self, value), "owner": self}
 
     def load_config_file(self, *args: Any, **kwargs: Any) -> None:
         """Load stock's config files, then ``jupyter_kernel_config.py`` from Jupyter's config path.

@@ -34,8 +34,11 @@ What is echoed, and what is not:
   target is looked up in ``comm_manager.comms[comm_id].target_name`` each time, so a change
   of the exclusion list applies to comms that are already open.
 
-Switches: ``comm_manager.echo_enabled`` (a Bool trait this class adds to the comm manager
-instance; ``ExtKernel.comm_echo`` is linked to it), and :attr:`CommEcho.exclude_targets`.
+Switches: :attr:`CommEcho.enabled` (``ExtKernel.comm_echo`` sets it, in config and at run
+time: ``get_ipython().kernel.comm_echo = False``) and :attr:`CommEcho.exclude_targets`. Both
+live on this object: nothing is added to the comm package's CommManager, which is a
+process-wide singleton created by ipykernel through ``comm.get_comm_manager()``, not by a
+method a kernel subclass could override.
 """
 
 from __future__ import annotations
@@ -44,8 +47,6 @@ import functools
 import logging
 from collections.abc import Callable, Collection
 from typing import Any
-
-from traitlets import Bool, HasTraits
 
 #: The client messages that are echoed.
 ECHOED_MSG_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
@@ -89,10 +90,9 @@ class CommEcho:
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             kernel.shell_handlers[msg_type] = echo.wrap(kernel.shell_handlers[msg_type])
 
-    ``comm_manager`` must be a :class:`traitlets.HasTraits` (ipykernel's is): it gets an
-    ``echo_enabled`` Bool trait, the run-time switch (``kernel.comm_manager.echo_enabled =
-    False``), read on every message. ``exclude_targets`` may be replaced at any time (an
-    attribute read per message, so no lock is needed).
+    ``comm_manager`` is only read (its ``comms``, to find a comm's target). ``enabled`` and
+    ``exclude_targets`` may be replaced at any time from any thread: plain attributes read
+    once per message, so no lock is needed.
     """
 
     def __init__(
@@ -101,7 +101,7 @@ class CommEcho:
         session: Any,
         iopub_socket: Any,
         topic: bytes,
-        comm_manager: HasTraits,
+        comm_manager: Any,
         log: logging.Logger | logging.LoggerAdapter[Any] | None = None,
         enabled: bool = True,
         exclude_targets: Collection[str] = (),
@@ -111,40 +111,21 @@ class CommEcho:
         self.topic = topic
         self.comm_manager = comm_manager
         self.log = log if log is not None else logging.getLogger(__name__)
+        #: The run-time switch, read on every message.
+        self.enabled = bool(enabled)
         self.exclude_targets: frozenset[str] = frozenset(exclude_targets)
         #: comm_echo messages published so far
         self.echoed = 0
         #: client comm messages not echoed because they were malformed
         self.malformed = 0
         self._warned_reasons: set[str] = set()
-        if comm_manager.has_trait("echo_enabled"):
-            # The comm manager is a process-wide singleton: a second kernel in the same
-            # process (tests, in-process use) reuses the trait added by the first.
-            comm_manager.echo_enabled = enabled  # type: ignore[attr-defined]
-        else:
-            comm_manager.add_traits(
-                echo_enabled=Bool(
-                    enabled,
-                    help="Publish comm_echo for the comm messages clients send (run-time "
-                    "switch, linked to ExtKernel.comm_echo).",
-                )
-            )
-
-    @property
-    def enabled(self) -> bool:
-        """The run-time switch, ``comm_manager.echo_enabled``."""
-        return bool(self.comm_manager.echo_enabled)  # type: ignore[attr-defined]
-
-    @enabled.setter
-    def enabled(self, value: bool) -> None:
-        self.comm_manager.echo_enabled = value  # type: ignore[attr-defined]
 
     def wrap(self, handler: ShellHandler) -> ShellHandler:
         """A shell handler that publishes the echo of ``msg``, then calls ``handler``."""
 
         @functools.wraps(handler)
         def echo_then_handle(stream: Any, ident: list[bytes], msg: dict[str, Any]) -> Any:
-            if self.comm_manager.echo_enabled:  # type: ignore[attr-defined]
+            if self.enabled:
                 try:
                     self.publish(msg)
                 except Exception:
@@ -167,7 +148,7 @@ class CommEcho:
         if msg_type == "comm_open":
             target = content["target_name"]
         else:
-            comm = self.comm_manager.comms.get(content["comm_id"])  # type: ignore[attr-defined]
+            comm = self.comm_manager.comms.get(content["comm_id"])
             if comm is None:
                 return False
             target = getattr(comm, "target_name", None)

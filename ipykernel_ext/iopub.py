@@ -20,6 +20,11 @@ grid over CurveZMQ) loses messages that nobody hears about.
 
 All sends and socket-option calls happen on ipykernel's IOPub thread (``IOPubThread``
 calls :meth:`NoDropXPubSocket.send_multipart` there); other threads only read the counters.
+
+Under ``ExtKernelApp`` this socket is made and bound by the app (``"socket":
+"bound-by-ext-app"`` in ``iopub_stats_reply``). Under any other app that binds a plain XPUB
+(stock ``IPKernelApp``, cluster launchers, ``embed_kernel``) :mod:`ipykernel_ext.iopub_adopt`
+puts the same send path over the socket that app bound (``"adopted"``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,24 @@ DEFAULT_SEND_TIMEOUT_MS = 2_000
 #: Stalls closer together than this are gathered into one warning, logged when it is over.
 WARNING_INTERVAL_S = 10.0
 
+#: ``iopub_stats_reply["socket"]``: who made the socket the send path runs on.
+BOUND_BY_EXT_APP = "bound-by-ext-app"
+ADOPTED = "adopted"
+
+
+def check_sndhwm(value: int, option: str) -> int:
+    """``value`` as an IOPub queue size, or ValueError naming ``option``."""
+    if value < 0:
+        raise ValueError(f"{option} must be 0 (unbounded) or more, not {value}")
+    return int(value)
+
+
+def check_send_timeout(value: int, option: str) -> int:
+    """``value`` as an IOPub send timeout in ms, or ValueError naming ``option``."""
+    if value < 1:
+        raise ValueError(f"{option} must be at least 1 ms, not {value}")
+    return int(value)
+
 
 @dataclass
 class IOPubStats:
@@ -54,6 +77,8 @@ class IOPubStats:
     sndhwm: int
     nodrop: bool
     send_timeout_ms: int
+    #: BOUND_BY_EXT_APP or ADOPTED (see the module docstring)
+    socket: str = BOUND_BY_EXT_APP
     #: messages handed to the XPUB socket
     sent: int = 0
     #: sends that found a subscriber's queue full and had to wait for room
@@ -82,6 +107,9 @@ class NoDropXPubSocket(zmq.Socket):
     still counting what it sends.
     """
 
+    #: What ``iopub_stats_reply["socket"]`` says about this socket.
+    origin = BOUND_BY_EXT_APP
+
     stats: IOPubStats
     log: logging.Logger
     _last_warning: float
@@ -91,7 +119,7 @@ class NoDropXPubSocket(zmq.Socket):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.stats = IOPubStats(sndhwm=1000, nodrop=False, send_timeout_ms=-1)
+        self.stats = IOPubStats(sndhwm=1000, nodrop=False, send_timeout_ms=-1, socket=self.origin)
         self.log = logging.getLogger(__name__)
         self._last_warning = -WARNING_INTERVAL_S
         self._reported_timeouts = 0
@@ -111,15 +139,31 @@ class NoDropXPubSocket(zmq.Socket):
         ``log`` should write to the real stderr (the app's log): a logger whose output
         ends up in ``sys.stderr`` inside the kernel would publish on this very socket.
         """
-        if sndhwm < 0:
-            raise ValueError(f"sndhwm must be >= 0 (0 = unbounded), not {sndhwm}")
-        if send_timeout_ms <= 0:
-            raise ValueError(f"send_timeout_ms must be > 0, not {send_timeout_ms}")
-        self.sndhwm = sndhwm
+        self.sndhwm = check_sndhwm(sndhwm, "sndhwm")
+        self.set_send_options(nodrop=nodrop, send_timeout_ms=send_timeout_ms, log=log)
+
+    def set_send_options(
+        self,
+        *,
+        nodrop: bool = True,
+        send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS,
+        log: logging.Logger | None = None,
+    ) -> None:
+        """Apply NODROP and the send timeout, and start counting. Also valid after ``bind``.
+
+        libzmq reads ``XPUB_NODROP`` and ``SNDTIMEO`` at each send, so unlike ``SNDHWM``
+        they take effect for subscribers that are already connected.
+        """
+        check_send_timeout(send_timeout_ms, "send_timeout_ms")
         if nodrop:
             self.setsockopt(zmq.XPUB_NODROP, 1)
             self.sndtimeo = send_timeout_ms
-        self.stats = IOPubStats(sndhwm=sndhwm, nodrop=nodrop, send_timeout_ms=send_timeout_ms)
+        self.stats = IOPubStats(
+            sndhwm=self.sndhwm,
+            nodrop=nodrop,
+            send_timeout_ms=send_timeout_ms,
+            socket=self.origin,
+        )
         if log is not None:
             self.log = log
 

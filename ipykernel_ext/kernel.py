@@ -15,15 +15,18 @@ is still running (see PROTOCOL.md, "Queries publish no status").
 
 from __future__ import annotations
 
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Bool, List, Unicode, link, observe
+from traitlets import Bool, List, Unicode, observe
 
 from .echo import CommEcho
-from .widget_state import build_widget_state_reply
+from .iopub_adopt import IOPubOptions
+from .reconnect import CONTROL_COMM_TARGET, BusyAnswers, MainShellStatus
+from .widget_state import WidgetStateError, build_widget_state_reply
 
 #: Control requests that only read state: answered without busy/idle on IOPub.
 QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
@@ -41,14 +44,14 @@ def error_content(exc: BaseException) -> dict[str, Any]:
     }
 
 
-class ExtKernel(IPythonKernel):
+class ExtKernel(IOPubOptions, IPythonKernel):
     """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
 
     comm_echo = Bool(
         True,
         help="""Publish a comm_echo on IOPub for every comm_open, comm_msg and comm_close a
         client sends, so every frontend of this kernel sees what the others sent.
-        Linked both ways with ``kernel.comm_manager.echo_enabled`` (the run-time switch).""",
+        Also the run-time switch: ``get_ipython().kernel.comm_echo = False``.""",
     ).tag(config=True)
 
     comm_echo_exclude_targets = List(
@@ -57,10 +60,20 @@ class ExtKernel(IPythonKernel):
         from the frontend to the kernel).""",
     ).tag(config=True)
 
+    answer_while_busy = Bool(
+        True,
+        help="""While the main shell runs a cell, answer a reconnecting frontend's
+        kernel_info_request, comm_info_request and ipywidgets' jupyter.widget.control comm on
+        the shell-channel thread, so a reloaded page gets its widgets and status mid-cell.
+        False: stock behaviour (everything waits for the cell).""",
+    ).tag(config=True)
+
     control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        # IOPub: no silent loss under any app that starts this kernel (iopub_adopt.py).
+        self.adopt_iopub_socket()
         self.comm_echo_publisher = CommEcho(
             session=self.session,
             iopub_socket=self.iopub_socket,
@@ -68,24 +81,66 @@ class ExtKernel(IPythonKernel):
             comm_manager=self.comm_manager,
             log=self.log,
             enabled=self.comm_echo,
-            exclude_targets=self.comm_echo_exclude_targets,
+            exclude_targets=self._echo_exclusions(self.comm_echo_exclude_targets),
         )
-        link((self, "comm_echo"), (self.comm_manager, "echo_enabled"))
+        self.main_shell_status = MainShellStatus()
+        self.busy_answers = BusyAnswers(self, self.main_shell_status)
         for msg_type in COMM_MSG_TYPES:
             self.shell_handlers[msg_type] = self.comm_echo_publisher.wrap(
                 self.shell_handlers[msg_type]
             )
 
+    @observe("comm_echo")
+    def _comm_echo_changed(self, change: dict[str, Any]) -> None:
+        if hasattr(self, "comm_echo_publisher"):
+            self.comm_echo_publisher.enabled = change["new"]
+
     @observe("comm_echo_exclude_targets")
     def _exclude_targets_changed(self, change: dict[str, Any]) -> None:
         if hasattr(self, "comm_echo_publisher"):
-            self.comm_echo_publisher.exclude_targets = frozenset(change["new"])
+            self.comm_echo_publisher.exclude_targets = self._echo_exclusions(change["new"])
+
+    @staticmethod
+    def _echo_exclusions(configured: list[str]) -> frozenset[str]:
+        # ipywidgets' control comm is a private request/reply between one frontend and the
+        # kernel: the other frontends can do nothing with it.
+        return frozenset([*configured, CONTROL_COMM_TARGET])
+
+    # --- answers while the main shell is busy (see reconnect.py) ----------------------------
+
+    def start(self) -> None:
+        """Start as stock does, noting which thread is the main shell's."""
+        self.main_shell_status.thread = threading.current_thread()
+        super().start()
+
+    def _publish_status(self, status: str, channel: str, parent: Any = None) -> None:
+        """Publish as stock does; keep track of the main shell; never leave it looking idle.
+
+        An ``idle`` from the control thread, a subshell or an answer given while busy would
+        make jupyter_server and JupyterLab take the whole kernel for idle while a cell runs,
+        so it is followed at once by ``busy`` with the running request as parent.
+        """
+        super()._publish_status(status, channel, parent)
+        main = self.main_shell_status
+        if channel == "shell" and main.is_main_thread():
+            main.record(status, parent or self.get_parent("shell"))
+        elif self.answer_while_busy and status == "idle" and (running := main.running):
+            super()._publish_status("busy", "shell", running)
+
+    async def shell_channel_thread_main(self, msg: list[Any]) -> None:
+        """Route as stock does, except what :class:`BusyAnswers` answers right here."""
+        if self.answer_while_busy and self.session is not None:
+            idents, frames = self.session.feed_identities(msg, copy=False)
+            if self.busy_answers.claims(frames):
+                await self.busy_answers.answer(idents, frames)
+                return
+        await super().shell_channel_thread_main(msg)
 
     @property
     def kernel_info(self) -> dict[str, Any]:
         info = super().kernel_info
         features: list[str] = info["supported_features"]
-        if self.comm_manager.echo_enabled:
+        if self.comm_echo:
             features.append("comm_echo")
         features += ["widget_state", "iopub_stats"]
         if getattr(self.parent, "router_identity", "off") == "endpoint":
@@ -127,15 +182,17 @@ class ExtKernel(IPythonKernel):
         """Reply with every (or the asked-for) ipywidgets model's state, on control only."""
         buffers: list[Any]
         try:
-            content, buffers = build_widget_state_reply(parent["content"])
+            content, buffers = build_widget_state_reply(parent["content"], log=self.log)
         except Exception as exc:
-            self.log.warning("widget_state_request failed: %s", exc)
+            # A malformed request is the client's fault: its message says it all.
+            traced = not isinstance(exc, WidgetStateError)
+            self.log.warning("widget_state_request failed: %s", exc, exc_info=traced)
             content = error_content(exc)
             buffers = []
         try:
             self.session.send(stream, "widget_state_reply", content, parent, ident, buffers=buffers)
         except Exception as exc:  # a state the session cannot pack: answer anyway, never silence
-            self.log.warning("widget_state_reply could not be sent: %s", exc)
+            self.log.warning("widget_state_reply could not be sent: %s", exc, exc_info=True)
             self.session.send(stream, "widget_state_reply", error_content(exc), parent, ident)
 
 

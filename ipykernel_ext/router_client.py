@@ -16,12 +16,13 @@ zmq Context with its two threads per kernel)::
 
 What the client takes care of:
 
-* **Routing ids.** :func:`endpoint_identity` computes them from the connection info alone,
-  the way jupyter_client computes the URL it connects to: ``tcp://{ip}:{port}`` with ``ip``
-  as written in the connection file, or ``ipc://{ip}-{port}``.
+* **Routing ids.** :func:`~ipykernel_ext.router_reach.endpoint_identity` computes them from
+  the connection info alone, with jupyter_client's URL rule (:mod:`ipykernel_ext.endpoints`):
+  ``tcp://{ip}:{port}`` with ``ip`` as written in the connection file, or ``ipc://{ip}-{port}``.
 * **CurveZMQ.** A socket takes its CurveZMQ options at each ``connect()``, so before each
   connect the kernel's server key (and, as jupyter_client does, the kernel's keypair as the
-  client keypair) is set; a kernel without keys gets the NULL mechanism.
+  client keypair) is set (:func:`ipykernel_ext.endpoints.apply_curve_client`); a kernel
+  without keys gets the NULL mechanism.
 * **Signing.** Each kernel has its own :class:`jupyter_client.session.Session` (its key and
   signature scheme); replies are verified with the key of the kernel they came from.
 * **Waiting for the connection.** A ROUTER knows a peer only once the ZMTP handshake is done,
@@ -29,7 +30,7 @@ What the client takes care of:
   to an unknown peer fails with ``EHOSTUNREACH``; the client retries until the kernel is
   connected or the deadline passes, then raises :class:`KernelUnreachable` saying why (nothing
   listening, handshake refused, or a kernel that is there but does not use its endpoint as
-  routing id).
+  routing id; :mod:`ipykernel_ext.router_reach`).
 
 Only shell and control. IOPub is PUB/SUB and has no routing ids. stdin is left out: a kernel
 sends ``input_request`` to the routing id its shell request came from, which has no stdin
@@ -39,87 +40,31 @@ it is missing). Not thread-safe, like a zmq socket: one client per thread.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import zmq
 from jupyter_client.session import Session
-from zmq.utils.monitor import recv_monitor_message
+
+from .endpoints import curve_keys, endpoint
+from .router_reach import (
+    KernelUnreachable,
+    RoutedKernel,
+    diagnose,
+    endpoint_identity,
+    load_connection_info,
+)
 
 CHANNELS = ("shell", "control")
 
 #: How long a send waits for an unconnected kernel, unless told otherwise.
 DEFAULT_CONNECT_TIMEOUT = 30.0
 
-#: How long the diagnosis of an unreachable kernel waits for a probe handshake.
-PROBE_TIMEOUT = 1.0
-
-_HANDSHAKE_FAILED = (
-    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-)
-
-
-class KernelUnreachable(zmq.ZMQError, TimeoutError):
-    """No kernel with the expected routing id got connected before the deadline.
-
-    A ``zmq.ZMQError`` with errno ``EHOSTUNREACH`` (what the ROUTER kept answering) and a
-    ``TimeoutError``; ``reason`` is one of ``"not-listening"``, ``"handshake-failed"``,
-    ``"identity-mismatch"`` or ``"queue-full"``.
-    """
-
-    def __init__(self, kernel_id: str, channel: str, routing_id: bytes, reason: str, msg: str):
-        super().__init__(zmq.EHOSTUNREACH, msg)
-        self.kernel_id = kernel_id
-        self.channel = channel
-        self.routing_id = routing_id
-        self.reason = reason
-
-
-def endpoint_identity(connection_info: Mapping[str, Any], channel: str) -> bytes:
-    """The routing id of ``channel`` of a kernel started with ``--router-identity=endpoint``.
-
-    ``tcp://{ip}:{port}`` with ``ip`` exactly as in the connection file (``*`` is read as
-    ``0.0.0.0``, as jupyter_client and ipykernel both do), or ``ipc://{ip}-{port}``.
-    """
-    transport = connection_info.get("transport", "tcp")
-    ip = connection_info["ip"]
-    port = int(connection_info[f"{channel}_port"])
-    if transport == "tcp":
-        return f"tcp://{'0.0.0.0' if ip == '*' else ip}:{port}".encode()
-    if transport == "ipc":
-        return f"ipc://{ip}-{port}".encode()
-    raise ValueError(f"transport {transport!r} has no endpoint routing id (tcp or ipc only)")
-
-
-def load_connection_info(connection: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:
-    """A connection file's content (or a copy of a connection info dict), keys as str."""
-    if isinstance(connection, Mapping):
-        info = dict(connection)
-    else:
-        with open(connection) as f:
-            info = json.load(f)
-    for name in ("key", "curve_publickey", "curve_secretkey"):
-        if isinstance(info.get(name), bytes):
-            info[name] = info[name].decode()
-    return info
-
-
-@dataclass
-class _Kernel:
-    kernel_id: str
-    session: Session
-    urls: dict[str, str]
-    routing_ids: dict[str, bytes]
-    curve_publickey: bytes | None
-    curve_secretkey: bytes | None
+__all__ = ["CHANNELS", "KernelUnreachable", "RouterClient", "endpoint_identity"]
 
 
 class RouterClient:
@@ -152,7 +97,7 @@ class RouterClient:
             sock.router_handover = 1
             sock.linger = 1000
             self.sockets[channel] = sock
-        self._kernels: dict[str, _Kernel] = {}
+        self._kernels: dict[str, RoutedKernel] = {}
         self._by_routing_id: dict[str, dict[bytes, str]] = {c: {} for c in CHANNELS}
         self._inbox: dict[str, deque[tuple[str, dict[str, Any]]]] = {c: deque() for c in CHANNELS}
         # Requests someone waits for: msg_id -> the kernel id it went to, and its reply.
@@ -173,7 +118,7 @@ class RouterClient:
         """The Session that signs this kernel's messages (its key, its scheme)."""
         return self._kernel(kernel_id).session
 
-    def _kernel(self, kernel_id: str) -> _Kernel:
+    def _kernel(self, kernel_id: str) -> RoutedKernel:
         try:
             return self._kernels[kernel_id]
         except KeyError:
@@ -209,7 +154,7 @@ class RouterClient:
                 raise ValueError(f"{kernel_id!r}: {rid!r} is already the {channel} of {other!r}")
         urls = {c: _connect_url(info, c, connect_ip) for c in CHANNELS}
         key = info.get("key", "")
-        kernel = _Kernel(
+        kernel = RoutedKernel(
             kernel_id=kernel_id,
             session=Session(
                 key=key.encode(),
@@ -217,13 +162,14 @@ class RouterClient:
             ),
             urls=urls,
             routing_ids=routing_ids,
-            curve_publickey=_optional_bytes(info.get("curve_publickey")),
-            curve_secretkey=_optional_bytes(info.get("curve_secretkey")),
+            curve=curve_keys(info),
         )
         connected: list[str] = []
         try:
             for channel in CHANNELS:
-                self._apply_security(self.sockets[channel], kernel)
+                # libzmq copies the options into each connection at connect(): set them
+                # every time, for this kernel.
+                kernel.secure(self.sockets[channel])
                 self.sockets[channel].connect(urls[channel])
                 connected.append(channel)
         except zmq.ZMQError:
@@ -244,19 +190,6 @@ class RouterClient:
                 self.sockets[channel].disconnect(kernel.urls[channel])
             except zmq.ZMQError as e:  # already gone (ENOENT): nothing to undo
                 self.log.debug("disconnect %s: %s", kernel.urls[channel], e)
-
-    @staticmethod
-    def _apply_security(sock: zmq.Socket[Any], kernel: _Kernel) -> None:
-        # libzmq copies the options into each connection at connect(): set them every time.
-        if kernel.curve_publickey is not None and kernel.curve_secretkey is not None:
-            # The kernel's keypair as client keypair, as jupyter_client does: the connection
-            # file already carries it, and ipykernel does not authenticate clients.
-            sock.curve_secretkey = kernel.curve_secretkey
-            sock.curve_publickey = kernel.curve_publickey
-            sock.curve_serverkey = kernel.curve_publickey
-        else:
-            # Back to the NULL mechanism after a CurveZMQ kernel (CURVE_SERVER=0 does that).
-            sock.curve_server = False
 
     # --- sending ----------------------------------------------------------------------
 
@@ -305,7 +238,13 @@ class RouterClient:
         while pending:
             if time.monotonic() >= deadline:
                 for kernel_id, channel, frames in pending:
-                    error = self._last_chance(kernel_id, channel, frames)
+                    # Why is it unreachable? (None: it got connected meanwhile.)
+                    error = diagnose(
+                        self.context,
+                        self._kernels[kernel_id],
+                        channel,
+                        lambda c=channel, f=frames: self._send_errno(c, f),
+                    )
                     if error is not None:
                         others = len(pending) - 1
                         if others:
@@ -329,62 +268,6 @@ class RouterClient:
                 raise
             return e.errno
         return 0
-
-    def _last_chance(
-        self, kernel_id: str, channel: str, frames: list[Any]
-    ) -> KernelUnreachable | None:
-        """Find out why a kernel is unreachable; None if it got connected meanwhile."""
-        kernel = self._kernels[kernel_id]
-        url, rid = kernel.urls[channel], kernel.routing_ids[channel]
-        first = self._send_errno(channel, frames)
-        if first == 0:
-            return None
-        probe = "queue-full" if first == zmq.EAGAIN else self._probe(kernel, channel)
-        if probe == "queue-full":
-            reason = "queue-full"
-            why = f"connected to {url}, but its send queue stays full (the kernel reads nothing)"
-        elif probe == "handshake":
-            # The probe got in, so our socket gets in too by its next reconnect (100 ms):
-            # only if it still cannot send is the kernel's routing id not its endpoint.
-            until = time.monotonic() + PROBE_TIMEOUT
-            while time.monotonic() < until:
-                if self._try_send(kernel_id, channel, frames):
-                    return None
-                time.sleep(0.02)
-            reason = "identity-mismatch"
-            why = (
-                f"a kernel answers at {url} but none has routing id {rid!r}; was it started "
-                "with --router-identity=endpoint?"
-            )
-        elif probe == "handshake-failed":
-            reason = "handshake-failed"
-            why = (
-                f"the ZMTP handshake with {url} fails: the CurveZMQ keys in the connection file "
-                "are not the kernel's, or only one side uses encryption"
-            )
-        else:
-            reason = "not-listening"
-            why = f"nothing answers at {url}: kernel not running (yet), or a wrong address"
-        return KernelUnreachable(
-            kernel_id, channel, rid, reason, f"kernel {kernel_id!r} ({channel}) unreachable: {why}"
-        )
-
-    def _probe(self, kernel: _Kernel, channel: str) -> str:
-        """Connect a throwaway DEALER to the kernel and report how its handshake went."""
-        probe = self.context.socket(zmq.DEALER)
-        probe.linger = 0
-        monitor = probe.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | _HANDSHAKE_FAILED)
-        try:
-            self._apply_security(probe, kernel)
-            probe.connect(kernel.urls[channel])
-            if not monitor.poll(int(PROBE_TIMEOUT * 1000)):
-                return "silent"
-            event = recv_monitor_message(monitor)["event"]
-            return "handshake" if event == zmq.EVENT_HANDSHAKE_SUCCEEDED else "handshake-failed"
-        finally:
-            probe.disable_monitor()
-            monitor.close(linger=0)
-            probe.close(linger=0)
 
     # --- receiving --------------------------------------------------------------------
 
@@ -513,10 +396,4 @@ class RouterClient:
 def _connect_url(info: Mapping[str, Any], channel: str, connect_ip: str | None) -> str:
     if connect_ip is None or info.get("transport", "tcp") != "tcp":
         return endpoint_identity(info, channel).decode()
-    return f"tcp://{connect_ip}:{int(info[f'{channel}_port'])}"
-
-
-def _optional_bytes(value: str | bytes | None) -> bytes | None:
-    if value is None or value == "":
-        return None
-    return value.encode() if isinstance(value, str) else value
+    return endpoint("tcp", connect_ip, int(info[f"{channel}_port"]))

@@ -10,8 +10,8 @@ they bind as their routing id, which a client computes from the connection file 
   as ipykernel and jupyter_client both turn it into that);
 * ipc: ``ipc://{ip}-{port}`` (``ip`` is the path prefix, ``ipc:///run/kernel-ipc-2``).
 
-That is the URL ipykernel binds and jupyter_client connects to
-(``ConnectionFileMixin._make_url``), byte for byte.
+That is the URL ipykernel binds and jupyter_client connects to, byte for byte: the rule is
+:func:`ipykernel_ext.endpoints.endpoint`, shared with the client side.
 
 libzmq copies socket options into a listener when it binds, so the routing id must be set
 before bind; the CurveZMQ server options ipykernel applies before calling ``_bind_socket``
@@ -27,6 +27,8 @@ from typing import Any
 
 import zmq
 
+from .endpoints import endpoint as kernel_url
+
 #: The range pyzmq's ``bind_to_random_port`` picks from when it cannot let the OS choose.
 RANDOM_PORT_RANGE = (49152, 65535)
 
@@ -36,11 +38,9 @@ MAX_ROUTING_ID_BYTES = 255
 
 def endpoint(transport: str, ip: str, port: int) -> str:
     """The endpoint a kernel binds for ``port``, which is also its routing id when enabled."""
-    if transport == "tcp":
-        return f"tcp://{ip}:{port}"
-    if transport == "ipc":
-        return f"ipc://{ip}-{port}"
-    raise ValueError(f"router_identity='endpoint' does not support transport {transport!r}")
+    if transport not in ("tcp", "ipc"):
+        raise ValueError(f"router_identity='endpoint' does not support transport {transport!r}")
+    return kernel_url(transport, ip, port)
 
 
 def bind_with_endpoint_identity(socket: zmq.Socket[Any], transport: str, ip: str, port: int) -> int:

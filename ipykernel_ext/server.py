@@ -31,7 +31,14 @@ What changes:
   per websocket, with the channels' own session (its replies reach nobody);
 * the channels close ``shared_channels_grace_period`` seconds after the last websocket (and
   the offline buffer, if any) lets go of them;
-* each IOPub message is decoded and encoded for the websocket once, not once per websocket.
+* each IOPub message is decoded and encoded for the websocket once, not once per websocket;
+* a websocket that joins a kernel whose channels are already open gets the kernel's last
+  ``status`` whose parent jupyter_server tracks (``MappingKernelManager.track_message_type``),
+  exactly as the kernel sent it: it joins an existing IOPub subscription, so the kernel cannot
+  greet it, and a page reloaded mid-cell shows "Busy" rather than "Unknown";
+* if the shared channels stop (a receiving loop failed), every websocket on them is closed
+  with code 1011 and the reason, so frontends reconnect (JupyterLab does on any close it did
+  not ask for) and get a fresh channel set instead of waiting on a deaf one.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import zmq
 import zmq.asyncio
 from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
+from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 from tornado.websocket import WebSocketClosedError
 from traitlets import Bool, Float
 
@@ -56,6 +64,12 @@ from .shared_channels import (
 )
 
 V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
+
+#: The websocket close code for "the server hit an unexpected condition" (RFC 6455).
+CLOSE_INTERNAL_ERROR = 1011
+
+#: RFC 6455 allows 123 bytes of close reason.
+MAX_CLOSE_REASON = 123
 
 
 class _SocketState:
@@ -128,6 +142,9 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
     #: kernel id -> its shared channels (one per kernel in this server process).
     _shared: ClassVar[dict[str, SharedChannels]] = {}
 
+    #: The channel-set class (a subclass may add behaviour, e.g. fault injection in tests).
+    channels_class: ClassVar[type[SharedChannels]] = SharedChannels
+
     shared: SharedChannels | None = None
     client: SharedClient | None = None
 
@@ -151,7 +168,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
             if self._shared.get(kernel_id) is closed:
                 del self._shared[kernel_id]
 
-        shared = SharedChannels(
+        shared = self.channels_class(
             info,
             context=self._zmq_context(),
             unpack=self.session.unpack,
@@ -159,10 +176,20 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
             skip_own_echo=not self.deliver_own_comm_echo,
             logger=self.log,
             on_close=forget,
+            track_status=self._status_parent_tracked(),
         )
         shared.start()
         self._shared[kernel_id] = shared
         return shared
+
+    def _status_parent_tracked(self) -> Any:
+        """jupyter_server's rule for which statuses set a kernel's ``execution_state``."""
+        track = getattr(self.multi_kernel_manager, "track_message_type", None)
+        if callable(track):
+            return track
+        trait = MappingKernelManager.class_traits()["untracked_message_types"]
+        untracked = frozenset(trait.default_value)
+        return lambda parent_type: parent_type not in untracked
 
     def _zmq_context(self) -> zmq.asyncio.Context | None:
         # The server's own context (one I/O thread for every kernel) rather than a second
@@ -183,6 +210,9 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
             session=self.session.session,
             skip_own_echo=not self.deliver_own_comm_echo,
             name=f"websocket {self.session.session}",
+            on_lost=self._on_channels_lost,
+            # Given in connect(), after any offline-buffer replay (which is newer).
+            announce_status=False,
         )
         self.channels = {
             channel: SharedChannel(self.client, channel, self.shared) for channel in CHANNELS
@@ -210,13 +240,16 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
                     self._on_kernel_message(kmsg)
             for stream in buffer_info["channels"].values():
                 stream.close()
+        assert self.shared is not None and self.client is not None
+        # The kernel's state as it last published it, for a websocket that joins channels
+        # other websockets opened (after a replay too: a replay may end before the cell did).
+        self.shared.announce_status(self.client)
 
         self.multi_kernel_manager.add_restart_callback(self.kernel_id, self.on_kernel_restarted)
         self.multi_kernel_manager.add_restart_callback(
             self.kernel_id, self.on_restart_failed, "dead"
         )
         ZMQChannelsWebsocketConnection._open_sockets.add(self)
-        assert self.shared is not None
         busy = getattr(self.kernel_manager, "execution_state", None) == "busy"
         ready = self.shared.ready(
             nudge=not busy,
@@ -235,6 +268,18 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         await super().close_all()
         for shared in list(cls._shared.values()):
             await shared.aclose()
+
+    def _on_channels_lost(self, reason: str) -> None:
+        """The shared channels closed under this websocket: close it so the frontend
+        reconnects (to a fresh channel set) instead of waiting for messages forever."""
+        if getattr(self.websocket_handler, "ws_connection", None) is None:
+            return  # the websocket is gone already (an offline buffer held the membership)
+        self.log.warning("Closing websocket %s: %s", self.session.session, reason)
+        encoded = reason.encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
+        try:
+            self.websocket_handler.close(CLOSE_INTERNAL_ERROR, encoded)
+        except Exception as exc:  # already closed or never opened
+            self.log.debug("Closing the websocket failed: %s", exc)
 
     # --- kernel -> websocket -------------------------------------------------------------
 

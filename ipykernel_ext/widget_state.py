@@ -25,11 +25,21 @@ values are read from the instance's ``_trait_values`` dict, and the binary buffe
 off in the same pass (only values that can hold a buffer are walked), giving the same result
 as ``get_state`` followed by ipywidgets' ``_remove_buffers``. A widget whose class overrides
 ``get_state`` or that carries per-instance trait metadata takes ``get_state`` itself.
+
+Fail-safe. The fast path leans on internals (traitlets' ``_trait_values``, the descriptors,
+``Widget._trait_to_json``; tests/test_contract.py lists them). Any exception it raises for
+a widget sends that widget down the slow path: ``widget.get_state()`` and ipywidgets' own
+``_remove_buffers``, exactly what ipywidgets' ``update_states`` does. So an ipywidgets or
+traitlets upgrade that breaks the fast path costs speed, never a state; only a widget whose
+``get_state`` itself fails (or whose state the session could not pack) becomes an ``errors``
+entry. The first fast-path failure of each widget class that the slow path then reads fine
+is logged once, as a warning, so that the breakage is heard of.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +63,8 @@ _RETRIES = 3
 _PLAN_CACHE_MAX = 1024
 
 Serializer = Callable[[Any, Any], Any]
+
+_log = logging.getLogger(__name__)
 
 
 class WidgetStateError(ValueError):
@@ -78,7 +90,9 @@ def parse_request(content: Any) -> list[str] | None:
     return list(dict.fromkeys(model_ids))  # in order, each id once
 
 
-def build_widget_state_reply(content: Any) -> tuple[dict[str, Any], list[Any]]:
+def build_widget_state_reply(
+    content: Any, log: logging.Logger | logging.LoggerAdapter[Any] | None = None
+) -> tuple[dict[str, Any], list[Any]]:
     """The ``widget_state_reply`` content and its buffers for a request's ``content``.
 
     Content: ``status``, ``states`` (model id to ``model_name``, ``model_module``,
@@ -88,7 +102,8 @@ def build_widget_state_reply(content: Any) -> tuple[dict[str, Any], list[Any]]:
     ``{"ename", "evalue"}`` for the models whose state could not be read).
 
     Raises :class:`WidgetStateError` for a malformed request (the kernel turns any exception
-    into a standard error reply).
+    into a standard error reply). ``log`` gets the once-per-class warning of a fast-path
+    failure (default: this module's logger).
     """
     model_ids = parse_request(content)
     snapshot = _snapshot_instances()
@@ -104,7 +119,7 @@ def build_widget_state_reply(content: Any) -> tuple[dict[str, Any], list[Any]]:
     buffers: list[Any] = []
     errors: dict[str, dict[str, str]] = {}
     if reader is not None:
-        reader.read(items, states, buffer_paths, buffers, errors, missing)
+        reader.read(items, states, buffer_paths, buffers, errors, missing, log or _log)
     reply = {
         "status": "ok",
         "states": states,
@@ -202,6 +217,8 @@ class _StateReader:
         self.module = module
         self.widget_class = module.Widget
         self.plans: dict[Any, _ClassPlan] = {}
+        #: Widget classes (by qualified name) whose fast-path failure was logged.
+        self.fast_path_failures: set[str] = set()
 
     def plan_for(self, widget: Any, keys: list[str]) -> _ClassPlan:
         cls = type(widget)
@@ -224,6 +241,7 @@ class _StateReader:
         buffers: list[Any],
         errors: dict[str, dict[str, str]],
         missing: list[str],
+        log: logging.Logger | logging.LoggerAdapter[Any] = _log,
     ) -> None:
         """Fill ``states``/``buffer_paths``/``buffers`` for ``items`` (model id, widget)."""
         read_one = self.read_one
@@ -233,13 +251,15 @@ class _StateReader:
                 entry = read_one(model_id, widget, buffer_paths, buffers)
             except Exception as exc:
                 del buffer_paths[mark:], buffers[mark:]
-                entry = self.read_again(model_id, widget, buffer_paths, buffers, exc, errors)
+                entry = self.read_after_failure(
+                    model_id, widget, buffer_paths, buffers, exc, errors, log
+                )
             if entry is None:
                 missing.append(model_id)
             else:
                 states[model_id] = entry
 
-    def read_again(
+    def read_after_failure(
         self,
         model_id: str,
         widget: Any,
@@ -247,20 +267,76 @@ class _StateReader:
         buffers: list[Any],
         exc: Exception,
         errors: dict[str, dict[str, str]],
+        log: logging.Logger | logging.LoggerAdapter[Any],
     ) -> dict[str, Any] | None:
-        """After ``read_one`` raised ``exc``: retry a dict resized by the main thread mid-read
-        ("dictionary changed size during iteration"), else record the error."""
-        for _ in range(_RETRIES - 1):
-            if not isinstance(exc, RuntimeError):
-                break
+        """After ``read_one`` raised ``exc``: the fast path once more if the main thread
+        resized a dict mid-read ("dictionary changed size during iteration"), else (or if
+        that fails too) the slow path, :meth:`read_slowly`."""
+        if isinstance(exc, RuntimeError):
             mark = len(buffers)
             try:
                 return self.read_one(model_id, widget, buffer_paths, buffers)
             except Exception as again:
                 del buffer_paths[mark:], buffers[mark:]
                 exc = again
-        errors[model_id] = {"ename": type(exc).__name__, "evalue": str(exc)}
-        return None
+        entry = self.read_slowly(model_id, widget, buffer_paths, buffers, errors)
+        if model_id not in errors:
+            self.report_fast_path_failure(type(widget), exc, log)
+        return entry
+
+    def read_slowly(
+        self,
+        model_id: str,
+        widget: Any,
+        buffer_paths: list[list[Any]],
+        buffers: list[Any],
+        errors: dict[str, dict[str, str]],
+    ) -> dict[str, Any] | None:
+        """One widget's entry as ipywidgets' ``update_states`` builds it: ``get_state()``,
+        then ipywidgets' ``_remove_buffers``. Public names only, but for that one function
+        (ours stands in if ipywidgets drops it). A failure here is the widget's own: it
+        goes to ``errors``."""
+        remove_buffers = getattr(self.module, "_remove_buffers", None) or _remove_buffers
+        for attempt in range(_RETRIES):
+            try:
+                if widget.comm is None:
+                    return None  # closed meanwhile
+                state, paths, found = remove_buffers(widget.get_state())
+                _check_packable(state)
+                entry = {
+                    "model_name": widget._model_name,
+                    "model_module": widget._model_module,
+                    "model_module_version": widget._model_module_version,
+                    "state": state,
+                }
+                break
+            except RuntimeError as exc:  # a dict resized by the main thread mid-read
+                if attempt == _RETRIES - 1:
+                    errors[model_id] = {"ename": type(exc).__name__, "evalue": str(exc)}
+                    return None
+            except Exception as exc:
+                errors[model_id] = {"ename": type(exc).__name__, "evalue": str(exc)}
+                return None
+        buffer_paths.extend([model_id, "state", *path] for path in paths)
+        buffers.extend(found)
+        return entry
+
+    def report_fast_path_failure(
+        self, cls: type, exc: Exception, log: logging.Logger | logging.LoggerAdapter[Any]
+    ) -> None:
+        """Warn once per widget class that the fast path failed where ``get_state`` worked."""
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if name in self.fast_path_failures:
+            return
+        self.fast_path_failures.add(name)
+        log.warning(
+            "widget_state: the fast read of %s widgets failed (%s: %s); they are read with "
+            "get_state() instead: same states, slower. An ipywidgets or traitlets upgrade may "
+            "have changed an internal that tests/test_contract.py lists. Logged once per class.",
+            name,
+            type(exc).__name__,
+            exc,
+        )
 
     def read_one(
         self, model_id: str, widget: Any, buffer_paths: list[list[Any]], buffers: list[Any]
@@ -370,6 +446,13 @@ def _split_buffers(
                 _check_packable(item)
         return out
     return value
+
+
+def _remove_buffers(state: dict[str, Any]) -> tuple[Any, list[list[Any]], list[Any]]:
+    """``(state without buffers, buffer_paths, buffers)``, as ipywidgets' function of that name."""
+    buffer_paths: list[list[Any]] = []
+    buffers: list[Any] = []
+    return _split_buffers(state, [], buffer_paths, buffers), buffer_paths, buffers
 
 
 def _check_packable(value: Any) -> None:

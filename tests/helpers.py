@@ -2,19 +2,28 @@
 
 Every kernel here is started with ``transport_encryption="required"`` (CurveZMQ on every
 socket) unless a test says otherwise. Clients come from the connection file, not
-``KernelManager.client()``, so each has its own session id (FACTS.md: clients made by the
-manager share one session, hence one DEALER identity, and steal each other's replies).
+``KernelManager.client()``, so each has its own session id (clients made by one manager
+share its Session, hence one DEALER identity, and take each other's replies).
+
+Absence is shown with a barrier, not a quiet period: :func:`iopub_until_barrier` sends a
+control request and collects IOPub up to that request's ``idle``. The control thread handles
+requests one at a time, so whatever an earlier control request published comes first.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.session import Session
+
+from ipykernel_ext.endpoints import apply_curve_client, channel_endpoint, curve_keys
 
 EXT_KERNEL = "python3-ext"
 STOCK_KERNEL = "python3"
@@ -121,8 +130,34 @@ def execute_and_collect(
     return reply, messages
 
 
+def iopub_until_barrier(kc: BlockingKernelClient, timeout: float = 30) -> list[dict[str, Any]]:
+    """Every IOPub message before the ``idle`` of a barrier control ``kernel_info_request``.
+
+    The barrier's own busy/idle are left out.
+    """
+    barrier = kc.session.msg("kernel_info_request", {})
+    barrier_id = barrier["header"]["msg_id"]
+    kc.control_channel.send(barrier)
+    deadline = time.monotonic() + timeout
+    messages = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no idle for the barrier request in {timeout} s")
+        msg = kc.get_iopub_msg(timeout=remaining)
+        if msg["parent_header"].get("msg_id") != barrier_id:
+            messages.append(msg)
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    # Its reply, so the next control_request does not have to skip it.
+    while kc.control_channel.get_msg(timeout=timeout)["parent_header"].get("msg_id") != barrier_id:
+        pass
+    return messages
+
+
 def drain_iopub(kc: BlockingKernelClient, quiet: float = 0.5) -> list[dict[str, Any]]:
-    """Every IOPub message until none arrives for ``quiet`` seconds."""
+    """Every IOPub message until none arrives for ``quiet`` seconds (to empty the queue
+    before a test; use :func:`iopub_until_barrier` to show that something was *not* sent)."""
     messages = []
     while True:
         try:
@@ -136,3 +171,46 @@ def count_types(messages: list[dict[str, Any]]) -> dict[str, int]:
     for msg in messages:
         counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
     return counts
+
+
+class RawSubscriber:
+    """A bare ``zmq.SUB`` on a kernel's IOPub, with the kernel's CurveZMQ keys if it has any.
+
+    ``rcvhwm`` and ``rcvbuf`` (0: the OS default) are set before connect (libzmq sizes a
+    pipe when it is made), so a subscriber that stops reading holds at most that much on its
+    side. The constructor returns once the kernel has the subscription (its
+    ``iopub_welcome`` came). Used by the IOPub tests and ``benchmarks/iopub_stall.py``.
+    """
+
+    def __init__(self, km: KernelManager, rcvhwm: int = 1, rcvbuf: int = 4096) -> None:
+        self.session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme)
+        self.socket = zmq.Context.instance().socket(zmq.SUB)
+        self.socket.linger = 0
+        self.socket.rcvhwm = rcvhwm
+        if rcvbuf:
+            self.socket.rcvbuf = rcvbuf
+        info = km.get_connection_info()
+        apply_curve_client(self.socket, curve_keys(info))
+        self.socket.subscribe(b"")
+        # XPUB passes on only the first subscription to a topic, so b"" from a second client
+        # brings no iopub_welcome; a topic of our own does, and proves both are in place.
+        self.token = os.urandom(8).hex().encode()
+        self.socket.subscribe(self.token)
+        self.socket.connect(channel_endpoint(info, "iopub"))
+        deadline = time.monotonic() + 30
+        while True:
+            msg = self.recv(timeout=max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                raise TimeoutError("no iopub_welcome for a raw subscriber in 30 s")
+            if msg["header"]["msg_type"] == "iopub_welcome":
+                break
+
+    def recv(self, timeout: float) -> dict[str, Any] | None:
+        """One message (content left packed), or None after ``timeout`` seconds."""
+        if not self.socket.poll(int(timeout * 1000)):
+            return None
+        _idents, frames = self.session.feed_identities(self.socket.recv_multipart())
+        return self.session.deserialize(frames, content=False)
+
+    def close(self) -> None:
+        self.socket.close(linger=0)

@@ -40,6 +40,10 @@ from typing import Any
 
 import websocket  # websocket-client
 from jupyter_client.session import Session
+from jupyter_server.services.kernels.connection.base import (
+    deserialize_msg_from_ws_v1,
+    serialize_msg_to_ws_v1,
+)
 
 #: The websocket subprotocol JupyterLab uses; the server then frames messages in binary.
 WS_V1 = "v1.kernel.websocket.jupyter.org"
@@ -50,44 +54,24 @@ CHANNELS = ("shell", "control", "iopub", "stdin")
 
 # --- the v1 binary framing -------------------------------------------------------------
 #
-# One websocket binary frame per message:
-#
-#   offset_count (u64 LE) | offsets[offset_count] (u64 LE each) | channel | header |
-#   parent_header | metadata | content | buffer 0 | buffer 1 | ...
-#
-# offsets[0] is where the channel name starts (right after the offset table), offsets[i+1]
-# where part i ends; the last offset is the end of the last part. Header, parent_header,
-# metadata and content are JSON (UTF-8); buffers are raw bytes. This is jupyter_server's
-# ``serialize_msg_to_ws_v1`` / ``deserialize_msg_from_ws_v1`` and JupyterLab's
-# ``serializeV1KernelMessage``.
+# One websocket binary frame per message: a table of u64 offsets, then the channel name,
+# header, parent_header, metadata, content and buffers. jupyter_server's own
+# ``serialize_msg_to_ws_v1`` / ``deserialize_msg_from_ws_v1`` (the same framing as
+# JupyterLab's ``serializeV1KernelMessage``) do the work; these wrappers only add a clear
+# error for a frame too short to hold an offset table.
 
 
 def encode_v1(channel: str, parts: list[bytes]) -> bytes:
     """Frame ``parts`` (header, parent_header, metadata, content, *buffers) for ``channel``."""
-    chunks = [channel.encode("utf-8"), *(bytes(p) for p in parts)]
-    offset_count = len(chunks) + 1
-    offsets = [8 * (1 + offset_count)]
-    for chunk in chunks:
-        offsets.append(offsets[-1] + len(chunk))
-    head = b"".join(n.to_bytes(8, "little") for n in (offset_count, *offsets))
-    return head + b"".join(chunks)
+    return serialize_msg_to_ws_v1([bytes(p) for p in parts], channel)
 
 
 def decode_v1(frame: bytes) -> tuple[str, list[bytes]]:
     """The channel and the parts of one v1 frame (inverse of :func:`encode_v1`)."""
-    if len(frame) < 8:
-        raise ValueError(f"v1 frame too short: {len(frame)} bytes")
-    offset_count = int.from_bytes(frame[:8], "little")
-    if offset_count < 2 or len(frame) < 8 * (1 + offset_count):
-        raise ValueError(f"v1 frame with a bad offset table (count {offset_count})")
-    offsets = [
-        int.from_bytes(frame[8 * (i + 1) : 8 * (i + 2)], "little") for i in range(offset_count)
-    ]
-    if offsets != sorted(offsets) or offsets[-1] > len(frame):
-        raise ValueError("v1 frame offsets out of order or past the end")
-    channel = frame[offsets[0] : offsets[1]].decode("utf-8")
-    parts = [frame[offsets[i] : offsets[i + 1]] for i in range(1, offset_count - 1)]
-    return channel, parts
+    if len(frame) < 8 or len(frame) < 8 * (1 + int.from_bytes(frame[:8], "little")):
+        raise ValueError(f"v1 frame too short for its offset table: {len(frame)} bytes")
+    channel, parts = deserialize_msg_from_ws_v1(frame)
+    return channel, [bytes(p) for p in parts]
 
 
 def message_from_parts(channel: str, parts: list[bytes]) -> dict[str, Any]:
@@ -275,6 +259,13 @@ class JupyterServer:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     # REST ---------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (once started)."""
+        if not self.url:
+            raise ServerError("the server is not started")
+        return int(self.url.rstrip("/").rsplit(":", 1)[1])
 
     def http_url(self, path: str) -> str:
         return self.url + path.lstrip("/")

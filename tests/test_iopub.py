@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 from helpers import (
     EXT_KERNEL,
+    RawSubscriber,
     control_request,
     count_types,
     execute_and_collect,
@@ -44,7 +44,6 @@ from helpers import (
     start_kernel,
 )
 from jupyter_client import BlockingKernelClient, KernelManager
-from jupyter_client.session import Session
 
 from ipykernel_ext.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 
@@ -107,48 +106,6 @@ def run_burst(kc: BlockingKernelClient, code: str, timeout: float = 120) -> Burs
     start = time.monotonic()
     reply, others = execute_and_collect(kc, code, timeout=timeout, keep=keep)
     return Burst(reply, counts, others, time.monotonic() - start)
-
-
-class RawSubscriber:
-    """A bare ``zmq.SUB`` on a kernel's IOPub, with the kernel's curve keys.
-
-    ``rcvhwm`` and ``rcvbuf`` are set before connect (libzmq sizes a pipe when it is made),
-    so a subscriber that stops reading holds at most that much on its side.
-    """
-
-    def __init__(self, km: KernelManager, rcvhwm: int = 1, rcvbuf: int = 4096) -> None:
-        self.session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme)
-        self.socket = zmq.Context.instance().socket(zmq.SUB)
-        self.socket.linger = 0
-        self.socket.rcvhwm = rcvhwm
-        self.socket.rcvbuf = rcvbuf
-        if km.curve_publickey is not None:
-            self.socket.curve_secretkey = km.curve_secretkey
-            self.socket.curve_publickey = km.curve_publickey
-            self.socket.curve_serverkey = km.curve_publickey
-        self.socket.subscribe(b"")
-        # XPUB passes on only the first subscription to a topic, so b"" from a second client
-        # brings no iopub_welcome; a topic of our own does, and proves both are in place.
-        self.token = os.urandom(8).hex().encode()
-        self.socket.subscribe(self.token)
-        self.socket.connect(f"{km.transport}://{km.ip}:{km.iopub_port}")
-        deadline = time.monotonic() + 30
-        while True:
-            msg = self.recv(timeout=max(0.0, deadline - time.monotonic()))
-            if msg is None:
-                raise TimeoutError("no iopub_welcome for a raw subscriber in 30 s")
-            if msg["header"]["msg_type"] == "iopub_welcome":
-                break
-
-    def recv(self, timeout: float) -> dict[str, Any] | None:
-        """One message (content left packed), or None after ``timeout`` seconds."""
-        if not self.socket.poll(int(timeout * 1000)):
-            return None
-        _idents, frames = self.session.feed_identities(self.socket.recv_multipart())
-        return self.session.deserialize(frames, content=False)
-
-    def close(self) -> None:
-        self.socket.close(linger=0)
 
 
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
@@ -521,7 +478,7 @@ def test_sndhwm_is_the_queue_each_subscriber_gets() -> None:
     """A subscriber that never reads holds ``--iopub-sndhwm`` messages, not libzmq's 1000.
 
     SNDHWM set after bind would still read back right through getsockopt while every pipe
-    keeps 1000 (FACTS.md), so this counts what a stalled subscriber actually got.
+    keeps 1000 (docs/UPSTREAM_NOTES.md), so this counts what a stalled subscriber got.
     """
     sndhwm = 5000
     km = start_kernel(EXT_KERNEL, [f"--iopub-sndhwm={sndhwm}", "--iopub-send-timeout=200"])

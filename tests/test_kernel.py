@@ -6,10 +6,9 @@ is the claim, so a change in what stock sends is caught.
 
 from __future__ import annotations
 
-import queue
 import subprocess
 import sys
-import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +16,8 @@ from helpers import (
     EXT_KERNEL,
     STOCK_KERNEL,
     control_request,
-    drain_iopub,
     execute_and_collect,
+    iopub_until_barrier,
     running_kernel,
 )
 
@@ -94,12 +93,12 @@ def test_bad_query_gets_error_reply(ext: Any, msg_type: str, content: dict[str, 
 def test_queries_publish_no_status(ext: Any, msg_type: str) -> None:
     """A query must not publish busy/idle (jupyter_server would think the kernel idle)."""
     kc = ext[1]
-    drain_iopub(kc)
+    iopub_until_barrier(kc)
     request = control_request(kc, msg_type)
     assert request["content"]["status"] == "ok"
     about_it = [
         m
-        for m in drain_iopub(kc)
+        for m in iopub_until_barrier(kc)
         if m["parent_header"].get("msg_id") == request["parent_header"]["msg_id"]
     ]
     assert about_it == []
@@ -108,27 +107,39 @@ def test_queries_publish_no_status(ext: Any, msg_type: str) -> None:
 def test_other_control_messages_keep_stock_status(ext: Any) -> None:
     """usage_request is stock ipykernel's: busy/idle stay as they were."""
     kc = ext[1]
-    drain_iopub(kc)
+    iopub_until_barrier(kc)
     reply = control_request(kc, "usage_request")
     parent_id = reply["parent_header"]["msg_id"]
     states = [
         m["content"]["execution_state"]
-        for m in drain_iopub(kc)
+        for m in iopub_until_barrier(kc)
         if m["msg_type"] == "status" and m["parent_header"].get("msg_id") == parent_id
     ]
     assert states == ["busy", "idle"]
 
 
-def test_query_answered_while_a_cell_runs(ext: Any) -> None:
+def test_query_answered_while_a_cell_runs(ext: Any, tmp_path: Path) -> None:
+    """The cell says it started, then waits for a file the test writes only after the
+    query's reply: a reply before that can only have come mid-cell."""
     kc = ext[1]
-    msg_id = kc.execute("import time; time.sleep(5)")
+    flag = tmp_path / "go"
+    msg_id = kc.execute(
+        "import os, time\nprint('cell-started', flush=True)\n"
+        f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)"
+    )
     try:
-        started = time.monotonic()
-        reply = control_request(kc, "iopub_stats_request", timeout=4)
+        while True:  # the barrier: the cell is running
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") == msg_id and "cell-started" in str(
+                msg["content"].get("text", "")
+            ):
+                break
+        reply = control_request(kc, "iopub_stats_request", timeout=60)
         assert reply["content"]["status"] == "ok"
-        assert time.monotonic() - started < 4
+        assert not flag.exists()
     finally:
-        while kc.get_shell_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
+        flag.touch()
+        while kc.get_shell_msg(timeout=60)["parent_header"].get("msg_id") != msg_id:
             pass
 
 
@@ -140,9 +151,13 @@ def test_unsigned_query_is_ignored(ext: Any) -> None:
     forged = Session(key=b"not-the-kernel-key")
     msg = forged.msg("iopub_stats_request", {})
     forged.send(kc.control_channel.socket, msg)
-    with pytest.raises(queue.Empty):
-        kc.control_channel.get_msg(timeout=1)
-    assert control_request(kc, "iopub_stats_request")["content"]["status"] == "ok"
+    # The barrier: control requests are handled in order, so the first reply after the
+    # forged message is for the genuine one sent behind it.
+    genuine = kc.session.msg("iopub_stats_request", {})
+    kc.control_channel.send(genuine)
+    first = kc.control_channel.get_msg(timeout=30)
+    assert first["parent_header"]["msg_id"] == genuine["header"]["msg_id"]
+    assert first["content"]["status"] == "ok"
 
 
 def test_help_all_lists_every_flag() -> None:

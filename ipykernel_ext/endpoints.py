@@ -1,0 +1,124 @@
+"""Where a kernel's channel listens and how a client connects to it: one rule for the package.
+
+jupyter_client owns the rule (``ConnectionFileMixin``): the URL is ``tcp://{ip}:{port}`` or
+``{transport}://{ip}-{port}`` (ipc: ``ip`` is a path prefix), ``*`` as ip means
+``0.0.0.0``, and a client socket of an encrypted kernel takes the kernel's CurveZMQ keypair
+from the connection file as its own and the kernel's public key as server key (ipykernel does
+not authenticate clients). Everything in ipykernel_ext that connects to or names a kernel
+endpoint goes through this module:
+
+* :func:`connect_channel` makes a connected socket with jupyter_client's own public
+  ``connect_shell`` / ``connect_iopub`` / ... (the shared channels use it);
+* :func:`endpoint` and :func:`channel_endpoint` give the URL string for code that needs the
+  string itself: a routing id (``--router-identity=endpoint``) or one ROUTER that connects to
+  many kernels (:mod:`ipykernel_ext.router_client`);
+* :func:`apply_curve_client` sets the CurveZMQ client options on a socket that connects to
+  more than one kernel, before each ``connect()`` (libzmq copies them at connect time).
+
+The unit tests check :func:`endpoint` and :func:`apply_curve_client` against jupyter_client's
+``ConnectionFileMixin._make_url`` and ``_create_connected_socket``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import zmq
+from jupyter_client.connect import ConnectionFileMixin
+from traitlets import Instance
+
+#: Channels a client connects to (heartbeat included, as in the connection file).
+CONNECTABLE_CHANNELS = ("shell", "control", "stdin", "iopub", "hb")
+
+
+class KernelConnection(ConnectionFileMixin):
+    """jupyter_client's connection rule bound to a zmq context of the caller's choosing.
+
+    ``KernelManager`` and ``KernelClient`` carry this mixin with their own context; this
+    small class lets code that only has a connection dict (and an asyncio context, say) use
+    the same public ``connect_*`` methods.
+    """
+
+    context = Instance(zmq.Context)
+
+    @classmethod
+    def from_info(
+        cls, connection_info: Mapping[str, Any], context: zmq.Context[Any]
+    ) -> KernelConnection:
+        connection = cls(context=context)
+        connection.load_connection_info(dict(connection_info))  # type: ignore[arg-type]
+        return connection
+
+
+def connect_channel(
+    context: zmq.Context[Any],
+    connection_info: Mapping[str, Any],
+    channel: str,
+    identity: bytes | None = None,
+) -> zmq.Socket[Any]:
+    """A socket of ``context`` connected to ``channel`` of the kernel, as jupyter_client makes it.
+
+    Linger 1 s, ``identity`` if given, CurveZMQ client options for an encrypted kernel, and
+    an IOPub socket subscribed to everything.
+    """
+    if channel not in CONNECTABLE_CHANNELS:
+        raise ValueError(f"unknown kernel channel {channel!r}; one of {CONNECTABLE_CHANNELS}")
+    connection = KernelConnection.from_info(connection_info, context)
+    connect = getattr(connection, f"connect_{channel}")
+    return connect(identity=identity)  # type: ignore[no-any-return]
+
+
+def endpoint(transport: str, ip: str, port: int) -> str:
+    """The URL of ``port`` on a kernel: ``tcp://{ip}:{port}`` or ``{transport}://{ip}-{port}``."""
+    if transport == "tcp":
+        return f"tcp://{ip}:{int(port)}"
+    return f"{transport}://{ip}-{int(port)}"
+
+
+def channel_endpoint(connection_info: Mapping[str, Any], channel: str) -> str:
+    """The URL of ``channel`` in a connection dict (``*`` as ip read as ``0.0.0.0``)."""
+    ip = connection_info["ip"]
+    return endpoint(
+        connection_info.get("transport", "tcp"),
+        "0.0.0.0" if ip == "*" else ip,
+        int(connection_info[f"{channel}_port"]),
+    )
+
+
+def curve_keys(connection_info: Mapping[str, Any]) -> tuple[bytes, bytes] | None:
+    """The kernel's ``(public, secret)`` CurveZMQ keys from a connection dict, or None."""
+    public = connection_info.get("curve_publickey")
+    secret = connection_info.get("curve_secretkey")
+    if not public or not secret:
+        return None
+    return as_bytes(public), as_bytes(secret)
+
+
+def apply_curve_client(sock: zmq.Socket[Any], keys: tuple[bytes, bytes] | None) -> None:
+    """Set the client options jupyter_client sets for an encrypted kernel, before connect().
+
+    ``keys`` is :func:`curve_keys`; None switches the socket back to the NULL mechanism, so a
+    socket that connects to several kernels can reach plain ones after encrypted ones.
+    """
+    if keys is None:
+        sock.curve_server = False  # CURVE_SERVER=0 selects the NULL mechanism again
+        return
+    public, secret = keys
+    sock.curve_secretkey = secret
+    sock.curve_publickey = public
+    sock.curve_serverkey = public
+
+
+def as_bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+__all__ = [
+    "KernelConnection",
+    "apply_curve_client",
+    "channel_endpoint",
+    "connect_channel",
+    "curve_keys",
+    "endpoint",
+]

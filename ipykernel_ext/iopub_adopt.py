@@ -1,0 +1,223 @@
+"""IOPub under any launcher: the kernel adopts an IOPub socket another app bound.
+
+``ExtKernelApp`` makes the IOPub socket itself (:class:`~ipykernel_ext.iopub.NoDropXPubSocket`,
+configured before bind). Other apps bind a plain XPUB and hand the kernel an ``IOPubThread``
+around it: stock ``IPKernelApp`` (``--IPKernelApp.kernel_class=ipykernel_ext.kernel.ExtKernel``),
+the cluster launchers of gateway_provisioners and Enterprise Gateway (``launch_ipykernel.py
+--kernel-class-name ipykernel_ext.kernel.ExtKernel``) and ``embed_kernel(kernel_class=...)``.
+Under those, ExtKernel adopts the bound socket when it is made:
+
+* :class:`AdoptedXPubSocket` is a ``NoDropXPubSocket`` over the *same* libzmq socket (pyzmq's
+  ``shadow``): the wait / timeout / fallback / counters code is the one ExtKernelApp uses;
+  no second libzmq socket is made and the app's socket object is left as it is.
+* ``XPUB_NODROP`` and ``SNDTIMEO`` are set on it; libzmq reads both at each send, so they hold
+  for subscribers that are already connected. ``SNDHWM`` is not: libzmq copies it into each
+  subscriber's queue from the options the socket had when it was *bound*, so a queue size
+  other than the bound one (libzmq's 1000, which is also our default) needs ExtKernelApp;
+  asking for one is logged as a warning, and the reply reports the queue actually in use.
+* The swap is done on the IOPub thread (``IOPubThread.schedule``), between two sends, since
+  only that thread may use the socket; the kernel waits for it before it goes on.
+* From then on the IOPub thread sends through the adopted socket: ``IOPubThread.socket`` is
+  reassigned (ipykernel reads that attribute at each send; tests/test_contract.py names it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import zmq
+from traitlets import Bool, HasTraits, Integer, TraitError, validate
+
+from .iopub import (
+    ADOPTED,
+    DEFAULT_SEND_TIMEOUT_MS,
+    DEFAULT_SNDHWM,
+    NoDropXPubSocket,
+    check_send_timeout,
+    check_sndhwm,
+)
+
+#: How long the kernel waits for the IOPub thread to make the swap. The thread only has to
+#: finish the send in hand; stock IOPub never waits for a subscriber, so this is generous.
+ADOPT_TIMEOUT_S = 10.0
+
+
+class AdoptedXPubSocket(NoDropXPubSocket):
+    """A :class:`NoDropXPubSocket` over an XPUB socket another object owns.
+
+    Made with ``AdoptedXPubSocket(shadow=owner)``. Sending is inherited unchanged. Closing
+    goes to the owner, which may also be closed on its own (ipykernel closes it when the IOPub
+    thread's loop ends): a shadow closing the libzmq socket as well would close it twice.
+    """
+
+    origin = ADOPTED
+
+    owner: zmq.Socket[Any]
+
+    def __init__(self, *, shadow: zmq.Socket[Any], **kwargs: Any) -> None:
+        super().__init__(shadow=shadow, **kwargs)
+        self.owner = shadow
+
+    def close(self, linger: int | None = None) -> None:
+        """Close the owner's socket (once, whoever asks first)."""
+        self.owner.close(linger=linger)
+
+    def send_multipart(self, msg_parts: Any, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`NoDropXPubSocket.send_multipart`, refused once the owner is closed.
+
+        The shadow's own closed flag never changes, so this is what stops a late send (an
+        output flush at exit) from reaching a libzmq socket that is gone; ipykernel expects
+        ``ENOTSOCK`` then, as from its own closed socket.
+        """
+        if self.owner.closed:
+            raise zmq.ZMQError(zmq.ENOTSOCK)
+        return super().send_multipart(msg_parts, *args, **kwargs)
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        return self.owner.closed
+
+
+def adopt_iopub_socket(
+    iopub_thread: Any,
+    *,
+    sndhwm: int,
+    nodrop: bool,
+    send_timeout_ms: int,
+    log: logging.Logger,
+    bound_by: str,
+) -> AdoptedXPubSocket | None:
+    """Put the no-loss send path on ``iopub_thread``'s socket; return the adopted socket.
+
+    Returns None, after saying why in the log, when there is nothing to adopt (no IOPub
+    thread, or a socket that is not an XPUB). Already an ExtKernelApp socket: returns None
+    quietly, as nothing needs doing.
+    """
+    socket = getattr(iopub_thread, "socket", None)
+    if socket is None:
+        log.debug("IOPub: no IOPub thread socket to adopt (%s)", bound_by)
+        return None
+    if isinstance(socket, NoDropXPubSocket):
+        return None
+    if not isinstance(socket, zmq.Socket) or socket.type != zmq.XPUB:
+        log.warning(
+            "IOPub: the IOPub socket made by %s is %r, not a zmq XPUB socket: it keeps stock "
+            "behaviour (messages for a full subscriber are dropped silently) and "
+            "iopub_stats_request cannot report on it.",
+            bound_by,
+            socket,
+        )
+        return None
+
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def adopt_on_iopub_thread() -> None:
+        try:
+            adopted = AdoptedXPubSocket(shadow=socket)
+            adopted.set_send_options(nodrop=nodrop, send_timeout_ms=send_timeout_ms, log=log)
+            iopub_thread.socket = adopted
+            outcome["socket"] = adopted
+        except Exception as exc:  # reported by the waiting thread, with its traceback
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    # Runs at once if the thread is not running (then no other thread can be sending).
+    iopub_thread.schedule(adopt_on_iopub_thread)
+    if not done.wait(ADOPT_TIMEOUT_S):
+        log.warning(
+            "IOPub: the IOPub thread did not adopt the socket within %.0f s; it will when it "
+            "gets to it, and sends until then keep stock behaviour.",
+            ADOPT_TIMEOUT_S,
+        )
+        return None
+    if "error" in outcome:
+        log.error(
+            "IOPub: could not adopt the IOPub socket made by %s; it keeps stock behaviour "
+            "(messages for a full subscriber are dropped silently).",
+            bound_by,
+            exc_info=outcome["error"],
+        )
+        return None
+    adopted = outcome["socket"]
+    in_use = adopted.stats.sndhwm
+    if sndhwm != in_use:
+        log.warning(
+            "IOPub: a queue of %d messages per subscriber (iopub_sndhwm) was asked for, but the "
+            "IOPub socket was bound by %s before this kernel was made, and libzmq fixes each "
+            "subscriber's queue at bind time: it stays %d. Start the kernel with "
+            "`python -m ipykernel_ext` (ExtKernelApp) to change it. NODROP and the send "
+            "timeout are in effect.",
+            sndhwm,
+            bound_by,
+            in_use,
+        )
+    log.info(
+        "IOPub: adopted the IOPub socket bound by %s: nodrop=%s, send timeout %d ms, queue %d",
+        bound_by,
+        nodrop,
+        send_timeout_ms,
+        in_use,
+    )
+    return adopted
+
+
+class IOPubOptions(HasTraits):
+    """The IOPub options of a kernel, honoured whichever app starts it.
+
+    A mixin for the kernel class (``c.ExtKernel.iopub_nodrop = ...``; under ExtKernelApp the
+    app's ``--iopub-*`` flags win where both are given). :meth:`adopt_iopub_socket` is called
+    once, from the kernel's ``__init__``.
+    """
+
+    iopub_sndhwm = Integer(
+        DEFAULT_SNDHWM,
+        help="""IOPub queue per subscriber, in messages (0: unbounded). Only ExtKernelApp
+        (python -m ipykernel_ext) can set it: libzmq fixes the queue when the socket is bound,
+        before the kernel exists. Under another app a different value is logged as a warning.""",
+    ).tag(config=True)
+
+    iopub_nodrop = Bool(
+        True,
+        help="""Make IOPub wait for room (XPUB_NODROP) instead of silently dropping messages
+        for a full subscriber. Off: stock ipykernel behaviour.""",
+    ).tag(config=True)
+
+    iopub_send_timeout = Integer(
+        DEFAULT_SEND_TIMEOUT_MS,
+        help="""Milliseconds one IOPub send may wait for a full subscriber. Past it the message
+        goes to the other subscribers only, and the stall is counted and logged.""",
+    ).tag(config=True)
+
+    @validate("iopub_sndhwm")
+    def _valid_iopub_sndhwm(self, proposal: dict[str, Any]) -> int:
+        return self._checked(check_sndhwm, proposal)
+
+    @validate("iopub_send_timeout")
+    def _valid_iopub_send_timeout(self, proposal: dict[str, Any]) -> int:
+        return self._checked(check_send_timeout, proposal)
+
+    def _checked(self, check: Any, proposal: dict[str, Any]) -> int:
+        option = f"{type(self).__name__}.{proposal['trait'].name}"
+        try:
+            return int(check(proposal["value"], option))
+        except ValueError as exc:
+            raise TraitError(str(exc)) from None
+
+    #: The adopted socket, or None where there was nothing to adopt (see the log).
+    iopub_adopted: AdoptedXPubSocket | None = None
+
+    def adopt_iopub_socket(self) -> None:
+        """Give IOPub the no-loss send path if the app that made the socket did not."""
+        parent = getattr(self, "parent", None)
+        self.iopub_adopted = adopt_iopub_socket(
+            getattr(self, "iopub_thread", None),
+            sndhwm=self.iopub_sndhwm,
+            nodrop=self.iopub_nodrop,
+            send_timeout_ms=self.iopub_send_timeout,
+            log=getattr(self, "log", logging.getLogger(__name__)),
+            bound_by=type(parent).__name__ if parent is not None else "the embedding app",
+        )

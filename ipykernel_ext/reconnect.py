@@ -1,0 +1,324 @@
+"""Answers for a frontend that (re)connects while the main shell is running a cell.
+
+A page reloaded while a cell runs asks the kernel, on the shell channel, for what it needs to
+draw the notebook: ``kernel_info_request``, ``comm_info_request`` and ipywidgets' control comm
+(``comm_open`` to ``jupyter.widget.control``, ``comm_msg`` ``{"method": "request_states"}``,
+``comm_close``). Stock ipykernel answers all of them on the main thread, after the cell: the
+widgets stay on "Loading widget..." until it ends. ipykernel 7 receives every shell message
+first on its shell-channel thread (which then routes it to the main shell or a subshell);
+:class:`BusyAnswers` answers those few there, while the main shell is busy. This module owns:
+
+* :class:`MainShellStatus`: what the kernel last published about its main shell (busy with
+  which request, or not), the one fact every decision here is taken from;
+* :meth:`BusyAnswers.claims`: which messages are answered here. It looks at the header (and,
+  for comm messages, the content) *before* verification; that only picks the path. A claimed
+  message is verified (signature, replay) before anything is answered, and a message that fails
+  verification is refused with a log line, as stock drops it;
+* the answers: the stock ``kernel_info_reply`` and ``comm_info_reply`` (with the stock
+  ``busy``/``idle`` pair around them, whose parent types jupyter_server does not track), and
+  ipywidgets' ``update_states`` reply on IOPub, built by :mod:`ipykernel_ext.widget_state`,
+  without any status (as stock does for comm messages handled beside a running cell);
+* consistency at rest: a value the cell changes between the snapshot and the frontend
+  registering the models can be dropped by the frontend (it ignores ``update`` for a model it
+  does not know yet). When the frontend closes the control comm, the kernel compares, once the
+  main thread is free, what it sent with what the widgets hold, and sends an ``update`` for
+  each difference (and a ``comm_close`` for each model closed meanwhile).
+
+When the main shell is idle nothing is claimed (except messages for a control comm opened
+here), so replies keep stock's order. The intercepted messages are never echoed
+(``comm_echo``): the control comm is a private exchange between one frontend and the kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from .widget_state import build_widget_state_reply
+
+#: ipywidgets' control comm target, and the protocol major version this module speaks (that of
+#: ipywidgets' ``__control_protocol_version__``, which ``Widget.handle_control_comm_opened``
+#: requires of a frontend).
+CONTROL_COMM_TARGET = "jupyter.widget.control"
+CONTROL_PROTOCOL_MAJOR = "1"
+
+#: Requests answered here while the main shell is busy (and the message is for the main shell).
+INFO_REQUESTS = frozenset({"kernel_info_request", "comm_info_request"})
+COMM_MSG_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
+
+# Frame positions after the delimiter: signature, header, parent header, metadata, content.
+_HEADER, _METADATA, _CONTENT = 1, 3, 4
+
+
+class KernelParts(Protocol):
+    """What :class:`BusyAnswers` uses of the kernel (an ``ipykernel`` ``Kernel``)."""
+
+    session: Any
+    iopub_socket: Any
+    shell_stream: Any
+    comm_manager: Any
+    io_loop: Any
+    log: Any
+
+    def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> Awaitable[None]: ...
+
+    def _publish_status(self, status: str, channel: str, parent: Any = None) -> None: ...
+
+
+class MainShellStatus:
+    """The main shell's state as the kernel last published it on IOPub.
+
+    Written by the main shell's thread each time it publishes ``busy`` or ``idle``; read from
+    the shell-channel, control and IOPub threads (one reference assignment: never torn).
+    """
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        #: the request the main shell is busy with (its full message), or None
+        self.running: dict[str, Any] | None = None
+
+    def record(self, status: str, parent: dict[str, Any]) -> None:
+        self.running = parent if status == "busy" and parent else None
+
+    def is_main_thread(self) -> bool:
+        return threading.current_thread() is self.thread
+
+    @property
+    def busy(self) -> bool:
+        return self.running is not None
+
+
+class BusyAnswers:
+    """Answers, on the shell-channel thread, what a reconnecting frontend asks while a cell runs."""
+
+    def __init__(self, kernel: KernelParts, status: MainShellStatus) -> None:
+        self.kernel = kernel
+        self.status = status
+        #: control comms opened here: comm_id -> the states last sent on it (None: none yet)
+        self._control_comms: dict[str, dict[str, Any] | None] = {}
+
+    # --- which messages -------------------------------------------------------------------
+
+    def claims(self, frames: list[Any]) -> bool:
+        """Whether the (not yet verified) shell message in ``frames`` is answered here."""
+        header = self._peek(frames, _HEADER)
+        if not isinstance(header, dict):
+            return False
+        msg_type = header.get("msg_type")
+        if msg_type in INFO_REQUESTS:
+            # For the main shell only: a subshell is not blocked by the cell.
+            return self.status.busy and not header.get("subshell_id")
+        if msg_type not in COMM_MSG_TYPES:
+            return False
+        content = self._peek(frames, _CONTENT)
+        if not isinstance(content, dict):
+            return False
+        comm_id = content.get("comm_id")
+        if not isinstance(comm_id, str):
+            return False
+        if comm_id in self._control_comms:
+            return True  # a control comm opened here stays here until it is closed
+        if not self.status.busy:
+            return False
+        if msg_type == "comm_open":
+            return self._is_control_comm_open(frames, content)
+        if msg_type == "comm_msg":
+            # A control comm the main thread opened before the cell: answer its request too.
+            comm = self.kernel.comm_manager.comms.get(comm_id)
+            data = content.get("data")
+            return (
+                getattr(comm, "target_name", None) == CONTROL_COMM_TARGET
+                and isinstance(data, dict)
+                and data.get("method") == "request_states"
+            )
+        return False
+
+    def _is_control_comm_open(self, frames: list[Any], content: dict[str, Any]) -> bool:
+        """A comm_open that ipywidgets would accept on the main thread, and nothing else."""
+        if content.get("target_name") != CONTROL_COMM_TARGET:
+            return False
+        if sys.modules.get("ipywidgets.widgets.widget") is None:
+            return False  # no widgets in this kernel: stock says "no such target"
+        if CONTROL_COMM_TARGET not in self.kernel.comm_manager.targets:
+            return False
+        metadata = self._peek(frames, _METADATA)
+        version = metadata.get("version", "") if isinstance(metadata, dict) else ""
+        # Another major version: ipywidgets refuses it and closes the comm; leave that to it.
+        return isinstance(version, str) and version.split(".")[0] == CONTROL_PROTOCOL_MAJOR
+
+    def _peek(self, frames: list[Any], index: int) -> Any:
+        try:
+            frame = frames[index]
+            return self.kernel.session.unpack(getattr(frame, "bytes", frame))
+        except Exception:
+            return None
+
+    # --- answers --------------------------------------------------------------------------
+
+    async def answer(self, idents: list[Any], frames: list[Any]) -> None:
+        """Verify and answer a message :meth:`claims` took. Never raises."""
+        log = self.kernel.log
+        try:
+            msg = self.kernel.session.deserialize(frames, content=True, copy=False)
+        except Exception as exc:
+            log.warning("Refused a shell message answered while busy: %s", exc)
+            return
+        msg_type = msg["header"]["msg_type"]
+        handlers: dict[str, Callable[[list[Any], dict[str, Any]], Awaitable[None] | None]] = {
+            "kernel_info_request": self._kernel_info,
+            "comm_info_request": self._comm_info,
+            "comm_open": self._control_comm_open,
+            "comm_msg": self._control_comm_msg,
+            "comm_close": self._control_comm_close,
+        }
+        try:
+            result = handlers[msg_type](idents, msg)
+            if result is not None:
+                await result
+        except Exception:
+            log.error("Answering %s while busy failed:", msg_type, exc_info=True)
+
+    async def _kernel_info(self, idents: list[Any], msg: dict[str, Any]) -> None:
+        kernel = self.kernel
+        kernel._publish_status("busy", "shell", parent=msg)
+        try:
+            await kernel.kernel_info_request(kernel.shell_stream, idents, msg)
+        finally:
+            kernel._publish_status("idle", "shell", parent=msg)
+
+    def _comm_info(self, idents: list[Any], msg: dict[str, Any]) -> None:
+        kernel = self.kernel
+        kernel._publish_status("busy", "shell", parent=msg)
+        try:
+            content = msg["content"]
+            target_name = content.get("target_name") if isinstance(content, dict) else None
+            # dict() copies in one step: the main thread may be opening comms meanwhile.
+            comms = dict(kernel.comm_manager.comms)
+            reply = {
+                "comms": {
+                    comm_id: {"target_name": comm.target_name}
+                    for comm_id, comm in comms.items()
+                    if target_name is None or comm.target_name == target_name
+                },
+                "status": "ok",
+            }
+            kernel.session.send(kernel.shell_stream, "comm_info_reply", reply, msg, idents)
+        finally:
+            kernel._publish_status("idle", "shell", parent=msg)
+
+    def _control_comm_open(self, idents: list[Any], msg: dict[str, Any]) -> None:
+        # Nothing is sent for a comm_open, as with ipywidgets' own handler.
+        self._control_comms[msg["content"]["comm_id"]] = None
+
+    async def _control_comm_msg(self, idents: list[Any], msg: dict[str, Any]) -> None:
+        content = msg["content"]
+        comm_id = content["comm_id"]
+        data = content.get("data")
+        method = data.get("method") if isinstance(data, dict) else None
+        if method != "request_states":
+            # ipywidgets raises on any other method, and sends nothing back.
+            self.kernel.log.warning(
+                "Widget control comm %s: unknown method %r ignored", comm_id, method
+            )
+            return
+        # Read the widgets on a worker thread: routing of other shell messages goes on.
+        loop = asyncio.get_running_loop()
+        reply, buffers = await loop.run_in_executor(
+            None, build_widget_state_reply, {}, self.kernel.log
+        )
+        for model_id, error in reply["errors"].items():
+            self.kernel.log.warning("Widget %s left out of update_states: %s", model_id, error)
+        states = reply["states"]
+        self.kernel.session.send(
+            self.kernel.iopub_socket,
+            "comm_msg",
+            {
+                "data": {
+                    "method": "update_states",
+                    "states": states,
+                    "buffer_paths": reply["buffer_paths"],
+                },
+                "comm_id": comm_id,
+            },
+            metadata={},
+            parent=msg,
+            ident=f"comm-{comm_id}".encode("ascii"),
+            buffers=buffers,
+        )
+        sent = _with_buffers(states, reply["buffer_paths"], buffers)
+        if comm_id in self._control_comms or self.kernel.comm_manager.comms.get(comm_id) is None:
+            self._control_comms[comm_id] = sent
+        else:
+            # A control comm the main thread owns: it will not close here, so check now (the
+            # check itself waits for the main thread to be free).
+            self._schedule_reconcile(sent)
+
+    def _control_comm_close(self, idents: list[Any], msg: dict[str, Any]) -> None:
+        sent = self._control_comms.pop(msg["content"]["comm_id"], None)
+        if sent is not None:
+            # The frontend has taken the states and is registering the models now.
+            self._schedule_reconcile(sent)
+
+    # --- consistency at rest --------------------------------------------------------------
+
+    def _schedule_reconcile(self, sent: dict[str, Any]) -> None:
+        # The main IOLoop runs callbacks only between shell requests: after the cell.
+        self.kernel.io_loop.add_callback(self.reconcile, sent)
+
+    def reconcile(self, sent: dict[str, Any]) -> int:
+        """On the main thread: bring the frontend up to date with what changed since ``sent``.
+
+        Returns how many messages were sent.
+        """
+        module = sys.modules.get("ipywidgets.widgets.widget")
+        if module is None:
+            return 0
+        reply, buffers = build_widget_state_reply({"model_ids": list(sent)}, self.kernel.log)
+        now = _with_buffers(reply["states"], reply["buffer_paths"], buffers)
+        instances = module._instances
+        count = 0
+        for model_id, was in sent.items():
+            widget = instances.get(model_id)
+            if model_id not in now or widget is None or widget.comm is None:
+                if model_id not in now and model_id not in reply["errors"]:
+                    self._send_comm_close(model_id)
+                    count += 1
+                continue
+            state, old_state = now[model_id]["state"], was["state"]
+            changed = [key for key in state if key not in old_state or state[key] != old_state[key]]
+            if changed:
+                widget.send_state(changed)
+                count += 1
+        if count:
+            self.kernel.log.info("Widget states: %d update(s) sent after a busy reload", count)
+        return count
+
+    def _send_comm_close(self, comm_id: str) -> None:
+        """Tell frontends that a model they may have built from the snapshot is gone."""
+        self.kernel.session.send(
+            self.kernel.iopub_socket,
+            "comm_close",
+            {"data": {}, "comm_id": comm_id},
+            metadata={},
+            ident=f"comm-{comm_id}".encode("ascii"),
+        )
+
+
+def _with_buffers(
+    states: dict[str, Any], buffer_paths: list[list[Any]], buffers: list[Any]
+) -> dict[str, Any]:
+    """``states`` with each binary buffer's bytes put back under its top-level state key.
+
+    Enough to compare two snapshots key by key (a nested buffer marks its whole key).
+    """
+    merged = {model_id: {"state": dict(entry["state"])} for model_id, entry in states.items()}
+    for path, buffer in zip(buffer_paths, buffers, strict=True):
+        model_id, _, key, *rest = path
+        state = merged[model_id]["state"]
+        previous = state.get(key) if rest else None
+        marker = bytes(buffer)
+        state[key] = (previous, tuple(rest), marker) if rest else marker
+    return merged

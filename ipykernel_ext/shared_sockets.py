@@ -1,0 +1,130 @@
+"""The socket set under a :class:`~ipykernel_ext.shared_channels.SharedChannels`.
+
+:class:`KernelSockets` connects shell, control, stdin and IOPub with jupyter_client's own
+connect rule (:func:`ipykernel_ext.endpoints.connect_channel`; shell and stdin share one
+identity, since the kernel sends an ``input_request`` to the stdin peer whose identity asked
+on shell), runs one receiving loop per socket, and hands every received message to
+``dispatch(channel, frames)``. A loop that stops for any reason other than the sockets being
+closed calls ``on_failure(reason)`` once: the owner must not keep a deaf channel open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from .endpoints import connect_channel
+from .shared_messages import CHANNELS
+
+#: Messages taken from one socket per event-loop iteration. One, as ``ZMQStream`` does: the
+#: server's other streams (its IOPub activity monitor, other kernels' channels) read one
+#: message per iteration too, and a larger batch starves them during a burst (measured: the
+#: activity monitor's subscription overflowed, so the kernel dropped messages for it).
+RECV_BATCH = 1
+
+Dispatch = Callable[[str, list[bytes]], None]
+
+
+class KernelSockets:
+    """One connected socket per channel, each read by its own task on the running loop."""
+
+    def __init__(
+        self,
+        connection_info: dict[str, Any],
+        context: zmq.asyncio.Context,
+        identity: bytes,
+        dispatch: Dispatch,
+        on_failure: Callable[[str], None],
+        log: logging.Logger | logging.LoggerAdapter[Any],
+    ) -> None:
+        self.connection_info = dict(connection_info)
+        self.context = context
+        self.identity = identity
+        self.dispatch = dispatch
+        self.on_failure = on_failure
+        self.log = log
+        self.sockets: dict[str, zmq.asyncio.Socket] = {}
+        self.pumps: list[asyncio.Task[None]] = []
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        info = self.connection_info
+        return tuple(int(info[f"{c}_port"]) for c in CHANNELS)
+
+    def open(self) -> None:
+        """Connect every channel and start reading (inside a running loop)."""
+        for channel in CHANNELS:
+            identity = None if channel == "iopub" else self.identity
+            self.sockets[channel] = connect_channel(  # type: ignore[assignment]
+                self.context, self.connection_info, channel, identity
+            )
+        self.pumps = [
+            asyncio.ensure_future(self._pump(channel, sock))
+            for channel, sock in self.sockets.items()
+        ]
+
+    def close(self) -> None:
+        for task in self.pumps:
+            task.cancel()
+        self.pumps = []
+        for sock in self.sockets.values():
+            sock.close(linger=0)
+        self.sockets = {}
+
+    def send(self, channel: str, frames: list[Any]) -> None:
+        """Send at once when the socket has room, else queue in order (zmq.asyncio)."""
+        sock = self.sockets.get(channel)
+        if sock is None or sock.closed:
+            raise RuntimeError(f"the shared {channel} channel is not open")
+        fut = sock.send_multipart(frames, copy=True)
+        if not fut.done():
+            fut.add_done_callback(self._log_send_error)
+        elif fut.exception() is not None:
+            raise fut.exception()  # type: ignore[misc]
+
+    def _log_send_error(self, fut: asyncio.Future[Any]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            self.log.error("Sending to the kernel failed: %s", fut.exception())
+
+    async def _pump(self, channel: str, sock: zmq.asyncio.Socket) -> None:
+        # Wait with the asyncio socket only when it is empty; read with its synchronous
+        # shadow (no Future per message), RECV_BATCH messages per loop iteration.
+        sync = zmq.Socket.shadow(sock.underlying)
+        try:
+            while True:
+                for _ in range(RECV_BATCH):
+                    try:
+                        frames = sync.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        await sock.poll(flags=zmq.POLLIN)
+                        break
+                    self.dispatch(channel, frames)
+                else:
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if sock.closed or self.sockets.get(channel) is not sock:
+                return  # closed or replaced on purpose: nothing lost
+            self.log.error("Shared %s channel stopped receiving", channel, exc_info=True)
+            self.on_failure(f"the shared {channel} channel stopped receiving ({exc!r})"[:200])
+
+    def flush_iopub(self) -> int:
+        """Dispatch every IOPub message already received by the socket; return how many."""
+        sock = self.sockets.get("iopub")
+        if sock is None or sock.closed:
+            return 0
+        sync = zmq.Socket.shadow(sock.underlying)
+        count = 0
+        while True:
+            try:
+                frames = sync.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return count
+            self.dispatch("iopub", frames)
+            count += 1

@@ -1,0 +1,541 @@
+"""A frontend reconnecting to a busy kernel is answered mid-cell (ipykernel_ext.reconnect).
+
+Real kernels over CurveZMQ. Every "mid-cell" claim is made while a cell is provably running:
+the cell prints a marker, then waits for a file the test creates only after its checks, so a
+reply that arrives at all arrived mid-cell; nothing depends on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import EXT_KERNEL, control_request, execute_and_collect, new_client, running_kernel
+from jupyter_client import BlockingKernelClient
+from jupyter_client.session import Session
+
+pytestmark = pytest.mark.timeout(180)
+
+CONTROL = "jupyter.widget.control"
+
+#: jupyter_server's default ``untracked_message_types`` (its activity tracker ignores a status
+#: whose parent has one of these types; any other parent sets the kernel's execution_state).
+UNTRACKED = frozenset(
+    {
+        "comm_info_request",
+        "comm_info_reply",
+        "kernel_info_request",
+        "kernel_info_reply",
+        "shutdown_request",
+        "shutdown_reply",
+        "interrupt_request",
+        "interrupt_reply",
+        "debug_request",
+        "debug_reply",
+        "stream",
+        "display_data",
+        "update_display_data",
+        "execute_input",
+        "execute_result",
+        "error",
+        "status",
+        "clear_output",
+        "debug_event",
+        "input_request",
+        "input_reply",
+    }
+)
+
+WIDGETS = """\
+import ipywidgets as w
+sliders = [w.IntSlider(value=i) for i in range(200)]
+image = w.Image(value=bytes(range(256)) * 40, format="png")
+box = w.VBox([*sliders, image])
+"""
+
+
+def run(kc: BlockingKernelClient, code: str) -> None:
+    reply, messages = execute_and_collect(kc, code)
+    errors = [m["content"]["traceback"] for m in messages if m["msg_type"] == "error"]
+    assert reply["content"]["status"] == "ok", errors
+
+
+class BusyCell:
+    """A cell that runs until :meth:`release`; its execute request's id is ``msg_id``."""
+
+    def __init__(self, kc: BlockingKernelClient, release_file: Path, msg_id: str) -> None:
+        self.kc = kc
+        self.release_file = release_file
+        self.msg_id = msg_id
+
+    def release(self) -> None:
+        self.release_file.touch()
+
+
+@contextmanager
+def busy_cell(kc: BlockingKernelClient, tmp_path: Path, then: str = "") -> Iterator[BusyCell]:
+    """Run a cell that prints a marker, runs ``then``, and waits for a file; return once the
+    marker is seen."""
+    release_file = tmp_path / f"release-{uuid.uuid4().hex}"
+    code = (
+        f"import os as _os, time as _time\nprint('CELL STARTED', flush=True)\n{then}\n"
+        f"while not _os.path.exists({str(release_file)!r}):\n    _time.sleep(0.01)\n"
+    )
+    msg_id = kc.execute(code)
+    wait_for(
+        kc,
+        lambda m: m["msg_type"] == "stream"
+        and m["parent_header"].get("msg_id") == msg_id
+        and "CELL STARTED" in m["content"]["text"],
+        what="the cell's start marker",
+    )
+    cell = BusyCell(kc, release_file, msg_id)
+    try:
+        yield cell
+    finally:
+        cell.release()
+        wait_for(
+            kc,
+            lambda m: m["msg_type"] == "status"
+            and m["parent_header"].get("msg_id") == msg_id
+            and m["content"]["execution_state"] == "idle",
+            what="the cell's idle",
+        )
+
+
+def wait_for(
+    kc: BlockingKernelClient,
+    matches: Callable[[dict[str, Any]], bool],
+    what: str,
+    timeout: float = 60,
+    seen: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The first IOPub message that ``matches``; every message read is added to ``seen``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            msg = kc.get_iopub_msg(timeout=max(0.01, remaining))
+        except queue.Empty:
+            raise AssertionError(f"no IOPub message for {what} in {timeout} s") from None
+        if seen is not None:
+            seen.append(msg)
+        if matches(msg):
+            return msg
+
+
+def shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = kc.get_shell_msg(timeout=max(0.01, deadline - time.monotonic()))
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply
+
+
+def send(kc: BlockingKernelClient, msg_type: str, content: dict[str, Any], **kw: Any) -> str:
+    msg = kc.session.msg(msg_type, content, **kw)
+    kc.shell_channel.send(msg)
+    return msg["header"]["msg_id"]
+
+
+def open_control_comm(kc: BlockingKernelClient, version: str = "1.0.0") -> str:
+    comm_id = uuid.uuid4().hex
+    send(
+        kc,
+        "comm_open",
+        {"comm_id": comm_id, "target_name": CONTROL, "data": {}},
+        metadata={"version": version},
+    )
+    return comm_id
+
+
+def request_states(kc: BlockingKernelClient, comm_id: str) -> str:
+    return send(kc, "comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}})
+
+
+def is_update_states(comm_id: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda m: (
+        m["msg_type"] == "comm_msg"
+        and m["content"].get("comm_id") == comm_id
+        and m["content"]["data"].get("method") == "update_states"
+    )
+
+
+def fetch_update_states(kc: BlockingKernelClient) -> dict[str, Any]:
+    """The whole update_states exchange as ipywidgets' manager does it (open, ask, close)."""
+    comm_id = open_control_comm(kc)
+    request_id = request_states(kc, comm_id)
+    msg = wait_for(kc, is_update_states(comm_id), what="update_states")
+    assert msg["parent_header"]["msg_id"] == request_id
+    send(kc, "comm_close", {"comm_id": comm_id, "data": {}})
+    data = msg["content"]["data"]
+    return {
+        "states": data["states"],
+        "buffer_paths": data["buffer_paths"],
+        "buffers": [bytes(b) for b in msg["buffers"]],
+        "msg": msg,
+    }
+
+
+def kernel_info_barrier(kc: BlockingKernelClient, seen: list[dict[str, Any]]) -> None:
+    """Mid-cell: a kernel_info round trip, its idle included; every IOPub message read lands in
+    ``seen``. What was sent before it on this client has been answered or refused by then."""
+    msg_id = kc.kernel_info()
+    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+    wait_for(
+        kc,
+        lambda m: m["msg_type"] == "status"
+        and m["parent_header"].get("msg_id") == msg_id
+        and m["content"]["execution_state"] == "idle",
+        what="the barrier's idle",
+        seen=seen,
+    )
+
+
+@pytest.fixture(scope="module")
+def ext() -> Iterator[tuple[Any, BlockingKernelClient]]:
+    with running_kernel(EXT_KERNEL) as (km, kc):
+        run(kc, WIDGETS)
+        yield km, kc
+
+
+@pytest.fixture
+def frontend(ext: Any) -> Iterator[BlockingKernelClient]:
+    """A second client: the reloaded page."""
+    kc = new_client(ext[0])
+    yield kc
+    kc.stop_channels()
+
+
+# --- the answers ---------------------------------------------------------------------------
+
+
+def test_kernel_info_and_comm_info_mid_cell(ext: Any, frontend: Any, tmp_path: Path) -> None:
+    idle_info = frontend.kernel_info(reply=True, timeout=30)["content"]
+    with busy_cell(ext[1], tmp_path):
+        info_id = frontend.kernel_info()
+        info = shell_reply(frontend, info_id)
+        comm_info_id = send(frontend, "comm_info_request", {"target_name": "jupyter.widget"})
+        comm_info = shell_reply(frontend, comm_info_id)
+        all_comms_id = send(frontend, "comm_info_request", {})
+        all_comms = shell_reply(frontend, all_comms_id)
+    assert info["msg_type"] == "kernel_info_reply"
+    # The same reply as when idle, but for IPython's banner, which ends with a random tip.
+    assert {**info["content"], "banner": ""} == {**idle_info, "banner": ""}
+    assert comm_info["content"]["status"] == "ok"
+    comms = comm_info["content"]["comms"]
+    assert len(comms) >= 201  # 200 sliders, the image, the box, their layouts and styles
+    assert {c["target_name"] for c in comms.values()} == {"jupyter.widget"}
+    assert len(all_comms["content"]["comms"]) >= len(comms)
+
+
+def test_update_states_mid_cell_equals_ipywidgets(ext: Any, frontend: Any, tmp_path: Path) -> None:
+    theirs = fetch_update_states(frontend)  # idle: ipywidgets' own handler answers
+    with busy_cell(ext[1], tmp_path) as cell:
+        ours = fetch_update_states(frontend)
+        assert ours["msg"]["parent_header"]["msg_type"] == "comm_msg"
+        # Still mid-cell: the cell has not been released yet.
+        assert not cell.release_file.exists()
+    assert ours["states"] == theirs["states"]
+    assert ours["buffer_paths"] == theirs["buffer_paths"]
+    assert ours["buffers"] == theirs["buffers"]
+    assert len(ours["buffers"]) == 1  # the Image's value
+    assert ours["msg"]["header"]["msg_type"] == "comm_msg"
+
+
+def test_control_comm_opened_before_the_cell_is_answered_mid_cell(
+    ext: Any, frontend: Any, tmp_path: Path
+) -> None:
+    comm_id = open_control_comm(frontend)
+    kernel_info_barrier(frontend, [])  # the main thread has opened it (kernel idle)
+    with busy_cell(ext[1], tmp_path):
+        request_states(frontend, comm_id)
+        msg = wait_for(frontend, is_update_states(comm_id), what="update_states")
+    assert len(msg["content"]["data"]["states"]) >= 201
+    send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
+
+
+def test_a_busy_kernel_never_looks_idle(ext: Any, frontend: Any, tmp_path: Path) -> None:
+    """jupyter_server's tracker, fed every status the kernel publishes mid-cell, stays busy."""
+    seen: list[dict[str, Any]] = []
+    with busy_cell(ext[1], tmp_path) as cell:
+        fetch_update_states(frontend)
+        send(frontend, "comm_info_request", {})
+        # JupyterLab 4.4+ asks for a subshell on control once kernel_info is answered.
+        subshell = control_request(frontend, "create_subshell_request")
+        assert subshell["content"]["status"] == "ok"
+        # Its idle is followed by a busy for the running cell: wait for that busy.
+        create_id = subshell["parent_header"]["msg_id"]
+        wait_for(
+            frontend,
+            lambda m: m["msg_type"] == "status"
+            and m["parent_header"].get("msg_id") == create_id
+            and m["content"]["execution_state"] == "idle",
+            what="create_subshell's idle",
+            seen=seen,
+        )
+        wait_for(
+            frontend,
+            lambda m: m["msg_type"] == "status"
+            and m["parent_header"].get("msg_id") == cell.msg_id
+            and m["content"]["execution_state"] == "busy",
+            what="busy for the running cell after create_subshell's idle",
+            seen=seen,
+        )
+        kernel_info_barrier(frontend, seen)
+        subshell_id = subshell["content"]["subshell_id"]
+        control_request(frontend, "delete_subshell_request", {"subshell_id": subshell_id})
+        kernel_info_barrier(frontend, seen)
+    statuses = [m for m in seen if m["msg_type"] == "status"]
+    assert statuses, "no status seen"
+    comm_statuses = [
+        m
+        for m in statuses
+        if m["parent_header"].get("msg_type") in ("comm_open", "comm_msg", "comm_close")
+    ]
+    assert comm_statuses == [], "comm messages answered mid-cell publish no status"
+    state = "busy"
+    for i, msg in enumerate(statuses):
+        parent_type = msg["parent_header"].get("msg_type")
+        if parent_type in UNTRACKED:
+            continue
+        state = msg["content"]["execution_state"]
+        if state == "idle":
+            following = statuses[i + 1] if i + 1 < len(statuses) else None
+            assert following is not None, f"a tracked idle ({parent_type}) ends the cell's view"
+            assert following["content"]["execution_state"] == "busy"
+            assert following["parent_header"]["msg_id"] == cell.msg_id
+    assert state == "busy"
+
+
+def test_new_values_reach_the_frontend_after_the_cell(
+    ext: Any, frontend: Any, tmp_path: Path
+) -> None:
+    """A value changed between the snapshot and the frontend taking it is sent again.
+
+    Deterministic: a widget whose serializer blocks inside the snapshot (on an event the cell
+    sets) lets the cell change a slider read earlier in the same snapshot.
+    """
+    kc = ext[1]
+    run(
+        kc,
+        """\
+import threading
+from traitlets import Unicode
+entered, go_on = threading.Event(), threading.Event()
+def _blocking_to_json(value, widget):
+    if widget.armed:
+        entered.set()
+        go_on.wait(30)
+    return value
+class Gate(w.DOMWidget):
+    value = Unicode("gate").tag(sync=True, to_json=_blocking_to_json)
+    armed = False
+early = w.IntSlider(value=1)   # created before the gate: read first
+gate = Gate()
+late = w.IntSlider(value=1)    # read after the gate
+gate.armed = True
+""",
+    )
+    early_id = _evaluate(kc, "early.model_id")
+    late_id = _evaluate(kc, "late.model_id")
+    seen: list[dict[str, Any]] = []
+    with busy_cell(
+        kc,
+        tmp_path,
+        then="entered.wait(30)\nearly.value = 42\nlate.value = 43\ngo_on.set()\n",
+    ):
+        reply = fetch_update_states(frontend)
+        kernel_info_barrier(frontend, seen)
+    # The snapshot caught the race: 1 for the early slider, 43 for the late one.
+    assert reply["states"][early_id]["state"]["value"] == 1
+    assert reply["states"][late_id]["state"]["value"] == 43
+    # The cell's own update for 42 went out before update_states (the frontend would drop it:
+    # it did not know the model yet). After the cell, the kernel sends the new value again.
+    update = wait_for(
+        frontend,
+        lambda m: m["msg_type"] == "comm_msg"
+        and m["content"].get("comm_id") == early_id
+        and m["content"]["data"].get("method") == "update"
+        and m["content"]["data"]["state"].get("value") == 42,
+        what="the early slider's value sent again after the cell",
+        seen=seen,
+    )
+    assert update["content"]["data"]["state"] == {"value": 42}
+    run(kc, "gate.armed = False")
+
+
+def _evaluate(kc: BlockingKernelClient, expression: str) -> Any:
+    import ast
+
+    reply = kc.execute_interactive(
+        "", user_expressions={"x": expression}, timeout=60, output_hook=lambda m: None
+    )
+    result = reply["content"]["user_expressions"]["x"]
+    assert result["status"] == "ok", result
+    return ast.literal_eval(result["data"]["text/plain"])
+
+
+def test_control_comm_is_never_echoed(ext: Any, frontend: Any, tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    comm_id = open_control_comm(frontend)
+    request_states(frontend, comm_id)
+    wait_for(frontend, is_update_states(comm_id), what="update_states (idle)", seen=seen)
+    with busy_cell(ext[1], tmp_path):
+        fetch_update_states(frontend)
+        kernel_info_barrier(frontend, seen)
+    assert [m for m in seen if m["msg_type"] == "comm_echo"] == []
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_unknown_method_is_ignored_and_the_comm_still_works(
+    ext: Any, frontend: Any, tmp_path: Path
+) -> None:
+    seen: list[dict[str, Any]] = []
+    with busy_cell(ext[1], tmp_path):
+        comm_id = open_control_comm(frontend)
+        send(frontend, "comm_msg", {"comm_id": comm_id, "data": {"method": "explode"}})
+        send(frontend, "comm_msg", {"comm_id": comm_id, "data": "not an object"})
+        kernel_info_barrier(frontend, seen)
+        assert [m for m in seen if m["msg_type"] == "comm_msg"] == []
+        request_states(frontend, comm_id)
+        wait_for(frontend, is_update_states(comm_id), what="update_states after bad ones")
+        send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        {"target_name": CONTROL, "data": {}},  # no comm_id
+        {"comm_id": 7, "target_name": CONTROL},  # comm_id not a string
+        "not an object",
+    ],
+)
+def test_malformed_comm_open_is_left_to_stock(
+    ext: Any, frontend: Any, tmp_path: Path, content: Any
+) -> None:
+    seen: list[dict[str, Any]] = []
+    with busy_cell(ext[1], tmp_path):
+        send(frontend, "comm_open", content, metadata={"version": "1.0.0"})
+        kernel_info_barrier(frontend, seen)  # answered: the shell-channel thread is fine
+    kernel_info_barrier(frontend, seen)  # and the main thread survived stock's handling
+    assert [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")] == []
+
+
+def test_other_major_version_gets_stock_refusal_after_the_cell(
+    ext: Any, frontend: Any, tmp_path: Path
+) -> None:
+    seen: list[dict[str, Any]] = []
+    with busy_cell(ext[1], tmp_path):
+        comm_id = open_control_comm(frontend, version="2.0.0")
+        request_states(frontend, comm_id)
+        kernel_info_barrier(frontend, seen)
+        assert [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")] == []
+    # After the cell ipywidgets refuses the version, and the comm is closed, as on stock.
+    wait_for(
+        frontend,
+        lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
+        what="stock's comm_close for the refused version",
+        seen=seen,
+    )
+    assert not any(is_update_states(comm_id)(m) for m in seen)
+
+
+def test_request_for_an_unknown_comm_is_not_answered(
+    ext: Any, frontend: Any, tmp_path: Path
+) -> None:
+    seen: list[dict[str, Any]] = []
+    comm_id = uuid.uuid4().hex
+    with busy_cell(ext[1], tmp_path):
+        request_states(frontend, comm_id)
+        kernel_info_barrier(frontend, seen)
+    kernel_info_barrier(frontend, seen)
+    assert not any(m["content"].get("comm_id") == comm_id for m in seen)
+
+
+def test_wrongly_signed_and_replayed_messages_are_refused(
+    ext: Any, frontend: Any, tmp_path: Path
+) -> None:
+    seen: list[dict[str, Any]] = []
+    intruder = Session(key=b"not-the-kernel-key", session=uuid.uuid4().hex)
+    with busy_cell(ext[1], tmp_path):
+        bad_info = intruder.msg("kernel_info_request", {})
+        intruder.send(frontend.shell_channel.socket, bad_info)
+        bad_comm = uuid.uuid4().hex
+        intruder.send(
+            frontend.shell_channel.socket,
+            intruder.msg(
+                "comm_open",
+                {"comm_id": bad_comm, "target_name": CONTROL, "data": {}},
+                metadata={"version": "1.0.0"},
+            ),
+        )
+        intruder.send(
+            frontend.shell_channel.socket,
+            intruder.msg("comm_msg", {"comm_id": bad_comm, "data": {"method": "request_states"}}),
+        )
+        # A replay: the very same signed request_states, twice.
+        comm_id = open_control_comm(frontend)
+        request = frontend.session.msg(
+            "comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}}
+        )
+        frontend.session.send(frontend.shell_channel.socket, request)
+        frontend.session.send(frontend.shell_channel.socket, request)
+        kernel_info_barrier(frontend, seen)
+        send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
+        kernel_info_barrier(frontend, seen)
+    replies = []
+    while True:
+        try:
+            replies.append(frontend.get_shell_msg(timeout=0.01))
+        except queue.Empty:
+            break
+    bad_id = bad_info["header"]["msg_id"]
+    assert not any(r["parent_header"].get("msg_id") == bad_id for r in replies)
+    assert not any(m["content"].get("comm_id") == bad_comm for m in seen)
+    assert sum(is_update_states(comm_id)(m) for m in seen) == 1
+
+
+# --- the switch, and kernels without ipywidgets --------------------------------------------
+
+
+def test_switch_off_leaves_everything_behind_the_cell(tmp_path: Path) -> None:
+    with running_kernel(EXT_KERNEL, ["--no-answer-while-busy"]) as (_km, kc):
+        run(kc, WIDGETS)
+        with busy_cell(kc, tmp_path) as cell:
+            info_id = kc.kernel_info()
+            comm_id = open_control_comm(kc)
+            request_states(kc, comm_id)
+            # kernel_info is a barrier for nothing here: it waits for the cell.
+        first = kc.get_shell_msg(timeout=60)
+        assert first["parent_header"]["msg_id"] == cell.msg_id, "the cell's reply comes first"
+        assert shell_reply(kc, info_id)["msg_type"] == "kernel_info_reply"
+        msg = wait_for(kc, is_update_states(comm_id), what="update_states after the cell")
+        # ipywidgets' own handler answered it, with the request as parent.
+        assert msg["parent_header"]["msg_type"] == "comm_msg"
+
+
+def test_without_ipywidgets_the_control_target_is_left_to_stock(tmp_path: Path) -> None:
+    with running_kernel(EXT_KERNEL) as (_km, kc):
+        seen: list[dict[str, Any]] = []
+        with busy_cell(kc, tmp_path):
+            comm_id = open_control_comm(kc)
+            request_states(kc, comm_id)
+            kernel_info_barrier(kc, seen)  # kernel_info is still answered mid-cell
+            assert [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")] == []
+        # After the cell, stock's answer: no such target, the comm is closed.
+        wait_for(
+            kc,
+            lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
+            what="stock's comm_close (no such target)",
+            seen=seen,
+        )
+        assert not any(is_update_states(comm_id)(m) for m in seen)

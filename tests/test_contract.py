@@ -1,0 +1,658 @@
+"""The contract with other packages' internals: every private name we rely on, and its shape.
+
+ipykernel_ext subclasses and calls into ipykernel, ipywidgets, traitlets, jupyter_server,
+jupyter_client, comm and pyzmq, and in places it relies on names those packages do not
+promise to keep: underscore names, and public-looking attributes that are implementation
+details (an attribute set in ``__init__``, the layout of a dict). An upgrade that renames or
+reshapes one of them must fail here, naming the name and the file of ours that uses it,
+instead of failing in a user's kernel.
+
+:data:`CONTRACT` is the table, one :class:`Row` per name:
+
+* ``path``: ``"module:Qualified.name"``, where the name lives upstream;
+* ``shape``: what we rely on (:class:`Function` signature and kind, :class:`Value` type,
+  :class:`Trait` type, :class:`Attribute` on a small in-process instance, :class:`Source`
+  for a behaviour visible only in the code, :class:`Probe` for one checked by calling it);
+* ``users``: our files that rely on it (paths from the repository root);
+* ``why``: what for, in a few words.
+
+To add a name: add a row. ``test_users_mention_the_name`` checks that every user file
+exists and mentions the name, so the table follows the code when code moves. A row asked
+for by work in progress says so in ``pending`` (its shape is checked; its users are checked
+once ``pending`` is dropped).
+
+Fast by design: imports, ``inspect``, and a few small in-process objects; no kernel process.
+The package versions this table was checked against are in README ("Tested with").
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import types
+from collections.abc import Callable, MutableSet, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ImportModule = Callable[[str], types.ModuleType]
+
+_MISSING = object()
+
+
+# --- shapes ---------------------------------------------------------------------------------
+
+
+class Shape:
+    """What we rely on about one upstream name. ``problems`` returns what does not hold."""
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        raise NotImplementedError
+
+
+def _kind(owner: Any, name: str, value: Any) -> str:
+    """How ``name`` is defined on ``owner``: staticmethod, classmethod, property, ..."""
+    raw = inspect.getattr_static(owner, name, None) if isinstance(owner, type) else None
+    if isinstance(raw, staticmethod):
+        return "staticmethod"
+    if isinstance(raw, classmethod):
+        return "classmethod"
+    if isinstance(raw, property):
+        return "property"
+    if inspect.iscoroutinefunction(value):
+        return "async function"
+    if callable(value):
+        return "function"
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class Function(Shape):
+    """A callable taking ``params`` first, in this order; any further ones have defaults."""
+
+    params: tuple[str, ...]
+    kind: str = "function"  # or "async function", "staticmethod", "classmethod"
+
+    def describe(self) -> str:
+        return f"{self.kind} ({', '.join(self.params)})"
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        found = _kind(owner, name, value)
+        if found != self.kind:
+            return [f"is a {found}, not a {self.kind}"]
+        try:
+            signature = inspect.signature(value)
+        except (TypeError, ValueError) as exc:
+            return [f"has no readable signature ({exc})"]
+        params = list(signature.parameters.values())
+        names = tuple(p.name for p in params[: len(self.params)])
+        out = []
+        if names != self.params:
+            out.append(f"takes {signature}, expected ({', '.join(self.params)}, ...)")
+        for extra in params[len(self.params) :]:
+            if extra.default is inspect.Parameter.empty and extra.kind not in (
+                inspect.Parameter.VAR_POSITIONAL,
+                inspect.Parameter.VAR_KEYWORD,
+            ):
+                out.append(f"has a new required parameter {extra.name!r}: {signature}")
+        return out
+
+
+@dataclass(frozen=True)
+class Accepts(Shape):
+    """A callable that accepts these keyword arguments (in any position)."""
+
+    keywords: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"accepts {', '.join(self.keywords)}"
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        parameters = inspect.signature(value).parameters
+        return [f"no longer accepts {k!r}" for k in self.keywords if k not in parameters]
+
+
+@dataclass(frozen=True)
+class Value(Shape):
+    """A module or class attribute that is an instance of ``type_``."""
+
+    type_: type | tuple[type, ...]
+
+    def describe(self) -> str:
+        return f"a {_type_names(self.type_)}"
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        if isinstance(value, self.type_):
+            return []
+        return [f"is a {type(value).__name__}, not a {_type_names(self.type_)}"]
+
+
+@dataclass(frozen=True)
+class IsProperty(Shape):
+    def describe(self) -> str:
+        return "a property"
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        found = _kind(owner, name, value)
+        return [] if found == "property" else [f"is a {found}, not a property"]
+
+
+@dataclass(frozen=True)
+class Trait(Shape):
+    """A traitlets trait of the class, of this trait type (``traitlets.Any`` etc.)."""
+
+    trait_type: str
+
+    def describe(self) -> str:
+        return f"a traitlets {self.trait_type} trait"
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        import traitlets
+
+        traits = owner.class_traits() if hasattr(owner, "class_traits") else {}
+        if name not in traits:
+            return ["is no longer a trait"]
+        expected = getattr(traitlets, self.trait_type)
+        if not isinstance(traits[name], expected):
+            return [f"is a {type(traits[name]).__name__} trait, not a {self.trait_type}"]
+        return []
+
+
+@dataclass(frozen=True)
+class Attribute(Shape):
+    """An instance attribute (set in ``__init__``): checked on ``make()``'s instance."""
+
+    type_: type | tuple[type, ...]
+    make: Callable[[], Any]
+
+    def describe(self) -> str:
+        return f"an instance attribute holding a {_type_names(self.type_)}"
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        instance = self.make()
+        found = getattr(instance, name, _MISSING)
+        if found is _MISSING:
+            return [f"is not set on a new {type(instance).__name__} instance"]
+        if not isinstance(found, self.type_):
+            return [f"holds a {type(found).__name__}, not a {_type_names(self.type_)}"]
+        return []
+
+
+@dataclass(frozen=True)
+class Source(Shape):
+    """A behaviour only the code shows: its source contains each regular expression."""
+
+    patterns: tuple[str, ...]
+
+    def describe(self) -> str:
+        return "code matching " + ", ".join(repr(p) for p in self.patterns)
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        target = value.fget if isinstance(value, property) else value
+        try:
+            text = inspect.getsource(target)
+        except (OSError, TypeError) as exc:
+            return [f"has no readable source ({exc})"]
+        missing = [p for p in self.patterns if not re.search(p, text)]
+        return [f"no longer has code matching {p!r}" for p in missing]
+
+
+@dataclass(frozen=True)
+class Probe(Shape):
+    """A behaviour checked by calling it: ``check(value)`` returns what is wrong, or None."""
+
+    description: str
+    check: Callable[[Any], str | None]
+
+    def describe(self) -> str:
+        return self.description
+
+    def problems(self, owner: Any, name: str, value: Any) -> list[str]:
+        try:
+            problem = self.check(value)
+        except Exception as exc:
+            problem = f"raised {type(exc).__name__}: {exc}"
+        return [] if problem is None else [problem]
+
+
+def _type_names(type_: type | tuple[type, ...]) -> str:
+    types_ = type_ if isinstance(type_, tuple) else (type_,)
+    return " or ".join(t.__name__ for t in types_)
+
+
+# --- the table ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    path: str  # "module:Qualified.name"
+    shapes: Sequence[Shape]
+    users: tuple[str, ...]
+    why: str
+    #: Set while the user is being written ("issue 10"): the users are not checked yet.
+    pending: str = ""
+
+    @property
+    def module(self) -> str:
+        return self.path.split(":")[0]
+
+    @property
+    def qualname(self) -> str:
+        return self.path.split(":")[1]
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+
+def _new_kernel() -> Any:
+    from ipykernel.kernelbase import Kernel
+
+    return Kernel()
+
+
+def _new_has_traits() -> Any:
+    from traitlets import HasTraits, Int
+
+    class Probe(HasTraits):
+        value = Int(0)
+
+    instance = Probe()
+    instance.value = 7
+    return instance
+
+
+def _new_kernel_client() -> Any:
+    from jupyter_client import BlockingKernelClient
+
+    return BlockingKernelClient()
+
+
+def _new_zmq_context() -> Any:
+    import zmq
+
+    return zmq.Context()
+
+
+def _trait_values_hold_set_values(has_traits_type: Any) -> str | None:
+    instance = _new_has_traits()
+    values = instance._trait_values
+    if not isinstance(values, dict) or values.get("value") != 7:
+        return f"_trait_values is {values!r}: it no longer maps a trait name to its set value"
+    return None
+
+
+def _remove_buffers_splits_as_we_do(remove_buffers: Any) -> str | None:
+    data = b"\x00\x01"
+    state = {"plain": 1, "b": data, "nested": {"x": data}, "items": [1, data]}
+    result = remove_buffers(state)
+    expected = (
+        {"plain": 1, "nested": {}, "items": [1, None]},
+        [["b"], ["nested", "x"], ["items", 1]],
+        [data, data, data],
+    )
+    if result != expected:
+        return f"splits {state!r} into {result!r}, expected {expected!r}"
+    return None
+
+
+def _buffer_layout(get_buffer: Any) -> str | None:
+    from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+
+    manager = MappingKernelManager()
+    manager._kernel_buffers["k"]  # a new (empty) offline buffer, as start_buffering makes
+    entry = get_buffer(manager, "k", "")
+    if not isinstance(entry, dict) or set(entry) != {"buffer", "session_key", "channels"}:
+        return f"returns {entry!r}, not a dict of buffer, session_key and channels"
+    return None
+
+
+def _version_major_1(version: Any) -> str | None:
+    return None if str(version).split(".")[0] == "1" else f"is {version!r}, not 1.x"
+
+
+KERNEL = "ipykernel.kernelbase:Kernel"
+APP = "ipykernel.kernelapp:IPKernelApp"
+WIDGET = "ipywidgets.widgets.widget"
+WS = "jupyter_server.services.kernels.connection.channels:ZMQChannelsWebsocketConnection"
+MKM = "jupyter_server.services.kernels.kernelmanager:MappingKernelManager"
+
+KERNEL_PY = "ipykernel_ext/kernel.py"
+APP_PY = "ipykernel_ext/app.py"
+ECHO_PY = "ipykernel_ext/echo.py"
+WIDGET_STATE_PY = "ipykernel_ext/widget_state.py"
+SERVER_PY = "ipykernel_ext/server.py"
+IOPUB_ADOPT_PY = "ipykernel_ext/iopub_adopt.py"
+RECONNECT_PY = "ipykernel_ext/reconnect.py"
+
+CONTRACT: list[Row] = [
+    # ipykernel: the kernel ---------------------------------------------------------------
+    Row(f"{KERNEL}.control_msg_types", [Value(list)], (KERNEL_PY,),
+        "extended with the control-channel queries"),
+    Row(f"{KERNEL}.shell_handlers", [Attribute(dict, _new_kernel)], (KERNEL_PY,),
+        "the comm handlers are wrapped there to publish comm_echo"),
+    Row(f"{KERNEL}.process_control", [Function(("self", "msg"), "async function")],
+        (KERNEL_PY,), "overridden to answer the queries without busy/idle"),
+    Row(f"{KERNEL}.control_stream", [Trait("Instance")], (KERNEL_PY,),
+        "the stream query replies are sent on"),
+    Row(f"{KERNEL}.iopub_thread", [Trait("Any")], (KERNEL_PY,),
+        "its socket's counters answer iopub_stats_request"),
+    Row(f"{KERNEL}._topic", [Function(("self", "topic"))], (KERNEL_PY, ECHO_PY),
+        "the ZMQ topic of comm_echo, as stock builds every IOPub topic"),
+    Row(f"{KERNEL}.kernel_info", [IsProperty(), Source((r"supported_features",))],
+        (KERNEL_PY,), "a property whose dict carries the supported_features we extend"),
+    Row(f"{KERNEL}.shell_channel_thread_main", [Function(("self", "msg"), "async function")],
+        (KERNEL_PY,), "overridden: sees every shell message before the main thread does"),
+    Row(f"{KERNEL}._publish_status",
+        [Function(("self", "status", "channel", "parent"))], (KERNEL_PY, RECONNECT_PY),
+        "overridden and called: busy/idle exactly as stock publishes them"),
+    Row(f"{KERNEL}.get_parent", [Function(("self", "channel"))], (KERNEL_PY,),
+        "the running request, the parent of a re-announced status"),
+    Row(f"{KERNEL}.shell_stream", [Trait("Instance")], (RECONNECT_PY,),
+        "replies sent from the shell-channel thread"),
+    Row(f"{KERNEL}.kernel_info_request",
+        [Function(("self", "stream", "ident", "parent"), "async function")], (RECONNECT_PY,),
+        "stock's kernel_info handler, called from the shell-channel thread"),
+    Row(f"{KERNEL}.start", [Function(("self",)), Source((r"self\.io_loop\s*=",))],
+        (KERNEL_PY, RECONNECT_PY),
+        "overridden to note the main shell's thread; io_loop runs the after-cell check"),
+    Row("ipykernel.ipkernel:IPythonKernel.__init__",
+        [Source((r"comm_manager\s*=\s*comm\.get_comm_manager\(\)",
+                 r"shell_handlers\[msg_type\]\s*=\s*getattr\(self\.comm_manager"))],
+        (KERNEL_PY,), "comm_open/msg/close are the comm manager's, put in shell_handlers"),
+    Row("ipykernel.comm.manager:CommManager.comms", [Trait("Dict")], (ECHO_PY, RECONNECT_PY),
+        "the known comms by id: whether, and under which target, a comm_msg is echoed"),
+    Row("ipykernel.comm.manager:CommManager.targets", [Trait("Dict")], (RECONNECT_PY,),
+        "whether ipywidgets registered its control comm target"),
+    Row("comm.base_comm:BaseComm.__init__",
+        [Accepts(("target_name",)), Source((r"self\.target_name\s*=",))], (ECHO_PY,),
+        "a comm keeps its target_name, which the echo exclusions match"),
+    # ipykernel: the app and the IOPub thread ---------------------------------------------
+    Row(f"{APP}.init_iopub", [Function(("self", "context"))], (APP_PY,),
+        "overridden: the IOPub socket is configured before bind"),
+    Row(f"{APP}._apply_curve_server_options", [Function(("self", "socket"))], (APP_PY,),
+        "CurveZMQ on our IOPub socket, as on stock's"),
+    Row(f"{APP}._bind_socket", [Function(("self", "s", "port"))], (APP_PY,),
+        "binds with stock's port retries"),
+    Row(f"{APP}._try_bind_socket", [Function(("self", "s", "port"))],
+        (APP_PY, "ipykernel_ext/router_identity.py"),
+        "overridden to bind shell/control with their endpoint as routing id"),
+    Row(f"{APP}.configure_tornado_logger", [Function(("self",))], (APP_PY,),
+        "called where stock's init_iopub calls it"),
+    Row(f"{APP}.iopub_port", [Trait("Int")], (APP_PY,), "set after our bind"),
+    Row(f"{APP}.shell_socket", [Trait("Any")], (APP_PY,), "which socket is being bound"),
+    Row(f"{APP}.control_socket", [Trait("Any")], (APP_PY,), "which socket is being bound"),
+    Row(f"{APP}.kernel_class", [Trait("Type")], (APP_PY,), "set to ExtKernel"),
+    Row("ipykernel.kernelapp:kernel_aliases", [Value(dict)], (APP_PY,),
+        "stock's aliases, extended"),
+    Row("ipykernel.kernelapp:kernel_flags", [Value(dict)], (APP_PY,), "stock's flags, extended"),
+    Row("ipykernel.iostream:IOPubThread.__init__",
+        [Function(("self", "socket", "pipe", "session"))], (APP_PY,),
+        "made as stock makes it, around our socket"),
+    Row("ipykernel.iostream:IOPubThread.__init__",
+        [Source((r"self\.socket\s*=\s*socket", r"self\.background_socket\s*="))],
+        (APP_PY, KERNEL_PY, IOPUB_ADOPT_PY),
+        "IOPubThread.socket is our XPUB socket; background_socket is what the kernel sends on"),
+    Row("ipykernel.iostream:IOPubThread._really_send",
+        [Source((r"self\.socket\.send_multipart\(",))], (IOPUB_ADOPT_PY,),
+        "every send goes through IOPubThread.socket, so replacing it adopts the socket"),
+    Row("ipykernel.iostream:IOPubThread.schedule", [Function(("self", "f"))], (IOPUB_ADOPT_PY,),
+        "runs the adoption on the IOPub thread"),
+    Row("ipykernel.kernelspec:make_ipkernel_cmd",
+        [Accepts(("mod", "executable", "extra_arguments", "python_arguments"))],
+        ("ipykernel_ext/install.py",), "the kernelspec's argv"),
+    Row("ipykernel.kernelspec:write_kernel_spec", [Accepts(("overrides",))],
+        ("ipykernel_ext/install.py",), "stock's kernelspec with our argv and name"),
+    # ipywidgets ----------------------------------------------------------------------------
+    Row(f"{WIDGET}:_instances", [Value(dict)],
+        (WIDGET_STATE_PY, RECONNECT_PY, "tests/test_widget_state.py", "benchmarks/widget_fetch.py"),
+        "the registry of live widgets, model id to widget, copied on the control thread"),
+    Row(f"{WIDGET}:_remove_buffers",
+        [Function(("state",)), Probe("splits buffers as the fast path does",
+                                     _remove_buffers_splits_as_we_do)],
+        (WIDGET_STATE_PY, "tests/unit/test_widget_state_unit.py", "benchmarks/widget_fetch.py"),
+        "the fallback's buffer split; the fast path must give the same"),
+    Row(f"{WIDGET}:Widget._trait_to_json", [Function(("x", "self"), "staticmethod")],
+        (WIDGET_STATE_PY,), "the identity serializer, skipped by the fast path"),
+    Row(f"{WIDGET}:Widget.get_state", [Function(("self", "key", "drop_defaults"))],
+        (WIDGET_STATE_PY,), "the fallback, and how the fast path knows a class overrides it"),
+    Row(f"{WIDGET}:Widget.keys", [Trait("List")], (WIDGET_STATE_PY,), "the synced keys"),
+    Row(f"{WIDGET}:Widget.comm", [Trait("Any")], (WIDGET_STATE_PY,),
+        "None once a widget is closed"),
+    Row(f"{WIDGET}:Widget._model_name", [Trait("Unicode")], (WIDGET_STATE_PY,),
+        "update_states' model_name"),
+    Row(f"{WIDGET}:Widget._model_module", [Trait("Unicode")], (WIDGET_STATE_PY,),
+        "update_states' model_module"),
+    Row(f"{WIDGET}:Widget._model_module_version", [Trait("Unicode")], (WIDGET_STATE_PY,),
+        "update_states' model_module_version"),
+    Row(f"{WIDGET}:Widget.handle_control_comm_opened",
+        [Function(("comm", "msg"), "classmethod")], (RECONNECT_PY,),
+        "the jupyter.widget.control target whose replies are matched off-thread"),
+    Row(f"{WIDGET}:Widget.send_state", [Function(("self", "key"))], (RECONNECT_PY,),
+        "sends what changed since an off-thread snapshot, once the cell is over"),
+    Row(f"{WIDGET}:Widget._handle_control_comm_msg", [Function(("msg",), "classmethod")],
+        ("benchmarks/widget_fetch.py",),
+        "what update_states replies look like (the benchmark times its body)"),
+    Row("ipywidgets._version:__control_protocol_version__",
+        [Value(str), Probe("version 1.x", _version_major_1)], (RECONNECT_PY,),
+        "the control comm version answered off-thread"),
+    # traitlets -----------------------------------------------------------------------------
+    Row("traitlets:HasTraits._trait_values",
+        [Attribute(dict, _new_has_traits),
+         Probe("maps each set trait's name to its value", _trait_values_hold_set_values)],
+        (WIDGET_STATE_PY,), "the fast path reads values there, not through descriptors"),
+    Row("traitlets:TraitType.get", [Function(("self", "obj", "cls"))], (WIDGET_STATE_PY,),
+        "a trait whose class does not override get reads _trait_values plainly"),
+    Row("traitlets:TraitType.__get__", [Function(("self", "obj", "cls"))], (WIDGET_STATE_PY,),
+        "same, for the descriptor protocol"),
+    # jupyter_server ------------------------------------------------------------------------
+    Row(f"{WS}._open_sockets", [Value(MutableSet)], (SERVER_PY,),
+        "close_all() closes the connections registered there"),
+    Row(f"{WS}._limit_rate", [Function(("self", "channel", "msg", "msg_list"))], (SERVER_PY,),
+        "the stock IOPub rate limit, per websocket"),
+    Row(f"{WS}._on_error", [Function(("self", "channel", "msg", "msg_list")),
+                            Source((r"msg_list\[3\]\s*=",))], (SERVER_PY,),
+        "traceback redaction; rewrites the content frame (index 3) of the parts in place"),
+    Row(f"{WS}._reserialize_reply", [Function(("self", "msg_or_list", "channel"))],
+        (SERVER_PY,), "the legacy websocket encoding"),
+    Row(f"{WS}.create_stream", [Function(("self",))], (SERVER_PY,), "overridden"),
+    Row(f"{WS}.connect", [Function(("self",))], (SERVER_PY,), "overridden"),
+    Row(f"{WS}.close_all", [Function((), "classmethod")], (SERVER_PY,), "extended"),
+    Row(f"{WS}.handle_outgoing_message", [Function(("self", "stream", "outgoing_msg"))],
+        (SERVER_PY,), "overridden"),
+    Row(f"{WS}.handle_incoming_message", [Function(("self", "incoming_msg"))], (SERVER_PY,),
+        "extended"),
+    Row(f"{WS}.write_stderr", [Function(("self", "error_message", "parent_header"))],
+        (SERVER_PY,), "a refused message answered on the sender's IOPub"),
+    Row(f"{WS}.on_kernel_restarted", [Function(("self",))], (SERVER_PY,), "restart callback"),
+    Row(f"{WS}.on_restart_failed", [Function(("self",))], (SERVER_PY,), "restart callback"),
+    Row(f"{WS}.subprotocol", [IsProperty()], (SERVER_PY,), "which websocket encoding"),
+    Row(f"{WS}.limit_rate", [Trait("Bool")], (SERVER_PY,), "whether to rate-limit"),
+    Row(f"{WS}.channels", [Trait("Dict")], (SERVER_PY,),
+        "channel name to stream; we put SharedChannel objects there"),
+    Row(f"{WS}.kernel_info_timeout", [Trait("Float")], (SERVER_PY,),
+        "how long the nudge tries"),
+    Row("jupyter_server.services.kernels.connection.base:serialize_msg_to_ws_v1",
+        [Function(("msg_or_list", "channel"))], (SERVER_PY,), "the v1 websocket encoding"),
+    Row(f"{MKM}.get_buffer", [Function(("self", "kernel_id", "session_key")),
+                              Probe("returns buffer, session_key, channels", _buffer_layout)],
+        (SERVER_PY,), "the offline buffer of a returning session, read in connect()"),
+    Row(f"{MKM}.start_buffering", [Source((r"\.on_recv\(",))], (SERVER_PY,),
+        "buffers through stream.on_recv(callback), which SharedChannel implements"),
+    Row(f"{MKM}.stop_buffering", [Source((r"\.socket\.closed", r"\.on_recv\(None\)"))],
+        (SERVER_PY,), "reads stream.socket.closed, which _SocketState implements"),
+    Row(f"{MKM}.notify_connect", [Function(("self", "kernel_id"))], (SERVER_PY,),
+        "called as the stock connect() does"),
+    Row(f"{MKM}.allow_tracebacks", [Trait("Bool")], (SERVER_PY,),
+        "whether tracebacks are redacted"),
+    Row(f"{MKM}.track_message_type", [Function(("self", "message_type"))], (SERVER_PY,),
+        "which statuses set the server's execution_state"),
+    Row(f"{MKM}.untracked_message_types", [Trait("List")], (SERVER_PY,),
+        "the same rule on servers without track_message_type"),
+    Row(f"{MKM}._async_start_kernel", [Source((r"\.execution_state\s*=",))], (SERVER_PY,),
+        "the server keeps kernel_manager.execution_state, read to skip the nudge when busy"),
+    # jupyter_client ------------------------------------------------------------------------
+    Row("jupyter_client.connect:ConnectionFileMixin._make_url",
+        [Function(("self", "channel"))],
+        ("tests/unit/test_endpoints.py", "ipykernel_ext/endpoints.py"),
+        "the endpoint rule a routing id must match byte for byte"),
+    Row("jupyter_client.connect:ConnectionFileMixin._create_connected_socket",
+        [Function(("self", "channel", "identity"))], ("ipykernel_ext/endpoints.py",),
+        "the CurveZMQ client rule endpoints.apply_curve_client is checked against"),
+    Row("jupyter_client.client:KernelClient._created_context",
+        [Trait("Bool"), Attribute(bool, _new_kernel_client)], ("benchmarks/many_kernels.py",),
+        "whether the client owns its context, so the benchmark may destroy it"),
+    Row("jupyter_client.session:json_packer", [Source((r"allow_nan=False", r"json_clean"))],
+        (WIDGET_STATE_PY,),
+        "_check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
+    # pyzmq -----------------------------------------------------------------------------------
+    Row("zmq:Context._sockets", [Attribute(MutableSet, _new_zmq_context)],
+        ("benchmarks/many_kernels.py",), "counting a context's open sockets"),
+]
+
+
+# --- the checker ----------------------------------------------------------------------------
+
+
+def resolve(row: Row, import_module: ImportModule = importlib.import_module) -> tuple[Any, Any]:
+    """``(owner, value)`` of the row's name; raises LookupError saying what is missing."""
+    try:
+        owner: Any = import_module(row.module)
+    except ImportError as exc:
+        raise LookupError(f"module {row.module} cannot be imported ({exc})") from exc
+    parts = row.qualname.split(".")
+    for index, part in enumerate(parts):
+        if isinstance(owner, type) and index == len(parts) - 1 and _is_instance_attribute(row):
+            return owner, None  # set in __init__: the shape checks a new instance
+        value = getattr(owner, part, _MISSING)
+        if value is _MISSING and isinstance(owner, type) and index == len(parts) - 1:
+            traits = owner.class_traits() if hasattr(owner, "class_traits") else {}
+            value = traits.get(part, _MISSING)
+        if value is _MISSING:
+            where = ".".join([row.module, *parts[:index]])
+            raise LookupError(f"{where} has no attribute {part!r}")
+        if index == len(parts) - 1:
+            return owner, value
+        owner = value
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _is_instance_attribute(row: Row) -> bool:
+    return all(isinstance(s, (Attribute, Probe)) for s in row.shapes) and any(
+        isinstance(s, Attribute) for s in row.shapes
+    )
+
+
+def check(row: Row, import_module: ImportModule = importlib.import_module) -> list[str]:
+    """What no longer holds of ``row`` (empty if everything does)."""
+    try:
+        owner, value = resolve(row, import_module)
+    except LookupError as exc:
+        return [f"is gone: {exc}"]
+    found: list[str] = []
+    for shape in row.shapes:
+        found += shape.problems(owner, row.name, value)
+    return found
+
+
+def failure_message(row: Row, problems: list[str]) -> str:
+    expected = "; ".join(shape.describe() for shape in row.shapes)
+    return (
+        f"{row.path} {' and '.join(problems)}.\n"
+        f"  We rely on it being: {expected} ({row.why}).\n"
+        f"  Used by: {', '.join(row.users)}"
+        + (f" (being written: {row.pending})" if row.pending else "")
+        + ".\n  Adapt those files to the new shape (or pin the package), then update this row."
+    )
+
+
+# --- the tests ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("row", CONTRACT, ids=lambda row: f"{row.path}-{row.shapes[0].describe()}")
+def test_upstream_name_has_the_shape_we_rely_on(row: Row) -> None:
+    problems = check(row)
+    assert not problems, failure_message(row, problems)
+
+
+@pytest.mark.parametrize("row", CONTRACT, ids=lambda row: row.path)
+def test_users_mention_the_name(row: Row) -> None:
+    """The table follows the code: each user file exists and names what it relies on."""
+    for user in row.users:
+        path = ROOT / user
+        if row.pending:
+            continue  # asked for by the work in progress: checked once `pending` is dropped
+        assert path.exists(), f"{row.path}: user file {user} does not exist; update the row"
+        name = row.name if row.name != "__init__" else row.qualname.split(".")[-2]
+        text = path.read_text()
+        assert name in text or _mentions_shape(row, text), (
+            f"{row.path}: {user} does not mention {name!r} any more; drop it from the row's "
+            "users (or the row, if nothing uses the name)"
+        )
+
+
+def _mentions_shape(row: Row, text: str) -> bool:
+    # An __init__ row is about what the constructor sets: the user mentions that instead.
+    for shape in row.shapes:
+        if isinstance(shape, Source):
+            return any(word in text for word in _identifiers(shape.patterns))
+    return False
+
+
+def _identifiers(patterns: tuple[str, ...]) -> set[str]:
+    words = {
+        word
+        for pattern in patterns
+        for word in re.findall(r"[A-Za-z_][A-Za-z_0-9]{3,}", re.sub(r"\\[A-Za-z]", " ", pattern))
+    }
+    return words - {"self"}  # in every file: it would prove nothing
+
+
+def test_the_checker_names_a_renamed_name_and_our_file() -> None:
+    """Renaming a listed name upstream fails with the name and the file of ours using it."""
+    row = next(r for r in CONTRACT if r.path == f"{WIDGET}:_remove_buffers")
+    renamed = types.ModuleType(WIDGET)
+    renamed._remove_buffers_v2 = lambda state: (state, [], [])  # type: ignore[attr-defined]
+
+    problems = check(row, import_module=lambda name: renamed)
+
+    message = failure_message(row, problems)
+    assert problems == [f"is gone: {WIDGET} has no attribute '_remove_buffers'"]
+    assert "_remove_buffers" in message and WIDGET_STATE_PY in message
+
+
+def test_the_checker_names_a_changed_signature() -> None:
+    row = next(r for r in CONTRACT if r.path == f"{KERNEL}._publish_status")
+    changed = types.ModuleType("ipykernel.kernelbase")
+
+    class Kernel:
+        def _publish_status(self, state: str, channel: str, parent: Any = None) -> None: ...
+
+    changed.Kernel = Kernel  # type: ignore[attr-defined]
+    problems = check(row, import_module=lambda name: changed)
+    assert len(problems) == 1 and "expected (self, status, channel, parent" in problems[0]
+    assert RECONNECT_PY in failure_message(row, problems)
+
+
+def test_the_checker_sees_a_new_required_parameter_and_a_changed_kind() -> None:
+    def with_required(state: Any, strict: bool) -> Any: ...
+
+    assert Function(("state",)).problems(None, "f", with_required) == [
+        "has a new required parameter 'strict': (state: 'Any', strict: 'bool') -> 'Any'"
+    ]
+
+    class Owner:
+        @staticmethod
+        def handler(msg: Any) -> None: ...
+
+    assert Function(("msg",), "classmethod").problems(Owner, "handler", Owner.handler) == [
+        "is a staticmethod, not a classmethod"
+    ]

@@ -1,0 +1,150 @@
+"""One connect rule: our endpoint URLs and CurveZMQ client options against jupyter_client's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import zmq
+import zmq.asyncio
+from jupyter_client import KernelManager
+from jupyter_client.connect import ConnectionFileMixin
+
+from ipykernel_ext.endpoints import (
+    apply_curve_client,
+    channel_endpoint,
+    connect_channel,
+    curve_keys,
+    endpoint,
+)
+from ipykernel_ext.router_identity import endpoint as bind_endpoint
+from ipykernel_ext.router_reach import endpoint_identity
+
+CHANNELS = ("shell", "control", "stdin", "iopub", "hb")
+PUBLIC, SECRET = zmq.curve_keypair()
+
+INFOS = [
+    {"transport": "tcp", "ip": "127.0.0.1"},
+    {"transport": "tcp", "ip": "0.0.0.0"},
+    {"transport": "tcp", "ip": "*"},
+    {"transport": "tcp", "ip": "::1"},
+    {"transport": "tcp", "ip": "kernel-host.example"},
+    {"transport": "ipc", "ip": "/run/user/1000/kernel-ipc"},
+]
+PORTS = {
+    "shell_port": 50001,
+    "control_port": 50002,
+    "stdin_port": 50003,
+    "iopub_port": 50004,
+    "hb_port": 50005,
+}
+
+
+@pytest.fixture
+def ctx() -> Iterator[zmq.Context]:
+    context = zmq.Context()
+    yield context
+    context.destroy(linger=0)
+
+
+def jupyter_client_url(info: dict, channel: str) -> str:
+    mixin = ConnectionFileMixin()
+    mixin.load_connection_info({**info, **PORTS})
+    return mixin._make_url(channel)
+
+
+@pytest.mark.parametrize("info", INFOS, ids=lambda i: f"{i['transport']}-{i['ip']}")
+def test_channel_endpoint_is_jupyter_clients_url(info: dict) -> None:
+    full = {**info, **PORTS}
+    for channel in CHANNELS:
+        assert channel_endpoint(full, channel) == jupyter_client_url(info, channel)
+        if info["ip"] != "*":  # a kernel binds what ipykernel already turned into 0.0.0.0
+            port = full[f"{channel}_port"]
+            assert bind_endpoint(info["transport"], info["ip"], port) == endpoint(
+                info["transport"], info["ip"], port
+            )
+    assert endpoint_identity(full, "shell") == channel_endpoint(full, "shell").encode()
+
+
+def test_routing_ids_only_for_tcp_and_ipc() -> None:
+    with pytest.raises(ValueError, match="inproc"):
+        endpoint_identity({"transport": "inproc", "ip": "x", "shell_port": 1}, "shell")
+    with pytest.raises(ValueError, match="inproc"):
+        bind_endpoint("inproc", "x", 1)
+
+
+def curve_server(ctx: zmq.Context) -> tuple[zmq.Socket, int]:
+    """A ROUTER with the kernel's CurveZMQ server options, as ipykernel binds it."""
+    server = ctx.socket(zmq.ROUTER)
+    server.curve_server = True
+    server.curve_secretkey = SECRET
+    server.curve_publickey = PUBLIC
+    return server, server.bind_to_random_port("tcp://127.0.0.1")
+
+
+def reaches(server: zmq.Socket, client: zmq.Socket, port: int) -> bool:
+    client.connect(f"tcp://127.0.0.1:{port}")
+    client.send(b"ping")
+    return bool(server.poll(5000)) and server.recv_multipart()[-1] == b"ping"
+
+
+def test_curve_options_are_jupyter_clients(ctx: zmq.Context) -> None:
+    km = KernelManager(transport_encryption="required")
+    km.curve_publickey, km.curve_secretkey = PUBLIC, SECRET
+    km.context = ctx
+    km.ip, km.shell_port = "127.0.0.1", 50001
+    theirs = km.connect_shell()
+    ours = ctx.socket(zmq.DEALER)
+    ours.linger = 0
+    apply_curve_client(ours, curve_keys(km.get_connection_info()))
+    # libzmq does not read CurveZMQ keys back; the mechanism and a real handshake tell.
+    assert ours.mechanism == theirs.mechanism == zmq.CURVE
+    server, port = curve_server(ctx)
+    assert reaches(server, ours, port)
+    # A socket reused for a plain kernel goes back to the NULL mechanism.
+    apply_curve_client(ours, None)
+    assert ours.mechanism == zmq.NULL
+
+
+def test_curve_keys_from_a_connection_file_dict() -> None:
+    assert curve_keys({"curve_publickey": PUBLIC.decode(), "curve_secretkey": SECRET.decode()}) == (
+        PUBLIC,
+        SECRET,
+    )
+    assert curve_keys({}) is None
+    assert curve_keys({"curve_publickey": "", "curve_secretkey": ""}) is None
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_connect_channel_is_jupyter_clients_socket(ctx: zmq.Context, encrypted: bool) -> None:
+    server, port = curve_server(ctx) if encrypted else (ctx.socket(zmq.ROUTER), 0)
+    if not encrypted:
+        port = server.bind_to_random_port("tcp://127.0.0.1")
+    info = {
+        "transport": "tcp",
+        "ip": "127.0.0.1",
+        **PORTS,
+        "control_port": port,
+        "key": b"k",
+        "signature_scheme": "hmac-sha256",
+    }
+    if encrypted:
+        info.update(curve_publickey=PUBLIC.decode(), curve_secretkey=SECRET.decode())
+    actx = zmq.asyncio.Context()
+    try:
+        shell = connect_channel(actx, info, "shell", identity=b"me")
+        iopub = connect_channel(actx, info, "iopub")
+        assert isinstance(shell, zmq.asyncio.Socket)
+        assert shell.socket_type == zmq.DEALER and iopub.socket_type == zmq.SUB
+        assert shell.identity == b"me"
+        assert shell.linger == 1000
+        assert shell.mechanism == (zmq.CURVE if encrypted else zmq.NULL)
+        with pytest.raises(ValueError, match="unknown kernel channel"):
+            connect_channel(actx, info, "nope")
+        # And it gets through to a kernel-like ROUTER with the kernel's server options.
+        control = connect_channel(ctx, info, "control", identity=b"me")
+        control.send(b"ping")
+        assert server.poll(5000)
+        assert server.recv_multipart() == [b"me", b"ping"]
+    finally:
+        actx.destroy(linger=0)

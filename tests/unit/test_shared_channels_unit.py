@@ -1,0 +1,276 @@
+"""SharedChannels against a fake kernel (real zmq sockets in this process) and fake clients.
+
+The "kernel" is a ROUTER per request channel and an XPUB for IOPub, signing with the same
+key; the clients are plain callbacks collecting what SharedChannels delivers to them (what a
+websocket would get). Covers routing by session, fan-out, the comm_echo skip, session
+claims, the remembered status for late joiners, and a receiving loop that dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import zmq
+import zmq.asyncio
+from jupyter_client.session import Session
+
+from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
+
+KEY = b"unit-test-key"
+UNTRACKED = {"kernel_info_request", "comm_info_request"}
+
+
+class FakeKernel:
+    """Sockets bound like a kernel's; answers and publishes what a test tells it to."""
+
+    def __init__(self, ctx: zmq.asyncio.Context) -> None:
+        self.session = Session(key=KEY)
+        self.sockets: dict[str, zmq.asyncio.Socket] = {}
+        self.info: dict[str, Any] = {
+            "transport": "tcp",
+            "ip": "127.0.0.1",
+            "key": KEY.decode(),
+            "signature_scheme": "hmac-sha256",
+            "hb_port": 0,
+        }
+        for channel, kind in (
+            ("shell", zmq.ROUTER),
+            ("control", zmq.ROUTER),
+            ("stdin", zmq.ROUTER),
+            ("iopub", zmq.XPUB),
+        ):
+            sock = ctx.socket(kind)
+            sock.linger = 0
+            self.info[f"{channel}_port"] = sock.bind_to_random_port("tcp://127.0.0.1")
+            self.sockets[channel] = sock
+
+    async def subscribed(self) -> None:
+        assert await self.sockets["iopub"].poll(5000), "no IOPub subscription"
+        await self.sockets["iopub"].recv()
+
+    async def request(self, channel: str) -> tuple[list[bytes], dict[str, Any]]:
+        sock = self.sockets[channel]
+        assert await sock.poll(5000), f"no request on {channel}"
+        frames = await sock.recv_multipart()
+        idents, rest = self.session.feed_identities(frames)
+        return idents, self.session.deserialize(rest)
+
+    def reply(self, channel: str, idents: list[bytes], parent: dict[str, Any], kind: str) -> None:
+        self.session.send(self.sockets[channel], kind, {"status": "ok"}, parent, ident=idents)
+
+    def publish(self, kind: str, content: dict[str, Any], parent: dict[str, Any] | None) -> None:
+        self.session.send(self.sockets["iopub"], kind, content, parent or {})
+
+
+class FakeWebsocket:
+    """A client of the channels: its own Session, and every message delivered to it."""
+
+    def __init__(self, channels: SharedChannels, session: str | None = None, **kw: Any) -> None:
+        self.session = Session(key=KEY) if session is None else Session(key=KEY, session=session)
+        self.received: list[KernelMessage] = []
+        self.lost: list[str] = []
+        self.handle = channels.attach(
+            self.received.append, self.session.session, on_lost=self.lost.append, **kw
+        )
+
+    def send(self, channel: str, kind: str, content: dict[str, Any] | None = None) -> dict:
+        msg = self.session.send(self.handle.stream(channel), kind, content or {})
+        assert msg is not None
+        return msg
+
+    def types(self) -> list[str]:
+        return [m.msg_type for m in self.received]
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition never became true")
+        await asyncio.sleep(0.005)
+
+
+def run(test: Callable[[SharedChannels, FakeKernel], Any], **channel_kw: Any) -> None:
+    async def main() -> None:
+        ctx = zmq.asyncio.Context()
+        kernel = FakeKernel(ctx)
+        channels = channel_kw.pop("cls", SharedChannels)(
+            kernel.info, context=ctx, grace_period=0.05, **channel_kw
+        )
+        try:
+            channels.start()
+            await kernel.subscribed()
+            await test(channels, kernel)
+        finally:
+            await channels.aclose()
+            ctx.destroy(linger=0)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+async def barrier(kernel: FakeKernel, *clients: FakeWebsocket) -> None:
+    """Everything published before this is delivered: publish a marker, wait for it."""
+    marker = f"barrier-{uuid.uuid4().hex}".encode()
+    kernel.publish("stream", {"name": "stdout", "text": marker.decode()}, None)
+    for ws in clients:
+        await until(lambda ws=ws: any(marker in m.frames[4] for m in ws.received))
+
+
+def test_replies_go_to_their_session_only() -> None:
+    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
+        a, b = FakeWebsocket(channels), FakeWebsocket(channels)
+        for ws in (a, b):
+            msg = ws.send("shell", "kernel_info_request")
+            idents, request = await kernel.request("shell")
+            assert request["header"]["msg_id"] == msg["header"]["msg_id"]
+            kernel.reply("shell", idents, request["header"], "kernel_info_reply")
+        await until(lambda: len(a.received) == 1 and len(b.received) == 1)
+        assert a.received[0].parent_header["session"] == a.session.session
+        assert b.received[0].parent_header["session"] == b.session.session
+        # A reply for a session nobody owns reaches nobody; the barrier shows nothing else came.
+        kernel.reply("shell", idents, {"session": "gone", "msg_id": "x"}, "kernel_info_reply")
+        await barrier(kernel, a, b)
+        assert [m.channel for m in a.received] == ["shell", "iopub"]
+        assert [m.channel for m in b.received] == ["shell", "iopub"]
+
+    run(test)
+
+
+def test_iopub_fans_out_and_an_echo_skips_its_sender() -> None:
+    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
+        a = FakeWebsocket(channels)
+        b = FakeWebsocket(channels, skip_own_echo=False)
+        c = FakeWebsocket(channels)
+        sent = a.send("shell", "comm_msg", {"comm_id": "x", "data": {}})
+        await kernel.request("shell")
+        kernel.publish("comm_echo", {"comm_id": "x", "data": {}}, sent["header"])
+        own_b = b.send("shell", "comm_msg", {"comm_id": "x", "data": {}})
+        await kernel.request("shell")
+        kernel.publish("comm_echo", {"comm_id": "x", "data": {}}, own_b["header"])
+        await barrier(kernel, a, b, c)
+        assert a.types() == ["comm_echo", "stream"]  # b's echo, not its own
+        assert b.types() == ["comm_echo", "comm_echo", "stream"]  # asked for its own too
+        assert c.types() == ["comm_echo", "comm_echo", "stream"]
+
+    run(test)
+
+
+def test_sessions_are_owned_taken_over_and_retired() -> None:
+    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
+        a, b = FakeWebsocket(channels), FakeWebsocket(channels)
+        thief = Session(key=KEY, session=a.session.session)
+        with pytest.raises(SessionInUse):
+            thief.send(b.handle.stream("shell"), "kernel_info_request", {})
+        with pytest.raises(SessionInUse):
+            Session(key=KEY, session=channels.session.session).send(
+                b.handle.stream("shell"), "kernel_info_request", {}
+            )
+        a2 = FakeWebsocket(channels, session=a.session.session)  # a reconnecting
+        assert channels.owner(a.session.session) is a2.handle
+        b.handle.close()
+        with pytest.raises(SessionInUse, match="belonged to another client"):
+            Session(key=KEY, session=b.session.session).send(
+                a2.handle.stream("shell"), "kernel_info_request", {}
+            )
+        with pytest.raises(RuntimeError, match="detached"):
+            b.send("shell", "kernel_info_request")
+
+    run(test)
+
+
+def test_a_late_joiner_gets_the_last_tracked_status() -> None:
+    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
+        first = FakeWebsocket(channels)
+        assert first.received == []  # nothing to announce yet
+        execute = first.send("shell", "execute_request", {"code": "sleep"})["header"]
+        await kernel.request("shell")
+        kernel.publish("status", {"execution_state": "busy"}, execute)
+        # A status for an untracked request (the server's kernel_info nudge) is not kept.
+        info = {"msg_id": "ki", "msg_type": "kernel_info_request", "session": "s"}
+        kernel.publish("status", {"execution_state": "idle"}, info)
+        await barrier(kernel, first)
+        late = FakeWebsocket(channels)
+        assert late.types() == ["status"]
+        status = late.received[0]
+        assert status is channels.status
+        assert status.parent_header["msg_id"] == execute["msg_id"]
+        assert b"busy" in status.frames[4]
+        # Same frames as the kernel sent them (signature included): nothing rebuilt.
+        busy = next(m for m in first.received if m.msg_type == "status")
+        assert busy.frames == status.frames
+        kernel.publish("status", {"execution_state": "idle"}, execute)
+        await barrier(kernel, late)
+        assert b"idle" in FakeWebsocket(channels).received[0].frames[4]
+
+    run(test, track_status=lambda parent_type: parent_type not in UNTRACKED)
+
+
+def test_no_status_is_announced_without_a_tracking_rule() -> None:
+    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
+        first = FakeWebsocket(channels)
+        kernel.publish(
+            "status", {"execution_state": "busy"}, {"msg_id": "e", "msg_type": "execute_request"}
+        )
+        await barrier(kernel, first)
+        assert FakeWebsocket(channels).received == []
+
+    run(test)
+
+
+class FaultyChannels(SharedChannels):
+    """Fault injection: reading a message whose content says so raises in the loop."""
+
+    def _dispatch(self, channel: str, raw: list[bytes]) -> None:
+        if any(b"inject-fault" in bytes(frame) for frame in raw):
+            raise RuntimeError("injected fault")
+        super()._dispatch(channel, raw)
+
+
+def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
+    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
+        clients = [FakeWebsocket(channels) for _ in range(3)]
+        closed: list[SharedChannels] = []
+        channels.on_close = closed.append
+        kernel.publish("stream", {"name": "stdout", "text": "inject-fault"}, None)
+        await until(lambda: channels.closed)
+        assert closed == [channels]
+        for ws in clients:
+            assert len(ws.lost) == 1 and "iopub channel stopped receiving" in ws.lost[0]
+            assert ws.handle.closed
+            with pytest.raises(RuntimeError):
+                ws.send("shell", "kernel_info_request")
+        assert channels.sockets == {}
+        with pytest.raises(RuntimeError, match="iopub channel stopped receiving"):
+            channels.attach(lambda m: None)
+        # A new set on the same kernel works: clients that reconnect are not deaf.
+        fresh = SharedChannels(kernel.info, context=channels.context, grace_period=0.05)
+        fresh.start()
+        try:
+            await kernel.subscribed()
+            again = FakeWebsocket(fresh)
+            msg = again.send("control", "kernel_info_request")
+            idents, request = await kernel.request("control")
+            kernel.reply("control", idents, request["header"], "kernel_info_reply")
+            await until(lambda: any(m.channel == "control" for m in again.received))
+            assert again.received[-1].parent_header["msg_id"] == msg["header"]["msg_id"]
+            await barrier(kernel, again)
+        finally:
+            await fresh.aclose()
+
+    run(test, cls=FaultyChannels)
+
+
+def test_the_last_client_leaving_closes_the_set_after_the_grace_period() -> None:
+    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
+        ws = FakeWebsocket(channels)
+        ws.handle.close()
+        assert not channels.closed
+        await until(lambda: channels.closed)
+        assert ws.lost == []  # it had left: nobody to tell
+
+    run(test)
