@@ -25,11 +25,12 @@ import argparse
 import statistics
 import threading
 import time
-import uuid
 from queue import Empty
 from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
+
+from tests.helpers import fetch_update_states
 
 STOCK, EXT = "python3", "python3-ext"
 BUTTONS = """\
@@ -62,26 +63,6 @@ def shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float) -> dict[s
             return reply
 
 
-def request_states(kc: BlockingKernelClient, timeout: float) -> None:
-    comm_id = uuid.uuid4().hex
-    kc.shell_channel.send(
-        kc.session.msg(
-            "comm_open",
-            {"comm_id": comm_id, "target_name": "jupyter.widget.control", "data": {}},
-            metadata={"version": "1.0.0"},
-        )
-    )
-    kc.shell_channel.send(
-        kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}})
-    )
-    wait_iopub(
-        kc,
-        lambda m: m["msg_type"] == "comm_msg" and m["content"].get("comm_id") == comm_id,
-        timeout,
-    )
-    kc.shell_channel.send(kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}}))
-
-
 def start_busy(kernel: str, cell_s: float) -> tuple[KernelManager, BlockingKernelClient]:
     km = KernelManager(kernel_name=kernel, transport_encryption="required")
     km.start_kernel()
@@ -104,7 +85,7 @@ def reconnect_trial(kernel: str, cell_s: float) -> tuple[float, float]:
         states_done: list[float] = []
 
         def fetch() -> None:
-            request_states(page, cell_s + 60)
+            fetch_update_states(page, timeout=cell_s + 60)
             states_done.append(time.perf_counter() - t0)
 
         fetcher = threading.Thread(target=fetch)
@@ -138,7 +119,7 @@ def routing_cost(cell_s: float, rounds: int) -> tuple[list[float], list[float]]:
 
         def ask() -> None:
             for _ in range(10):
-                request_states(asker, 60)
+                fetch_update_states(asker)
             done.set()
 
         thread = threading.Thread(target=ask)

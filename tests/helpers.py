@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import queue
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -153,6 +154,92 @@ def iopub_until_barrier(kc: BlockingKernelClient, timeout: float = 30) -> list[d
     while kc.control_channel.get_msg(timeout=timeout)["parent_header"].get("msg_id") != barrier_id:
         pass
     return messages
+
+
+def wait_iopub(
+    kc: BlockingKernelClient,
+    matches: Callable[[dict[str, Any]], bool],
+    what: str,
+    timeout: float = 60,
+    seen: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The first IOPub message that ``matches``; every message read is added to ``seen``.
+
+    Raises AssertionError naming ``what`` if none comes within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no IOPub message for {what} in {timeout} s") from None
+        if seen is not None:
+            seen.append(msg)
+        if matches(msg):
+            return msg
+
+
+def evaluate(kc: BlockingKernelClient, expression: str) -> Any:
+    """The value of ``expression`` in the kernel (through repr and ast.literal_eval)."""
+    import ast
+
+    reply = kc.execute_interactive(
+        "", user_expressions={"x": expression}, timeout=60, output_hook=lambda m: None
+    )
+    result = reply["content"]["user_expressions"]["x"]
+    assert result["status"] == "ok", result
+    return ast.literal_eval(result["data"]["text/plain"])
+
+
+#: ipywidgets' control comm: one ``request_states``, one ``update_states`` with every model.
+CONTROL_TARGET = "jupyter.widget.control"
+
+
+def open_control_comm(kc: BlockingKernelClient, version: str = "1.0.0") -> str:
+    """Open a ``jupyter.widget.control`` comm as ipywidgets' manager does; its comm_id."""
+    comm_id = uuid.uuid4().hex
+    kc.shell_channel.send(
+        kc.session.msg(
+            "comm_open",
+            {"comm_id": comm_id, "target_name": CONTROL_TARGET, "data": {}},
+            metadata={"version": version},
+        )
+    )
+    return comm_id
+
+
+def request_states(kc: BlockingKernelClient, comm_id: str) -> str:
+    """Send ``request_states`` on a control comm; the request's msg_id."""
+    msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}})
+    kc.shell_channel.send(msg)
+    return msg["header"]["msg_id"]
+
+
+def is_update_states(comm_id: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda m: (
+        m["msg_type"] == "comm_msg"
+        and m["content"].get("comm_id") == comm_id
+        and m["content"]["data"].get("method") == "update_states"
+    )
+
+
+def fetch_update_states(kc: BlockingKernelClient, timeout: float = 60) -> dict[str, Any]:
+    """The whole control-comm exchange as ipywidgets' manager does it (open, ask, close).
+
+    Returns ``states``, ``buffer_paths``, ``buffers`` (bytes) and the IOPub ``msg``.
+    """
+    comm_id = open_control_comm(kc)
+    request_id = request_states(kc, comm_id)
+    msg = wait_iopub(kc, is_update_states(comm_id), what="update_states", timeout=timeout)
+    assert msg["parent_header"]["msg_id"] == request_id
+    kc.shell_channel.send(kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}}))
+    data = msg["content"]["data"]
+    return {
+        "states": data["states"],
+        "buffer_paths": data["buffer_paths"],
+        "buffers": [bytes(b) for b in msg["buffers"]],
+        "msg": msg,
+    }
 
 
 def drain_iopub(kc: BlockingKernelClient, quiet: float = 0.5) -> list[dict[str, Any]]:

@@ -10,19 +10,30 @@ from __future__ import annotations
 import queue
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import EXT_KERNEL, control_request, execute_and_collect, new_client, running_kernel
+from helpers import (
+    CONTROL_TARGET,
+    EXT_KERNEL,
+    control_request,
+    evaluate,
+    execute_and_collect,
+    fetch_update_states,
+    is_update_states,
+    new_client,
+    open_control_comm,
+    request_states,
+    running_kernel,
+    wait_iopub,
+)
 from jupyter_client import BlockingKernelClient
 from jupyter_client.session import Session
 
 pytestmark = pytest.mark.timeout(180)
-
-CONTROL = "jupyter.widget.control"
 
 #: jupyter_server's default ``untracked_message_types`` (its activity tracker ignores a status
 #: whose parent has one of these types; any other parent sets the kernel's execution_state).
@@ -88,7 +99,7 @@ def busy_cell(kc: BlockingKernelClient, tmp_path: Path, then: str = "") -> Itera
         f"while not _os.path.exists({str(release_file)!r}):\n    _time.sleep(0.01)\n"
     )
     msg_id = kc.execute(code)
-    wait_for(
+    wait_iopub(
         kc,
         lambda m: m["msg_type"] == "stream"
         and m["parent_header"].get("msg_id") == msg_id
@@ -100,34 +111,13 @@ def busy_cell(kc: BlockingKernelClient, tmp_path: Path, then: str = "") -> Itera
         yield cell
     finally:
         cell.release()
-        wait_for(
+        wait_iopub(
             kc,
             lambda m: m["msg_type"] == "status"
             and m["parent_header"].get("msg_id") == msg_id
             and m["content"]["execution_state"] == "idle",
             what="the cell's idle",
         )
-
-
-def wait_for(
-    kc: BlockingKernelClient,
-    matches: Callable[[dict[str, Any]], bool],
-    what: str,
-    timeout: float = 60,
-    seen: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The first IOPub message that ``matches``; every message read is added to ``seen``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            msg = kc.get_iopub_msg(timeout=max(0.01, remaining))
-        except queue.Empty:
-            raise AssertionError(f"no IOPub message for {what} in {timeout} s") from None
-        if seen is not None:
-            seen.append(msg)
-        if matches(msg):
-            return msg
 
 
 def shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float = 60) -> dict[str, Any]:
@@ -144,43 +134,17 @@ def send(kc: BlockingKernelClient, msg_type: str, content: dict[str, Any], **kw:
     return msg["header"]["msg_id"]
 
 
-def open_control_comm(kc: BlockingKernelClient, version: str = "1.0.0") -> str:
-    comm_id = uuid.uuid4().hex
-    send(
+def assert_closed_unanswered(
+    kc: BlockingKernelClient, comm_id: str, seen: list[dict[str, Any]], what: str
+) -> None:
+    """The kernel closes ``comm_id`` (stock's refusal) and never sent update_states on it."""
+    wait_iopub(
         kc,
-        "comm_open",
-        {"comm_id": comm_id, "target_name": CONTROL, "data": {}},
-        metadata={"version": version},
+        lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
+        what=what,
+        seen=seen,
     )
-    return comm_id
-
-
-def request_states(kc: BlockingKernelClient, comm_id: str) -> str:
-    return send(kc, "comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}})
-
-
-def is_update_states(comm_id: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda m: (
-        m["msg_type"] == "comm_msg"
-        and m["content"].get("comm_id") == comm_id
-        and m["content"]["data"].get("method") == "update_states"
-    )
-
-
-def fetch_update_states(kc: BlockingKernelClient) -> dict[str, Any]:
-    """The whole update_states exchange as ipywidgets' manager does it (open, ask, close)."""
-    comm_id = open_control_comm(kc)
-    request_id = request_states(kc, comm_id)
-    msg = wait_for(kc, is_update_states(comm_id), what="update_states")
-    assert msg["parent_header"]["msg_id"] == request_id
-    send(kc, "comm_close", {"comm_id": comm_id, "data": {}})
-    data = msg["content"]["data"]
-    return {
-        "states": data["states"],
-        "buffer_paths": data["buffer_paths"],
-        "buffers": [bytes(b) for b in msg["buffers"]],
-        "msg": msg,
-    }
+    assert not any(is_update_states(comm_id)(m) for m in seen)
 
 
 def kernel_info_barrier(kc: BlockingKernelClient, seen: list[dict[str, Any]]) -> None:
@@ -188,7 +152,7 @@ def kernel_info_barrier(kc: BlockingKernelClient, seen: list[dict[str, Any]]) ->
     ``seen``. What was sent before it on this client has been answered or refused by then."""
     msg_id = kc.kernel_info()
     assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
-    wait_for(
+    wait_iopub(
         kc,
         lambda m: m["msg_type"] == "status"
         and m["parent_header"].get("msg_id") == msg_id
@@ -256,7 +220,7 @@ def test_control_comm_opened_before_the_cell_is_answered_mid_cell(
     kernel_info_barrier(frontend, [])  # the main thread has opened it (kernel idle)
     with busy_cell(ext[1], tmp_path):
         request_states(frontend, comm_id)
-        msg = wait_for(frontend, is_update_states(comm_id), what="update_states")
+        msg = wait_iopub(frontend, is_update_states(comm_id), what="update_states")
     assert len(msg["content"]["data"]["states"]) >= 201
     send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
 
@@ -272,7 +236,7 @@ def test_a_busy_kernel_never_looks_idle(ext: Any, frontend: Any, tmp_path: Path)
         assert subshell["content"]["status"] == "ok"
         # Its idle is followed by a busy for the running cell: wait for that busy.
         create_id = subshell["parent_header"]["msg_id"]
-        wait_for(
+        wait_iopub(
             frontend,
             lambda m: m["msg_type"] == "status"
             and m["parent_header"].get("msg_id") == create_id
@@ -280,7 +244,7 @@ def test_a_busy_kernel_never_looks_idle(ext: Any, frontend: Any, tmp_path: Path)
             what="create_subshell's idle",
             seen=seen,
         )
-        wait_for(
+        wait_iopub(
             frontend,
             lambda m: m["msg_type"] == "status"
             and m["parent_header"].get("msg_id") == cell.msg_id
@@ -343,8 +307,8 @@ late = w.IntSlider(value=1)    # read after the gate
 gate.armed = True
 """,
     )
-    early_id = _evaluate(kc, "early.model_id")
-    late_id = _evaluate(kc, "late.model_id")
+    early_id = evaluate(kc, "early.model_id")
+    late_id = evaluate(kc, "late.model_id")
     seen: list[dict[str, Any]] = []
     with busy_cell(
         kc,
@@ -358,7 +322,7 @@ gate.armed = True
     assert reply["states"][late_id]["state"]["value"] == 43
     # The cell's own update for 42 went out before update_states (the frontend would drop it:
     # it did not know the model yet). After the cell, the kernel sends the new value again.
-    update = wait_for(
+    update = wait_iopub(
         frontend,
         lambda m: m["msg_type"] == "comm_msg"
         and m["content"].get("comm_id") == early_id
@@ -371,22 +335,11 @@ gate.armed = True
     run(kc, "gate.armed = False")
 
 
-def _evaluate(kc: BlockingKernelClient, expression: str) -> Any:
-    import ast
-
-    reply = kc.execute_interactive(
-        "", user_expressions={"x": expression}, timeout=60, output_hook=lambda m: None
-    )
-    result = reply["content"]["user_expressions"]["x"]
-    assert result["status"] == "ok", result
-    return ast.literal_eval(result["data"]["text/plain"])
-
-
 def test_control_comm_is_never_echoed(ext: Any, frontend: Any, tmp_path: Path) -> None:
     seen: list[dict[str, Any]] = []
     comm_id = open_control_comm(frontend)
     request_states(frontend, comm_id)
-    wait_for(frontend, is_update_states(comm_id), what="update_states (idle)", seen=seen)
+    wait_iopub(frontend, is_update_states(comm_id), what="update_states (idle)", seen=seen)
     with busy_cell(ext[1], tmp_path):
         fetch_update_states(frontend)
         kernel_info_barrier(frontend, seen)
@@ -407,15 +360,15 @@ def test_unknown_method_is_ignored_and_the_comm_still_works(
         kernel_info_barrier(frontend, seen)
         assert [m for m in seen if m["msg_type"] == "comm_msg"] == []
         request_states(frontend, comm_id)
-        wait_for(frontend, is_update_states(comm_id), what="update_states after bad ones")
+        wait_iopub(frontend, is_update_states(comm_id), what="update_states after bad ones")
         send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
 
 
 @pytest.mark.parametrize(
     "content",
     [
-        {"target_name": CONTROL, "data": {}},  # no comm_id
-        {"comm_id": 7, "target_name": CONTROL},  # comm_id not a string
+        {"target_name": CONTROL_TARGET, "data": {}},  # no comm_id
+        {"comm_id": 7, "target_name": CONTROL_TARGET},  # comm_id not a string
         "not an object",
     ],
 )
@@ -440,13 +393,7 @@ def test_other_major_version_gets_stock_refusal_after_the_cell(
         kernel_info_barrier(frontend, seen)
         assert [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")] == []
     # After the cell ipywidgets refuses the version, and the comm is closed, as on stock.
-    wait_for(
-        frontend,
-        lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
-        what="stock's comm_close for the refused version",
-        seen=seen,
-    )
-    assert not any(is_update_states(comm_id)(m) for m in seen)
+    assert_closed_unanswered(frontend, comm_id, seen, "stock's comm_close (refused version)")
 
 
 def test_request_for_an_unknown_comm_is_not_answered(
@@ -474,7 +421,7 @@ def test_wrongly_signed_and_replayed_messages_are_refused(
             frontend.shell_channel.socket,
             intruder.msg(
                 "comm_open",
-                {"comm_id": bad_comm, "target_name": CONTROL, "data": {}},
+                {"comm_id": bad_comm, "target_name": CONTROL_TARGET, "data": {}},
                 metadata={"version": "1.0.0"},
             ),
         )
@@ -518,7 +465,7 @@ def test_switch_off_leaves_everything_behind_the_cell(tmp_path: Path) -> None:
         first = kc.get_shell_msg(timeout=60)
         assert first["parent_header"]["msg_id"] == cell.msg_id, "the cell's reply comes first"
         assert shell_reply(kc, info_id)["msg_type"] == "kernel_info_reply"
-        msg = wait_for(kc, is_update_states(comm_id), what="update_states after the cell")
+        msg = wait_iopub(kc, is_update_states(comm_id), what="update_states after the cell")
         # ipywidgets' own handler answered it, with the request as parent.
         assert msg["parent_header"]["msg_type"] == "comm_msg"
 
@@ -532,10 +479,4 @@ def test_without_ipywidgets_the_control_target_is_left_to_stock(tmp_path: Path) 
             kernel_info_barrier(kc, seen)  # kernel_info is still answered mid-cell
             assert [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")] == []
         # After the cell, stock's answer: no such target, the comm is closed.
-        wait_for(
-            kc,
-            lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
-            what="stock's comm_close (no such target)",
-            seen=seen,
-        )
-        assert not any(is_update_states(comm_id)(m) for m in seen)
+        assert_closed_unanswered(kc, comm_id, seen, "stock's comm_close (no such target)")

@@ -11,7 +11,6 @@ import contextlib
 import queue
 import threading
 import time
-import uuid
 from typing import Any
 
 import pytest
@@ -19,7 +18,9 @@ from helpers import (
     EXT_KERNEL,
     control_request,
     drain_iopub,
+    evaluate,
     execute_and_collect,
+    fetch_update_states,
     new_client,
     running_kernel,
 )
@@ -96,18 +97,6 @@ def run(kc: Any, code: str) -> None:
     assert reply["content"]["status"] == "ok", errors
 
 
-def evaluate(kc: Any, expression: str) -> Any:
-    """The value of ``expression`` in the kernel (through repr and ast.literal_eval)."""
-    import ast
-
-    reply = kc.execute_interactive(
-        "", user_expressions={"x": expression}, timeout=60, output_hook=lambda m: None
-    )
-    result = reply["content"]["user_expressions"]["x"]
-    assert result["status"] == "ok", result
-    return ast.literal_eval(result["data"]["text/plain"])
-
-
 def request(kc: Any, content: dict[str, Any] | None = None) -> dict[str, Any]:
     reply = control_request(kc, "widget_state_request", content, timeout=60)
     assert reply["msg_type"] == "widget_state_reply"
@@ -116,24 +105,8 @@ def request(kc: Any, content: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def update_states(kc: Any) -> tuple[dict[str, Any], list[Any], list[bytes]]:
     """ipywidgets' own answer: request_states on a jupyter.widget.control comm."""
-    comm_id = uuid.uuid4().hex
-    kc.shell_channel.send(
-        kc.session.msg(
-            "comm_open",
-            {"comm_id": comm_id, "target_name": "jupyter.widget.control", "data": {}},
-            metadata={"version": "1.0.0"},
-        )
-    )
-    kc.shell_channel.send(
-        kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}})
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        data = msg["content"].get("data", {})
-        if msg["msg_type"] == "comm_msg" and msg["content"].get("comm_id") == comm_id:
-            assert data.get("method") == "update_states", data
-            return data["states"], data["buffer_paths"], [bytes(b) for b in msg["buffers"]]
+    got = fetch_update_states(kc)
+    return got["states"], got["buffer_paths"], got["buffers"]
 
 
 def assert_same_states(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
