@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what tests/test_browser.py needs: Debian's chromium (apt) and the Python packages
-# that drive it (the "browser" extra: jupyterlab, playwright).
+# Installs what the browser tests (tests/test_browser.py, tests/test_browser_restore.py) and
+# benchmarks/browser_restore.py need: Debian's chromium (apt) and the Python packages that
+# serve and drive the pages (the "browser" extra: jupyterlab, notebook, voila, playwright).
 #
 # Playwright's Python wheel ships its own driver (node + the playwright library), so nothing
 # else is fetched: we never run `playwright install`; the test launches /usr/bin/chromium.
@@ -17,5 +18,6 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 chromium --version
 
-"$PYTHON" -m pip install --quiet "jupyterlab>=4.2" "playwright>=1.45"
-"$PYTHON" -c "import jupyterlab, playwright; print('jupyterlab', jupyterlab.__version__)"
+"$PYTHON" -m pip install --quiet "jupyterlab>=4.2" "notebook>=7.2" "voila>=0.5" "playwright>=1.45"
+"$PYTHON" -c "import jupyterlab, notebook, voila, playwright
+print('jupyterlab', jupyterlab.__version__, 'notebook', notebook.__version__, 'voila', voila.__version__)"

@@ -14,31 +14,15 @@ Skip it on purpose with ``-m 'not browser'``.
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_utils import ARTIFACTS, chromium, quiet_lab_settings, require_browser, write_notebook
 from server_utils import JupyterServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(600)]
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 N_BUTTONS = 1000
 CELL_CODE = f"""\
@@ -57,64 +41,15 @@ ERROR_SELECTOR = ".jupyter-widgets-error-widget"
 ERROR_TEXTS = ("Error displaying widget", "Loading widget...")
 
 
-def _missing_requirement() -> str | None:
-    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        return f"{CHROMIUM} not found (apt-get install chromium; see .ci/install-browser.sh)"
-    for module in ("playwright", "jupyterlab"):
-        if importlib.util.find_spec(module) is None:
-            return f"python package {module!r} missing (pip install 'ipykernel-ext[browser]')"
-    return None
-
-
 @pytest.fixture(scope="module")
 def browser_ready() -> None:
-    reason = _missing_requirement()
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"browser test cannot run in CI: {reason}")
-    pytest.skip(reason)
-
-
-def write_notebook(path: Path) -> None:
-    notebook = {
-        "nbformat": 4,
-        "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {
-                "name": "python3-ext",
-                "display_name": "Python 3 (ipykernel_ext)",
-                "language": "python",
-            },
-            "language_info": {"name": "python"},
-        },
-        "cells": [
-            {
-                "cell_type": "code",
-                "id": "grid-of-buttons",
-                "metadata": {},
-                "execution_count": None,
-                "outputs": [],
-                "source": CELL_CODE,
-            }
-        ],
-    }
-    path.write_text(json.dumps(notebook, indent=1))
-
-
-def quiet_lab_settings(lab: JupyterServer) -> None:
-    """No "get notified about Jupyter news?" toast over the screenshot."""
-    folder = lab.lab_settings_dir / "@jupyterlab" / "apputils-extension"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    require_browser()
 
 
 def test_grid_of_1000_buttons_renders_in_jupyterlab(browser_ready: None, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     root = tmp_path / "root"
     root.mkdir()
-    write_notebook(root / "grid.ipynb")
+    write_notebook(root / "grid.ipynb", [CELL_CODE])
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / "browser-grid-1000-buttons.png"
 
@@ -123,23 +58,15 @@ def test_grid_of_1000_buttons_renders_in_jupyterlab(browser_ready: None, tmp_pat
     console: list[str] = []
     with JupyterServer(app="lab", root_dir=root, extra_args=lab_args) as lab:
         quiet_lab_settings(lab)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
-                headless=True,
-                args=CHROMIUM_ARGS,
-            )
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1920, "height": 1200})
+            page.set_default_timeout(120_000)
+            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            page.goto(lab.http_url(f"lab/tree/grid.ipynb?token={lab.token}"))
             try:
-                page = browser.new_page(viewport={"width": 1920, "height": 1200})
-                page.set_default_timeout(120_000)
-                page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-                page.goto(lab.http_url(f"lab/tree/grid.ipynb?token={lab.token}"))
-                try:
-                    verdict = run_cell_and_look(page, lab)
-                finally:
-                    page.screenshot(path=str(screenshot))
+                verdict = run_cell_and_look(page, lab)
             finally:
-                browser.close()
+                page.screenshot(path=str(screenshot))
 
         kernels = lab.api("GET", "api/kernels")
         assert [k["name"] for k in kernels] == ["python3-ext"], kernels

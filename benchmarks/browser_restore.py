@@ -1,0 +1,270 @@
+"""Reload-to-rendered time in JupyterLab, stock ipykernel (``python3``) vs ``python3-ext``.
+
+What a user waits for after reloading a JupyterLab tab (headless Debian Chromium driven by
+Playwright, one ``jupyter lab`` server with ``transport_encryption=required``):
+
+(a) **mid-cell**: cell 1 shows a VBox of 200 IntSliders, cell 2 runs a long loop; the tab is
+    reloaded while cell 2 runs. Time from just before ``page.reload()`` until all 200
+    ``.widget-slider`` views are in the page (DOM polled every 0.2 s), and until the status
+    bar says Busy. A kernel that does not answer while busy leaves "Loading widget..." until
+    the cell ends: the benchmark ends the cell ``--window`` seconds after the reload, so for
+    such a kernel the time is ``window`` + the restore after the cell.
+(b) **idle**: one cell shows a GridBox of 1000 Buttons (3002 models) and finishes; the tab is
+    reloaded. Time until the 1000 buttons are in the page.
+
+Each trial uses a fresh notebook, a fresh JupyterLab workspace and a fresh kernel; the notebook
+is saved (and the saved file checked) before the reload, since a reload reopens it from disk.
+Kernels alternate trial by trial. Prints medians, ratios (stock / ext) and writes the plot.
+
+    python benchmarks/browser_restore.py                 # 3 trials each, --window 30
+    python benchmarks/browser_restore.py --quick         # 1 trial each, --window 15, no plot
+    python benchmarks/browser_restore.py --trials 5 --json out.json --plot docs/browser_restore.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from browser_utils import (  # the tests' own helpers (tests/browser_utils.py)
+    LAB_ARGS,
+    LAB_STATUS_JS,
+    WebsocketLog,
+    chromium,
+    missing_requirement,
+    open_and_run_all,
+    quiet_lab_settings,
+    save_notebook,
+    shut_down_everything,
+    wait_for,
+    watch_restore,
+    write_notebook,
+)
+from server_utils import JupyterServer
+
+STOCK, EXT = "python3", "python3-ext"
+LABELS = {STOCK: "stock ipykernel 7.4", EXT: "ipykernel_ext"}
+N_SLIDERS, N_BUTTONS = 200, 1000
+SLIDER = ".jp-OutputArea .widget-slider"
+BUTTON = ".jp-OutputArea button.jupyter-button.widget-button"
+
+SLIDERS_CELL = f"""\
+import ipywidgets as widgets
+sliders = [widgets.IntSlider(value=i, max=1000) for i in range({N_SLIDERS})]
+widgets.VBox(sliders)"""
+GRID_CELL = f"""\
+import ipywidgets as widgets
+buttons = [widgets.Button(description=str(i), layout=widgets.Layout(width="60px"))
+           for i in range({N_BUTTONS})]
+widgets.GridBox(buttons, layout=widgets.Layout(grid_template_columns="repeat(20, 64px)"))"""
+
+
+def wait_cell(stop: Path, seconds: float) -> str:
+    return f"""\
+import pathlib, time
+deadline = time.monotonic() + {seconds}
+while not pathlib.Path({str(stop)!r}).exists() and time.monotonic() < deadline:
+    time.sleep(0.05)"""
+
+
+@dataclass
+class Trial:
+    scenario: str  # "mid-cell" or "idle"
+    kernel: str
+    rendered_s: float | None  # reload -> every view in the page
+    busy_s: float | None  # reload -> status bar says Busy (mid-cell only)
+    restored_mid_cell: bool | None  # mid-cell only: rendered before the cell was ended
+
+
+def run_trial(browser: Any, lab: JupyterServer, scenario: str, kernel: str, window: float) -> Trial:
+    name = f"{scenario}-{kernel}-{uuid.uuid4().hex[:8]}"
+    path = lab.root_dir / f"{name}.ipynb"
+    stop = lab.root_dir / f"{name}.stop"
+    if scenario == "mid-cell":
+        write_notebook(path, [SLIDERS_CELL, wait_cell(stop, window + 120)], kernel)
+        selector, expected = SLIDER, N_SLIDERS
+    else:
+        write_notebook(path, [GRID_CELL], kernel)
+        selector, expected = BUTTON, N_BUTTONS
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(180_000)
+    log = WebsocketLog(page)
+    url = f"lab/workspaces/{name}/tree/{path.name}?token={lab.token}"
+    try:
+        open_and_run_all(page, lab, log, url, LAB_STATUS_JS)
+        wait_for(lambda: page.locator(selector).count() == expected, 180, what="views", page=page)
+        if scenario == "idle":
+            page.wait_for_function(f"() => ({LAB_STATUS_JS})().toLowerCase() === 'idle'")
+        save_notebook(page, path)
+        if scenario == "mid-cell":
+            restore = watch_restore(page, log, selector, expected, LAB_STATUS_JS, window)
+            restored_mid_cell = restore.views_at is not None
+            stop.touch()  # end the cell; a kernel that waited answers now
+            if restore.views_at is None:
+                wait_for(
+                    lambda: page.locator(selector).count() == expected, 120, what="views", page=page
+                )
+                restore.views_at = time.perf_counter() - restore.reload_at
+            return Trial(scenario, kernel, restore.views_at, restore.busy_at, restored_mid_cell)
+        restore = watch_restore(page, log, selector, expected, None, 120)
+        return Trial(scenario, kernel, restore.views_at, None, None)
+    finally:
+        stop.touch()
+        context.close()
+        shut_down_everything(lab)
+
+
+def median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
+    rows = []
+    for scenario in ("mid-cell", "idle"):
+        medians = {}
+        for kernel in (STOCK, EXT):
+            mine = [t for t in trials if t.scenario == scenario and t.kernel == kernel]
+            if not mine:
+                continue
+            medians[kernel] = median([t.rendered_s for t in mine])
+            rows.append(
+                {
+                    "scenario": scenario,
+                    "kernel": kernel,
+                    "trials": len(mine),
+                    "rendered_s": [t.rendered_s for t in mine],
+                    "median_rendered_s": medians[kernel],
+                    "median_busy_s": median([t.busy_s for t in mine]),
+                    "restored_mid_cell": sum(bool(t.restored_mid_cell) for t in mine)
+                    if scenario == "mid-cell"
+                    else None,
+                }
+            )
+        if medians.get(STOCK) and medians.get(EXT):
+            for row in rows[-2:]:
+                row["ratio_stock_over_ext"] = medians[STOCK] / medians[EXT]
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]], window: float) -> None:
+    def seconds(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f} s"
+
+    print(
+        f"\n{'scenario':10} {'kernel':22} {'trials':>6} {'median rendered':>16} "
+        f"{'median Busy':>12} {'mid-cell':>9} {'stock/ext':>9}  rendered (each trial)"
+    )
+    for row in rows:
+        mid = (
+            ""
+            if row["restored_mid_cell"] is None
+            else f"{row['restored_mid_cell']}/{row['trials']}"
+        )
+        ratio = row.get("ratio_stock_over_ext")
+        each = ", ".join(seconds(v) for v in row["rendered_s"])
+        print(
+            f"{row['scenario']:10} {LABELS[row['kernel']]:22} {row['trials']:>6} "
+            f"{seconds(row['median_rendered_s']):>16} {seconds(row['median_busy_s']):>12} "
+            f"{mid:>9} {'' if ratio is None else f'{ratio:.1f}x':>9}  {each}"
+        )
+    print(
+        f"(mid-cell: the cell is ended {window:.0f} s after the reload when the views are not "
+        "there by then; 'mid-cell' counts trials restored while the cell still ran)"
+    )
+
+
+def plot(trials: list[Trial], window: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    titles = {
+        "mid-cell": f"(a) reload mid-cell, {N_SLIDERS} IntSliders",
+        "idle": f"(b) reload with an idle kernel, {N_BUTTONS} Buttons",
+    }
+    colors = {STOCK: "#9e9e9e", EXT: "#1f77b4"}
+    for ax, scenario in zip(axes, ("mid-cell", "idle"), strict=True):
+        for x, kernel in enumerate((STOCK, EXT)):
+            values = [
+                t.rendered_s
+                for t in trials
+                if t.scenario == scenario and t.kernel == kernel and t.rendered_s is not None
+            ]
+            if not values:
+                continue
+            mid = statistics.median(values)
+            ax.bar(x, mid, color=colors[kernel], width=0.6)
+            ax.scatter([x] * len(values), values, color="black", s=12, zorder=3)
+            ax.annotate(f"{mid:.1f} s", (x, mid), ha="center", va="bottom", fontsize=9)
+        if scenario == "mid-cell":
+            ax.axhline(window, color="#d62728", linestyle="--", linewidth=1)
+            ax.text(
+                1.45, window, "cell ended", color="#d62728", fontsize=8, ha="right", va="bottom"
+            )
+        ax.set_xticks([0, 1], [LABELS[STOCK], LABELS[EXT]])
+        ax.set_title(titles[scenario], fontsize=10)
+        ax.set_ylabel("reload to all widgets rendered (s)")
+    fig.suptitle("JupyterLab 4.6 tab reload, headless Chromium, CurveZMQ required", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot written to {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=3, help="trials per kernel and scenario")
+    parser.add_argument(
+        "--window", type=float, default=30, help="seconds after the reload before the cell ends"
+    )
+    parser.add_argument("--quick", action="store_true", help="1 trial each, --window 15")
+    parser.add_argument("--scenario", choices=("mid-cell", "idle", "both"), default="both")
+    parser.add_argument("--json", type=Path, help="write the trials and summary here")
+    parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
+    args = parser.parse_args(argv)
+    if args.trials < 1 or args.window <= 0:
+        parser.error("--trials must be at least 1 and --window positive")
+    if args.quick:
+        args.trials, args.window = 1, 15.0
+    reason = missing_requirement()
+    if reason:
+        print(f"cannot run: {reason}", file=sys.stderr)
+        return 2
+
+    scenarios = ("mid-cell", "idle") if args.scenario == "both" else (args.scenario,)
+    trials: list[Trial] = []
+    with JupyterServer(app="lab", extra_args=LAB_ARGS) as lab:
+        quiet_lab_settings(lab)
+        with chromium() as browser:
+            for scenario in scenarios:
+                for i in range(args.trials):
+                    kernels = (STOCK, EXT) if i % 2 == 0 else (EXT, STOCK)
+                    for kernel in kernels:
+                        trial = run_trial(browser, lab, scenario, kernel, args.window)
+                        trials.append(trial)
+                        print(f"{scenario:9} {kernel:12} trial {i + 1}: {trial}", flush=True)
+    rows = summarize(trials)
+    print_table(rows, args.window)
+    if args.json:
+        args.json.write_text(
+            json.dumps({"trials": [asdict(t) for t in trials], "summary": rows}, indent=1)
+        )
+    if args.plot:
+        plot(trials, args.window, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""The 3000-Button burst through gateway_provisioners' launcher: stock IPythonKernel vs ExtKernel.
+
+The kernels are started the way a cluster starts them: kernelspecs made by
+gateway_provisioners' ``jupyter-ssh-spec install`` (one with the default kernel class, two with
+``--ipykernel-subclass-name ipykernel_ext.kernel.ExtKernel``: the default send timeout, and
+``c.ExtKernel.iopub_send_timeout = 10000`` from an IPython profile), launched by its
+DistributedProvisioner through ``jupyter_client.KernelManager`` with
+``transport_encryption="required"``. For a host that is this machine the provisioner skips SSH
+and runs the same ``launch_ipykernel.py`` (stock ``IPKernelApp``) a remote host runs.
+
+Each trial: a fresh kernel, ``import ipywidgets``, then one cell that displays a GridBox of N
+Buttons (3 N + 2 ``comm_open``, one ``display_data``, the idle). One client with a session of
+its own reads IOPub through ``BlockingKernelClient.get_iopub_msg``, in the process that
+launched the kernel, as a notebook server does. Kernels alternate trial by trial.
+
+Two settings of ``GP_SOCKET_TIMEOUT`` (read by gateway_provisioners when it is imported, so
+each runs in a child process of its own):
+
+* ``default`` (0.01 s): the provisioner's response socket blocks the launching process's event
+  loop for 10 ms each turn, so that process reads IOPub slowly (see docs/CLUSTER.md);
+* ``0``: the event loop waits on the socket instead; the reader runs at full speed.
+
+    python benchmarks/cluster_burst.py                 # 3 trials per kernel and setting
+    python benchmarks/cluster_burst.py --trials 5 --buttons 1000 --settings 0
+    python benchmarks/cluster_burst.py --only stock ipykernel_ext --out results/x.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+EXT_CLASS = "ipykernel_ext.kernel.ExtKernel"
+#: name -> (kernel class, ExtKernel.iopub_send_timeout in ms or None for the default)
+KERNELS: dict[str, tuple[str | None, int | None]] = {
+    "stock": (None, None),
+    "ipykernel_ext": (EXT_CLASS, None),
+    # A send timeout long enough for a reader slowed down by the provisioner (docs/CLUSTER.md).
+    "ipykernel_ext_10s": (EXT_CLASS, 10_000),
+}
+
+BURST_CODE = """\
+import ipywidgets as widgets
+from IPython.display import display
+display(widgets.GridBox([widgets.Button(description=str(i)) for i in range({n})]))
+"""
+
+
+def make_kernelspecs(prefix: Path) -> Path:
+    """One DistributedProvisioner kernelspec per kernel row, made by the real CLI."""
+    kernels = prefix / "share" / "jupyter" / "kernels"
+    for name, (kernel_class, send_timeout) in KERNELS.items():
+        args = [f"--prefix={prefix}", f"--kernel-name=ssh_{name}"]
+        if kernel_class:
+            args.append(f"--ipykernel-subclass-name={kernel_class}")
+        subprocess.run(
+            [sys.executable, "-m", "gateway_provisioners.cli.ssh_specapp", "install", *args],
+            check=True,
+            capture_output=True,
+        )
+        spec_file = kernels / f"ssh_{name}" / "kernel.json"
+        spec = json.loads(spec_file.read_text())
+        spec["argv"][0] = sys.executable  # `python` on a host's PATH; here this environment's
+        if send_timeout is not None:
+            # As on a cluster host: an IPython profile the launcher's IPKernelApp reads.
+            profile = prefix / f"ipython-{name}" / "profile_default"
+            profile.mkdir(parents=True)
+            (profile / "ipython_kernel_config.py").write_text(
+                f"c.ExtKernel.iopub_send_timeout = {send_timeout}\n"
+            )
+            spec["env"] = {"IPYTHONDIR": str(profile.parent)}
+        spec_file.write_text(json.dumps(spec, indent=1))
+    return kernels
+
+
+def run_cell(kc: Any, code: str, timeout: float, grace: float = 5.0) -> dict[str, Any]:
+    """Run ``code``; count its IOPub messages until idle (or, if idle is lost, until quiet)."""
+    start = time.perf_counter()
+    msg_id = kc.execute(code)
+    counts: dict[str, int] = {}
+    idle_at = replied_at = None
+    last_seen = start
+    while time.perf_counter() - start < timeout:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            if replied_at is None:
+                try:
+                    if kc.get_shell_msg(timeout=0)["parent_header"].get("msg_id") == msg_id:
+                        replied_at = time.perf_counter()
+                except queue.Empty:
+                    pass
+            now = time.perf_counter()
+            if replied_at is not None and now - max(last_seen, replied_at) > grace:
+                break
+            continue
+        last_seen = time.perf_counter()
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            idle_at = last_seen - start
+            break
+    return {"counts": counts, "seconds_to_idle": idle_at}
+
+
+def iopub_stats(kc: Any) -> dict[str, Any]:
+    msg = kc.session.msg("iopub_stats_request", {})
+    kc.control_channel.send(msg)
+    while True:
+        reply = kc.control_channel.get_msg(timeout=30)
+        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+            return reply["content"]
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Run the trials of one GP_SOCKET_TIMEOUT setting; print one JSON line per trial."""
+    import psutil
+    from jupyter_client import BlockingKernelClient, KernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    ksm = KernelSpecManager(kernel_dirs=[args.kernels])
+    for trial in range(args.trials):
+        for name in args.only:
+            km = KernelManager(
+                kernel_name=f"ssh_{name}", kernel_spec_manager=ksm, transport_encryption="required"
+            )
+            km.start_kernel()
+            listeners = psutil.Process(km.provisioner.pid).children()
+            kc = BlockingKernelClient(connection_file=km.connection_file)
+            kc.load_connection_file()
+            kc.start_channels()
+            try:
+                kc.wait_for_ready(timeout=60)
+                run_cell(kc, "import ipywidgets", timeout=120)
+                result = run_cell(kc, BURST_CODE.format(n=args.buttons), timeout=args.timeout)
+                # Stock ipykernel does not answer iopub_stats_request (unknown to it).
+                stats = iopub_stats(kc) if KERNELS[name][0] else {}
+            finally:
+                kc.stop_channels()
+                km.shutdown_kernel(now=True)
+                for proc in listeners:  # left behind by shutdown_kernel(now=True)
+                    if proc.is_running():
+                        proc.kill()
+                Path(km.provisioner.kernel_log).unlink(missing_ok=True)
+            counts = result["counts"]
+            print(
+                json.dumps(
+                    {
+                        "setting": args.setting,
+                        "kernel": name,
+                        "trial": trial,
+                        "expected": 3 * args.buttons + 2,
+                        "comm_open": counts.get("comm_open", 0),
+                        "display_data": counts.get("display_data", 0),
+                        "idle": result["seconds_to_idle"] is not None,
+                        "seconds": result["seconds_to_idle"],
+                        "timeouts": stats.get("timeouts"),
+                        "socket": stats.get("socket"),
+                        "send_timeout_ms": stats.get("send_timeout_ms"),
+                    }
+                ),
+                flush=True,
+            )
+
+
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["setting"], row["kernel"]), []).append(row)
+    out = []
+    for (setting, kernel), trials in groups.items():
+        lost = [t["expected"] - t["comm_open"] for t in trials]
+        seconds = [t["seconds"] for t in trials if t["seconds"] is not None]
+        out.append(
+            {
+                "GP_SOCKET_TIMEOUT": setting,
+                "kernel": kernel,
+                "trials": len(trials),
+                "trials_with_loss": sum(
+                    1
+                    for t, n in zip(trials, lost, strict=True)
+                    if n or not t["idle"] or not t["display_data"]
+                ),
+                "mean_comm_open_lost": statistics.mean(lost),
+                "expected": trials[0]["expected"],
+                "display_lost": sum(not t["display_data"] for t in trials),
+                "idle_lost": sum(not t["idle"] for t in trials),
+                "median_s_to_idle": statistics.median(seconds) if seconds else None,
+                "stall_timeouts": [t["timeouts"] for t in trials],
+            }
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--buttons", type=int, default=3000)
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per burst")
+    parser.add_argument("--settings", nargs="+", default=["default", "0"])
+    parser.add_argument("--only", nargs="+", default=list(KERNELS), choices=list(KERNELS))
+    parser.add_argument("--out", type=Path, default=RESULTS / "cluster_burst.json")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--setting", help=argparse.SUPPRESS)
+    parser.add_argument("--kernels", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+
+    prefix = Path(tempfile.mkdtemp(prefix="cluster-burst-"))
+    rows: list[dict[str, Any]] = []
+    try:
+        kernels = make_kernelspecs(prefix)
+        for setting in args.settings:
+            env = dict(os.environ, GP_UNAUTHORIZED_USERS="ipykernel-ext-bench-nobody")
+            env.pop("GP_SOCKET_TIMEOUT", None)
+            if setting != "default":
+                env["GP_SOCKET_TIMEOUT"] = setting
+            child = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    f"--setting={setting}",
+                    f"--kernels={kernels}",
+                    f"--trials={args.trials}",
+                    f"--buttons={args.buttons}",
+                    f"--timeout={args.timeout}",
+                    "--only",
+                    *args.only,
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            trial_rows = [json.loads(ln) for ln in child.stdout.splitlines() if ln.startswith("{")]
+            if child.returncode != 0:
+                print(child.stderr[-3000:], file=sys.stderr)
+            rows += trial_rows
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
+
+    summary = summarize(rows)
+    print(f"{args.buttons} Buttons, {args.trials} trials per row, CurveZMQ, DistributedProvisioner")
+    print(
+        f"{'GP_SOCKET_TIMEOUT':<18} {'kernel':<18} {'trials with loss':>16} "
+        f"{'mean comm_open lost':>20} {'display lost':>12} {'idle lost':>9} "
+        f"{'median s':>8}  stall timeouts"
+    )
+    for r in summary:
+        median = "-" if r["median_s_to_idle"] is None else f"{r['median_s_to_idle']:.2f}"
+        print(
+            f"{r['GP_SOCKET_TIMEOUT']:<18} {r['kernel']:<18} "
+            f"{r['trials_with_loss']:>12}/{r['trials']:<3} "
+            f"{r['mean_comm_open_lost']:>14.1f}/{r['expected']:<5} {r['display_lost']:>12} "
+            f"{r['idle_lost']:>9} {median:>8}  {r['stall_timeouts']}"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"trials": rows, "summary": summary}, indent=1))
+    print(f"raw results: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,465 @@
+"""Headless Debian Chromium driven by Playwright, for the tests that look at a real page.
+
+Shared by ``tests/test_browser.py``, ``tests/test_browser_restore.py`` and
+``benchmarks/browser_restore.py``. What is real: Debian's ``/usr/bin/chromium`` (Playwright's
+Python wheel carries only the driver; ``playwright install`` is never run), pages served by a
+real ``jupyter_server`` (:class:`server_utils.JupyterServer`), and the kernel websocket the page
+opens itself. :class:`WebsocketLog` reads that websocket's binary ``v1`` frames from the
+outside (Playwright's ``framesent``/``framereceived`` events), so what the frontend asks and
+what it gets can be compared without touching the frontend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from server_utils import JupyterServer, decode_v1, message_from_parts
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+#: JupyterLab without the "new version?" call to PyPI, and with ``window.jupyterapp`` so a test
+#: can run commands (``docmanager:save``) as a user's menu click would. Notebook 7 has the same
+#: switch on its own app class.
+LAB_ARGS = (
+    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    "--LabApp.expose_app_in_browser=True",
+    "--JupyterNotebookApp.expose_app_in_browser=True",
+)
+
+
+def chromium_path() -> str | None:
+    return CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+
+
+# JupyterLab's status bar says "<kernel display name> | <Status>"; the notebook toolbar's
+# execution indicator (JupyterLab and Notebook 7) carries the kernel status in data-status.
+LAB_STATUS_JS = """() => {
+    const bar = document.querySelector('.jp-StatusBar-Widget');
+    const line = bar && bar.innerText.split('\\n').find(l => l.includes(' | '));
+    return line ? line.split('|').pop().trim() : '';
+}"""
+INDICATOR_STATUS_JS = """() => {
+    const el = document.querySelector('.jp-Notebook-ExecutionIndicator');
+    return el ? (el.getAttribute('data-status') || '') : '';
+}"""
+
+
+def missing_requirement(modules: Iterable[str] = ("playwright", "jupyterlab")) -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if chromium_path() is None:
+        return f"{CHROMIUM} not found (apt-get install chromium; see .ci/install-browser.sh)"
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            return f"python package {module!r} missing (pip install 'ipykernel-ext[browser]')"
+    return None
+
+
+def require_browser(modules: Iterable[str] = ("playwright", "jupyterlab")) -> None:
+    """Skip locally, fail in CI (``CI=true``), when Chromium or a package is missing."""
+    import pytest
+
+    reason = missing_requirement(modules)
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"browser test cannot run in CI: {reason}")
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Chromium (a Playwright ``Browser``), closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def quiet_lab_settings(lab: JupyterServer) -> None:
+    """No "get notified about Jupyter news?" toast over the page (Lab and Notebook 7)."""
+    folder = lab.lab_settings_dir / "@jupyterlab" / "apputils-extension"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+
+
+def write_notebook(path: Path, sources: Iterable[str], kernel_name: str = "python3-ext") -> None:
+    """A notebook of code cells (no outputs) whose kernelspec is ``kernel_name``."""
+    display = {"python3-ext": "Python 3 (ipykernel_ext)", "python3": "Python 3 (ipykernel)"}
+    notebook = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {
+                "name": kernel_name,
+                "display_name": display.get(kernel_name, kernel_name),
+                "language": "python",
+            },
+            "language_info": {"name": "python"},
+        },
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": f"cell-{i}",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": source,
+            }
+            for i, source in enumerate(sources)
+        ],
+    }
+    path.write_text(json.dumps(notebook, indent=1))
+
+
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def saved_widget_views(path: Path) -> int:
+    """How many widget-view outputs the notebook file on disk holds (0 if unreadable)."""
+    try:
+        notebook = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    return sum(
+        WIDGET_VIEW_MIME in output.get("data", {})
+        for cell in notebook.get("cells", [])
+        for output in cell.get("outputs", [])
+    )
+
+
+def wait_for(
+    condition: Callable[[], Any],
+    timeout: float,
+    interval: float = 0.2,
+    what: str = "condition",
+    page: Any = None,
+) -> Any:
+    """Poll ``condition`` every ``interval`` s until it is truthy; return its value.
+
+    ``TimeoutError`` naming ``what`` if it is still falsy after ``timeout`` s. Pass the
+    ``page`` whenever a Playwright page is open: Playwright's sync API delivers events
+    (websocket frames, console lines) only while the caller is inside one of its calls, so
+    the wait is spent in ``page.wait_for_timeout`` and :class:`WebsocketLog` gets each frame
+    when it arrives, not at the next Playwright call.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what}: not reached in {timeout:.0f} s")
+        if page is None:
+            time.sleep(interval)
+        else:
+            page.wait_for_timeout(interval * 1000)
+
+
+# --- the page's kernel websocket, seen from outside --------------------------------------
+
+
+@dataclass
+class Frame:
+    """One kernel message the page sent or received, decoded from its v1 frame."""
+
+    t: float  # time.perf_counter() when Playwright reported it
+    direction: str  # "sent" (page -> server) or "received"
+    channel: str
+    msg_type: str
+    msg_id: str
+    parent_msg_id: str
+    parent_msg_type: str | None
+    subshell_id: str | None
+    content: dict[str, Any] = field(repr=False)
+
+
+#: Requests that may get nothing back at all (a comm_open that its target accepts silently, a
+#: comm_close): "in time" stays empty for them when nothing came.
+NO_ANSWER = frozenset({"comm_open", "comm_close"})
+
+
+class WebsocketLog:
+    """Every kernel message on the page's kernel websockets (``/api/kernels/*/channels``).
+
+    Attach it before ``page.goto``/``page.reload``; it follows every websocket the page opens,
+    reloads included. Frames that are not binary v1 (JupyterLab negotiates v1) are counted in
+    ``undecoded``. A frame's time is when Playwright delivered it, which is when it arrived
+    only if the test was inside a Playwright call then (see :func:`wait_for`'s ``page``).
+    """
+
+    def __init__(self, page: Any) -> None:
+        self._frames: list[Frame] = []
+        self._lock = threading.Lock()
+        self.undecoded = 0
+        self.sockets: list[str] = []
+        self._on_sent: list[Callable[[Frame], None]] = []
+        page.on("websocket", self._attach)
+
+    def on_sent(self, callback: Callable[[Frame], None]) -> None:
+        """Call ``callback(frame)`` for every message the page sends from now on."""
+        self._on_sent.append(callback)
+
+    def _attach(self, ws: Any) -> None:
+        if "/channels" not in ws.url:
+            return
+        self.sockets.append(ws.url)
+        ws.on("framesent", lambda payload: self._record("sent", payload))
+        ws.on("framereceived", lambda payload: self._record("received", payload))
+
+    def _record(self, direction: str, payload: bytes | str) -> None:
+        now = time.perf_counter()
+        if isinstance(payload, str):
+            try:  # the legacy JSON protocol (Voila's frontend may use it)
+                msg = json.loads(payload)
+                channel = msg.get("channel", "?")
+            except ValueError:
+                self.undecoded += 1
+                return
+        else:
+            try:
+                channel, parts = decode_v1(payload)
+                msg = message_from_parts(channel, parts)
+            except ValueError:
+                self.undecoded += 1
+                return
+        header = msg.get("header") or {}
+        frame = Frame(
+            t=now,
+            direction=direction,
+            channel=channel,
+            msg_type=header.get("msg_type", ""),
+            msg_id=header.get("msg_id", ""),
+            parent_msg_id=(msg.get("parent_header") or {}).get("msg_id", ""),
+            parent_msg_type=(msg.get("parent_header") or {}).get("msg_type"),
+            subshell_id=header.get("subshell_id"),
+            content=msg.get("content") or {},
+        )
+        with self._lock:
+            self._frames.append(frame)
+        if direction == "sent":
+            for callback in self._on_sent:
+                callback(frame)
+
+    def last_sent_at(self) -> float:
+        """``time.perf_counter()`` of the page's latest message (0 if none)."""
+        with self._lock:
+            sent = [f.t for f in self._frames if f.direction == "sent"]
+        return max(sent, default=0.0)
+
+    def frames(self, since: float = 0.0) -> list[Frame]:
+        with self._lock:
+            return [f for f in self._frames if f.t >= since]
+
+    def requests_after(
+        self, since: float, limit: int = 30, until: float | None = None
+    ) -> list[dict[str, Any]]:
+        """The first ``limit`` messages the page sent after ``since``, each with when (s after
+        ``since``) its reply or its first IOPub child arrived, or None if nothing came, and
+        ``answered_before_until``: whether the reply (or, for messages without one, an IOPub
+        child) arrived before ``until`` (e.g. while a cell still ran)."""
+        frames = self.frames(since)
+        rows = []
+        for sent in [f for f in frames if f.direction == "sent"][:limit]:
+            answers = [
+                f for f in frames if f.direction == "received" and f.parent_msg_id == sent.msg_id
+            ]
+            reply = next((f for f in answers if f.channel == sent.channel), None)
+            first_iopub = next((f for f in answers if f.channel == "iopub"), None)
+            row: dict[str, Any] = {
+                "sent_s": round(sent.t - since, 3),
+                "channel": sent.channel,
+                "msg_type": sent.msg_type,
+                "subshell_id": sent.subshell_id,
+                "reply_s": None if reply is None else round(reply.t - since, 3),
+                "reply_type": None if reply is None else reply.msg_type,
+                "first_iopub_s": None if first_iopub is None else round(first_iopub.t - since, 3),
+                "iopub_types": sorted({f.msg_type for f in answers if f.channel == "iopub"}),
+            }
+            answered = reply or first_iopub
+            if until is not None and not (answered is None and sent.msg_type in NO_ANSWER):
+                row["answered_before_until"] = answered is not None and answered.t < until
+            if sent.msg_type in ("comm_open", "comm_msg"):
+                data = sent.content.get("data") or {}
+                row["detail"] = sent.content.get("target_name") or data.get("method")
+            elif sent.msg_type == "debug_request":
+                row["detail"] = sent.content.get("command")
+            rows.append(row)
+        return rows
+
+
+def format_requests(rows: list[dict[str, Any]]) -> str:
+    """A fixed-width table of :meth:`WebsocketLog.requests_after` rows."""
+
+    def seconds(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    lines = [
+        f"{'sent s':>7} {'channel':8} {'msg_type':26} {'detail':24} {'subshell':9} "
+        f"{'reply s':>8} {'iopub s':>8} {'in time':8} iopub"
+    ]
+    for r in rows:
+        in_time = {True: "yes", False: "no", None: ""}[r.get("answered_before_until")]
+        lines.append(
+            f"{r['sent_s']:7.2f} {r['channel']:8} {r['msg_type']:26} {r.get('detail') or '':24} "
+            f"{(r['subshell_id'] or '-')[:8]:9} {seconds(r['reply_s']):>8} "
+            f"{seconds(r['first_iopub_s']):>8} {in_time:8} {','.join(r['iopub_types'])}"
+        )
+    return "\n".join(lines)
+
+
+def untracked_message_types() -> list[str]:
+    """jupyter_server's default ``untracked_message_types``: a status whose parent is of one of
+    these types does not change the server's ``execution_state``; any other status does."""
+    from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+
+    return list(MappingKernelManager.class_traits()["untracked_message_types"].default())
+
+
+def tracked_statuses(frames: Iterable[Frame], state: str) -> list[Frame]:
+    """The IOPub ``status: <state>`` messages in ``frames`` that set the server's
+    ``execution_state`` (their parent's msg_type is tracked, or they have no parent)."""
+    untracked = set(untracked_message_types())
+    return [
+        f
+        for f in frames
+        if f.direction == "received"
+        and f.channel == "iopub"
+        and f.msg_type == "status"
+        and f.content.get("execution_state") == state
+        and f.parent_msg_type not in untracked
+    ]
+
+
+def kernelspec_with_args(folder: Path, name: str, base: str, extra_args: Iterable[str]) -> Path:
+    """Write kernelspec ``name``: ``base``'s, with ``extra_args`` appended to its argv.
+
+    Returns the folder to put on ``JUPYTER_PATH`` (the spec is ``<folder>/kernels/<name>``).
+    """
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec(base)
+    target = folder / "kernels" / name
+    target.mkdir(parents=True, exist_ok=True)
+    extra = list(extra_args)
+    spec_dict = spec.to_dict()
+    spec_dict["argv"] = [*spec.argv, *extra]
+    spec_dict["display_name"] = f"{spec.display_name} {' '.join(extra)}".strip()
+    (target / "kernel.json").write_text(json.dumps(spec_dict, indent=1))
+    return folder
+
+
+# --- what a user does in JupyterLab and Notebook 7 -------------------------------------
+
+
+def open_and_run_all(
+    page: Any, lab: JupyterServer, log: WebsocketLog, url: str, status_js: str
+) -> None:
+    """Open ``url``; once the page's kernel is connected and idle, run all cells (without
+    waiting for them to finish)."""
+    page.goto(lab.http_url(url))
+    # Notebook 7's indicator says "idle" before any kernel is there; the page is connected
+    # once its kernel_info_request has been answered over its websocket.
+    wait_for(
+        lambda: any(f.msg_type == "kernel_info_reply" for f in log.frames()),
+        180,
+        what="the page's kernel connected",
+        page=page,
+    )
+    page.wait_for_function(f"() => ({status_js})().toLowerCase() === 'idle'", timeout=180_000)
+    # commands.execute returns a promise that resolves when every cell has finished:
+    # do not hand it back to Playwright, which would wait for it.
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+
+def save_notebook(page: Any, path: Path, views: int = 1) -> None:
+    """Save as a user would (File > Save); wait until the file on disk holds the widget views.
+
+    A reload reopens the notebook from disk: unsaved outputs would not come back at all.
+    """
+    page.evaluate("() => { window.jupyterapp.commands.execute('docmanager:save'); }")
+    wait_for(
+        lambda: saved_widget_views(path) >= views,
+        60,
+        what=f"{path.name} saved with views",
+        page=page,
+    )
+
+
+@dataclass
+class Restore:
+    """What a page showed after a reload, in seconds from just before ``page.reload()``."""
+
+    reload_at: float
+    views_at: float | None = None  # every expected widget view rendered
+    busy_at: float | None = None  # the page's kernel status said busy
+    statuses: list[tuple[float, str]] = field(default_factory=list)  # every change seen
+
+
+def watch_restore(
+    page: Any,
+    log: WebsocketLog,
+    selector: str,
+    expected: int,
+    status_js: str | None,
+    bound: float,
+) -> Restore:
+    """Reload ``page``; poll its DOM every 0.2 s until ``expected`` views of ``selector``
+    render and (unless ``status_js`` is None) its status says busy, or ``bound`` s pass."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    restore = Restore(reload_at=time.perf_counter())
+    page.reload(wait_until="commit")
+    while time.perf_counter() - restore.reload_at < bound:
+        now = time.perf_counter() - restore.reload_at
+        try:
+            status = "" if status_js is None else page.evaluate(status_js).lower()
+            views = page.locator(selector).count()
+        except PlaywrightError:  # the new document is still replacing the old one
+            page.wait_for_timeout(200)
+            continue
+        if not restore.statuses or restore.statuses[-1][1] != status:
+            restore.statuses.append((round(now, 2), status))
+        if restore.busy_at is None and status == "busy":
+            restore.busy_at = now
+        if restore.views_at is None and views == expected:
+            restore.views_at = now
+        if restore.views_at is not None and (status_js is None or restore.busy_at is not None):
+            break
+        page.wait_for_timeout(200)
+    return restore
+
+
+def shut_down_everything(lab: JupyterServer) -> None:
+    """Delete every session and kernel: a frontend that finds kernels already running asks
+    which one to use instead of starting its own."""
+    for session in lab.api("GET", "api/sessions"):
+        lab.api("DELETE", f"api/sessions/{session['id']}")
+    for kernel in lab.api("GET", "api/kernels"):
+        lab.shutdown_kernel(kernel["id"])

@@ -1,0 +1,499 @@
+"""Every kernel-side feature when ExtKernel is started by an app that is not ExtKernelApp.
+
+Two launchers, the same checks, real kernels over CurveZMQ (``transport_encryption="required"``):
+
+* ``gateway_provisioners``: a kernelspec made by gateway_provisioners' own ``jupyter-ssh-spec
+  install --ipykernel-subclass-name ipykernel_ext.kernel.ExtKernel``, started by its
+  DistributedProvisioner through a real ``KernelManager``. For a host that is this machine the
+  provisioner skips SSH and runs the same ``launch_ipykernel.py`` a remote host runs (stock
+  ``IPKernelApp`` with our class), with its response socket, listener process and CurveZMQ keys;
+* ``IPKernelApp``: ``python -m ipykernel_launcher
+  --IPKernelApp.kernel_class=ipykernel_ext.kernel.ExtKernel -f {connection_file}``.
+
+Checks: the adopted IOPub socket is reported; the 3000-Button burst arrives whole; a stalled
+subscriber costs about one send timeout, is counted and logged, and the reader loses nothing;
+comm_echo; widget_state_request; kernel_info and ipywidgets' update_states answered mid-cell.
+
+And one real SSH hop: the provisioner starts the kernel over SSH on a "remote host" that is a
+network namespace the test makes (sshd from Debian's openssh-server on a private address of a
+veth pair; the namespace shares this machine's files, so the same Python runs there). It needs
+root and ``/usr/sbin/sshd``, and is skipped, saying so, without them.
+
+gateway_provisioners reads two settings from the environment when it is imported / when its
+provisioner is made, so they are set here, before anything imports it (docs/CLUSTER.md):
+
+* ``GP_SOCKET_TIMEOUT=0``: with the default 0.01 s its response socket's ``accept()`` blocks
+  the event loop of the process that launched a kernel for 10 ms each turn, which makes every
+  ``BlockingKernelClient.get_iopub_msg`` in that process ~10 ms slower;
+* ``GP_UNAUTHORIZED_USERS``: its default refuses the user ``root``, as which CI may run;
+* ``GP_POLL_INTERVAL`` (below): only makes teardown quicker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers import (
+    RawSubscriber,
+    control_request,
+    execute_and_collect,
+    fetch_update_states,
+    iopub_stats,
+    new_client,
+)
+from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from test_busy_answers import busy_cell, shell_reply
+from test_iopub import (
+    STALL_BURST,
+    STALL_TIMEOUT_MS,
+    STALL_WARNING,
+    comm_loop_code,
+    run_burst,
+    widget_grid_code,
+)
+
+from ipykernel_ext.iopub import ADOPTED, DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+
+os.environ["GP_SOCKET_TIMEOUT"] = "0"
+os.environ["GP_UNAUTHORIZED_USERS"] = "ipykernel-ext-tests-nobody"
+# How often the provisioner polls a kernel it is killing (default 0.5 s, 10 times): its poll
+# asks the listener process, which answers "delivered" while it lives, so every kill waits
+# for all the polls. Only teardown time depends on it.
+os.environ["GP_POLL_INTERVAL"] = "0.1"
+
+try:
+    from gateway_provisioners import config_mixin as gp_config
+    from gateway_provisioners.response_manager import ResponseManager
+except ImportError as exc:  # fail, never skip: CI installs it
+    raise ImportError(
+        "tests/test_cluster.py needs gateway_provisioners: pip install -e '.[cluster]'"
+    ) from exc
+
+pytestmark = pytest.mark.timeout(240)
+
+EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
+BUTTONS = 3000
+PROVISIONER = "gateway_provisioners"
+SSHD = "/usr/sbin/sshd"
+IPKERNELAPP = "IPKernelApp"
+
+
+def make_kernelspecs(prefix: Path) -> KernelSpecManager:
+    """The two kernelspecs, as an operator makes them, in ``prefix``/share/jupyter/kernels."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway_provisioners.cli.ssh_specapp",
+            "install",
+            f"--prefix={prefix}",
+            "--kernel-name=ssh_python_ext",
+            "--display-name=Python SSH (ipykernel_ext)",
+            f"--ipykernel-subclass-name={EXT_KERNEL_CLASS}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    kernels = prefix / "share" / "jupyter" / "kernels"
+    spec_file = kernels / "ssh_python_ext" / "kernel.json"
+    spec = json.loads(spec_file.read_text())
+    assert spec["argv"][0] == "python" and spec["argv"][-1] == EXT_KERNEL_CLASS, spec["argv"]
+    assert spec["metadata"]["kernel_provisioner"]["provisioner_name"] == "distributed-provisioner"
+    # The spec runs `python` from PATH (on a cluster host: the host's); here, this environment's.
+    spec["argv"][0] = sys.executable
+    spec_file.write_text(json.dumps(spec, indent=1))
+
+    stock_app = kernels / "python3_ext_ipkernelapp"
+    stock_app.mkdir()
+    (stock_app / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [
+                    sys.executable,
+                    "-m",
+                    "ipykernel_launcher",
+                    f"--IPKernelApp.kernel_class={EXT_KERNEL_CLASS}",
+                    "-f",
+                    "{connection_file}",
+                ],
+                "display_name": "Python 3 (ipykernel_ext under IPKernelApp)",
+                "language": "python",
+                "metadata": {"supported_encryption": ["curve"], "debugger": True},
+            }
+        )
+    )
+    return KernelSpecManager(kernel_dirs=[str(kernels)])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def provisioner_process_state() -> Iterator[None]:
+    """Checks this process's gateway_provisioners settings; cleans up after the module."""
+    assert gp_config.socket_timeout == 0, (
+        "gateway_provisioners was imported before this module set GP_SOCKET_TIMEOUT=0"
+    )
+    yield
+    # Leave no response socket nor periodic accept behind for the tests that follow.
+    if ResponseManager.initialized():
+        ResponseManager.instance().stop_response_manager()
+        ResponseManager.clear_instance()
+
+
+@pytest.fixture(scope="module")
+def kernelspecs(tmp_path_factory: pytest.TempPathFactory) -> KernelSpecManager:
+    return make_kernelspecs(tmp_path_factory.mktemp("cluster-kernelspecs"))
+
+
+@dataclass
+class Launched:
+    """A kernel started through one launcher, a reading client, and where its log goes."""
+
+    launcher: str
+    km: KernelManager
+    kc: BlockingKernelClient
+    log_path: Path
+    #: processes the launcher forked (gateway_provisioners' listener) that may outlive it
+    helpers: list[psutil.Process] = field(default_factory=list)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def launch(launcher: str, ksm: KernelSpecManager, log_dir: Path) -> Launched:
+    if launcher == PROVISIONER:
+        km = KernelManager(
+            kernel_name="ssh_python_ext", kernel_spec_manager=ksm, transport_encryption="required"
+        )
+        km.start_kernel()
+        # The provisioner sends the kernel's output to a log file of its own.
+        log_path = Path(km.provisioner.kernel_log)  # type: ignore[union-attr]
+        helpers = psutil.Process(km.provisioner.pid).children()  # type: ignore[union-attr]
+    else:
+        km = KernelManager(
+            kernel_name="python3_ext_ipkernelapp",
+            kernel_spec_manager=ksm,
+            transport_encryption="required",
+        )
+        log_path = log_dir / "kernel.log"
+        with log_path.open("wb") as log:
+            km.start_kernel(stdout=log, stderr=subprocess.STDOUT)
+        helpers = []
+    return Launched(launcher, km, new_client(km), log_path, helpers)
+
+
+def stop(launched: Launched) -> None:
+    try:
+        launched.kc.stop_channels()
+        launched.km.shutdown_kernel(now=True)
+    finally:
+        # shutdown_kernel(now=True) never tells gateway_provisioners' listener to exit, and the
+        # listener does not notice that its kernel is gone (docs/CLUSTER.md): end it here.
+        # (SIGTERM would take it up to 5 s: it checks for it between 5 s accept timeouts.)
+        for proc in launched.helpers:
+            if proc.is_running():
+                proc.kill()
+        psutil.wait_procs(launched.helpers, timeout=10)
+        if launched.launcher == PROVISIONER:
+            launched.log_path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module", params=[PROVISIONER, IPKERNELAPP])
+def launched(
+    request: pytest.FixtureRequest,
+    kernelspecs: KernelSpecManager,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Launched]:
+    kernel = launch(request.param, kernelspecs, tmp_path_factory.mktemp("kernel-log"))
+    try:
+        yield kernel
+    finally:
+        stop(kernel)
+
+
+# --- which IOPub path, with which settings ------------------------------------------------
+
+
+def test_iopub_socket_is_adopted_with_the_defaults(launched: Launched) -> None:
+    stats = iopub_stats(launched.kc)
+    assert stats["status"] == "ok", stats
+    assert stats["socket"] == ADOPTED
+    assert (stats["sndhwm"], stats["nodrop"], stats["send_timeout_ms"]) == (
+        DEFAULT_SNDHWM,
+        True,
+        DEFAULT_SEND_TIMEOUT_MS,
+    )
+    # Sent through the adopted socket: at least the client's iopub_welcome.
+    assert stats["sent"] >= 1
+
+
+# --- the burst (the seed's widget grid) ---------------------------------------------------
+
+
+def test_widget_grid_burst_arrives_whole(launched: Launched) -> None:
+    before = iopub_stats(launched.kc)
+    burst = run_burst(launched.kc, widget_grid_code(BUTTONS))
+    after = iopub_stats(launched.kc)
+    assert burst.reply["content"]["status"] == "ok", burst.reply["content"]
+    assert burst.counts.get("comm_open", 0) == 3 * BUTTONS + 2
+    assert burst.counts.get("display_data", 0) == 1
+    assert burst.others[-1]["content"]["execution_state"] == "idle"
+    assert after["sent"] - before["sent"] >= 3 * BUTTONS + 2
+    assert after["timeouts"] == before["timeouts"]
+
+
+# --- widget state, comm_echo, answers while busy ------------------------------------------
+
+
+def test_widget_state_request_has_the_grid(launched: Launched) -> None:
+    reply = control_request(launched.kc, "widget_state_request", timeout=60)
+    assert reply["msg_type"] == "widget_state_reply"
+    content = reply["content"]
+    assert content["status"] == "ok", content
+    buttons = [s for s in content["states"].values() if s["model_name"] == "ButtonModel"]
+    assert len(buttons) == BUTTONS
+
+
+def test_comm_echo_reaches_another_client(launched: Launched) -> None:
+    watcher = launched.kc
+    sender = new_client(launched.km)
+    try:
+        comm_id = uuid.uuid4().hex
+        msg = sender.session.msg(
+            "comm_open",
+            {"comm_id": comm_id, "target_name": "ipykernel_ext.tests.nobody", "data": {"x": 1}},
+        )
+        sender.shell_channel.send(msg)
+        # A barrier on the same shell socket, handled by the main thread after the comm_open:
+        # its idle comes after everything the kernel published for the comm_open.
+        echoes = []
+        barrier_id = sender.execute("pass")
+        while True:
+            seen = watcher.get_iopub_msg(timeout=30)
+            if seen["msg_type"] == "comm_echo":
+                echoes.append(seen)
+            if (
+                seen["msg_type"] == "status"
+                and seen["parent_header"].get("msg_id") == barrier_id
+                and seen["content"]["execution_state"] == "idle"
+            ):
+                break
+        assert [e["parent_header"]["msg_id"] for e in echoes] == [msg["header"]["msg_id"]]
+        assert echoes[0]["content"]["comm_id"] == comm_id
+        assert echoes[0]["parent_header"]["session"] == sender.session.session
+    finally:
+        sender.stop_channels()
+
+
+def test_a_busy_kernel_answers_a_reconnecting_frontend(launched: Launched, tmp_path: Path) -> None:
+    frontend = new_client(launched.km)
+    try:
+        with busy_cell(launched.kc, tmp_path):
+            info = shell_reply(frontend, frontend.kernel_info())
+            states = fetch_update_states(frontend)
+        assert info["content"]["status"] == "ok"
+        buttons = [s for s in states["states"].values() if s["model_name"] == "ButtonModel"]
+        assert len(buttons) == BUTTONS
+    finally:
+        frontend.stop_channels()
+
+
+# --- a stalled subscriber -----------------------------------------------------------------
+
+
+def test_a_stalled_subscriber_costs_one_timeout_and_is_counted(launched: Launched) -> None:
+    """A SUB socket that never reads: the reading client still gets everything.
+
+    The same burst first without it, for the time it takes (generous bound: a timeout per
+    message would add hours).
+    """
+    kc = launched.kc
+    code = comm_loop_code(STALL_BURST, pad=1000)
+    baseline = run_burst(kc, code)
+    before = iopub_stats(kc)
+    stalled_sub = RawSubscriber(launched.km)
+    try:
+        stalled = run_burst(kc, code)
+        after = iopub_stats(kc)
+    finally:
+        stalled_sub.close()
+    assert baseline.counts.get("comm_open") == STALL_BURST
+    assert stalled.counts.get("comm_open") == STALL_BURST
+    assert 1 <= after["timeouts"] - before["timeouts"] <= 2, (before, after)
+    assert after["fallback_sends"] - before["fallback_sends"] >= 1
+    added = stalled.seconds - baseline.seconds
+    assert added <= baseline.seconds + STALL_TIMEOUT_MS / 1000 + 10, (baseline, stalled)
+    reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
+    assert reply["content"]["status"] == "ok"
+    # Logged on the kernel's stderr (the provisioner's kernel log), never on IOPub.
+    assert STALL_WARNING in launched.log_text()
+    for msg in baseline.others + stalled.others:
+        assert msg["msg_type"] != "stream", msg["content"]
+
+
+# --- a real SSH hop: the "remote host" is a network namespace this test makes ----------------
+
+
+@dataclass
+class SshHost:
+    """sshd in a network namespace, reachable over a veth pair on private addresses."""
+
+    namespace: str
+    address: str
+    home: Path  # a HOME whose ~/.ssh has the client key and the host's key
+
+    def pids(self) -> set[int]:
+        out = subprocess.run(
+            ["ip", "netns", "pids", self.namespace], capture_output=True, text=True, check=True
+        ).stdout
+        return {int(pid) for pid in out.split()}
+
+
+def _run(*args: str) -> None:
+    subprocess.run(args, check=True, capture_output=True)
+
+
+def _free_subnet() -> str:
+    """A 10.213.N.0/30 no interface of this machine uses (the test's own wire)."""
+    in_use = subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True).stdout
+    for n in secrets.SystemRandom().sample(range(256), 256):
+        if f"10.213.{n}." not in in_use:
+            return f"10.213.{n}"
+    raise RuntimeError("no free 10.213.N.0/30 subnet")
+
+
+@pytest.fixture(scope="module")
+def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHost]:
+    if os.geteuid() != 0 or shutil.which("ip") is None or not Path(SSHD).exists():
+        pytest.skip(f"the SSH hop needs root, iproute2 and {SSHD} (apt-get install openssh-server)")
+    tmp = tmp_path_factory.mktemp("ssh-host")
+    namespace = f"ipkx{secrets.token_hex(3)}"
+    host_if, remote_if = f"{namespace}h", f"{namespace}r"
+    subnet = _free_subnet()
+    host_ip, remote_ip = f"{subnet}.1", f"{subnet}.2"
+    _run("ip", "netns", "add", namespace)
+    sshd = None
+    try:
+        _run("ip", "link", "add", host_if, "type", "veth", "peer", "name", remote_if)
+        _run("ip", "link", "set", remote_if, "netns", namespace)
+        _run("ip", "addr", "add", f"{host_ip}/30", "dev", host_if)
+        _run("ip", "link", "set", host_if, "up")
+        in_ns = ("ip", "netns", "exec", namespace)
+        _run(*in_ns, "ip", "addr", "add", f"{remote_ip}/30", "dev", remote_if)
+        _run(*in_ns, "ip", "link", "set", remote_if, "up")
+        _run(*in_ns, "ip", "link", "set", "lo", "up")
+        # The kernel sends its connection info back to the provisioner's response address,
+        # one of this machine's own addresses: reached through the veth pair.
+        _run(*in_ns, "ip", "route", "add", "default", "via", host_ip)
+
+        home = tmp / "home"
+        (home / ".ssh").mkdir(parents=True)
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "host_key"))
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / ".ssh/id_ed25519"))
+        (tmp / "authorized_keys").write_text((home / ".ssh/id_ed25519.pub").read_text())
+        key_type, key = (tmp / "host_key.pub").read_text().split()[:2]
+        (home / ".ssh/known_hosts").write_text(f"{remote_ip} {key_type} {key}\n")
+        (tmp / "sshd_config").write_text(
+            textwrap.dedent(
+                f"""\
+                ListenAddress {remote_ip}
+                Port 22
+                HostKey {tmp}/host_key
+                AuthorizedKeysFile {tmp}/authorized_keys
+                PermitRootLogin prohibit-password
+                PasswordAuthentication no
+                KbdInteractiveAuthentication no
+                UsePAM no
+                StrictModes no
+                PidFile {tmp}/sshd.pid
+                """
+            )
+        )
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
+        with (tmp / "sshd.log").open("wb") as log:
+            sshd = subprocess.Popen(
+                [*in_ns, SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=log
+            )
+        host = SshHost(namespace, remote_ip, home)
+        deadline = time.monotonic() + 30
+        while "Server listening" not in (tmp / "sshd.log").read_text():
+            assert sshd.poll() is None, (tmp / "sshd.log").read_text()
+            assert time.monotonic() < deadline, "sshd did not start in 30 s"
+            time.sleep(0.05)
+        yield host
+    finally:
+        # Everything left in the namespace was started by this test: sshd, kernels, listeners.
+        leftovers = subprocess.run(
+            ["ip", "netns", "pids", namespace], capture_output=True, text=True
+        ).stdout.split()
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        if sshd is not None:
+            sshd.wait(timeout=10)
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+
+
+def test_over_a_real_ssh_hop(
+    ssh_host: SshHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gateway_provisioners starts ExtKernel over SSH on the "remote host"; the burst is whole."""
+    prefix = tmp_path / "prefix"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway_provisioners.cli.ssh_specapp",
+            "install",
+            f"--prefix={prefix}",
+            "--kernel-name=ssh_remote_ext",
+            f"--remote-hosts={ssh_host.address}",
+            f"--ipykernel-subclass-name={EXT_KERNEL_CLASS}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    kernels = prefix / "share" / "jupyter" / "kernels"
+    spec_file = kernels / "ssh_remote_ext" / "kernel.json"
+    spec = json.loads(spec_file.read_text())
+    spec["argv"][0] = sys.executable  # the "remote host" shares this machine's files
+    spec_file.write_text(json.dumps(spec))
+    # paramiko finds the client key and the host key in ~/.ssh.
+    monkeypatch.setenv("HOME", str(ssh_host.home))
+    km = KernelManager(
+        kernel_name="ssh_remote_ext",
+        kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]),
+        transport_encryption="required",
+    )
+    km.start_kernel()
+    kc = None
+    try:
+        assert km.provisioner.pid in ssh_host.pids()  # type: ignore[union-attr]
+        assert km.ip == ssh_host.address
+        kc = new_client(km)
+        assert iopub_stats(kc)["socket"] == ADOPTED
+        burst = run_burst(kc, widget_grid_code(BUTTONS))
+        assert burst.counts.get("comm_open", 0) == 3 * BUTTONS + 2
+        assert burst.counts.get("display_data", 0) == 1
+        assert burst.others[-1]["content"]["execution_state"] == "idle"
+    finally:
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        # The "remote host" wrote the kernel's log into this machine's /tmp.
+        Path(km.provisioner.kernel_log).unlink(missing_ok=True)  # type: ignore[union-attr]

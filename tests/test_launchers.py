@@ -1,0 +1,332 @@
+"""Which IOPub path is active, with which options, under each app that can start ExtKernel.
+
+* ExtKernelApp (``python -m ipykernel_ext``): the socket it made, unchanged
+  (``"socket": "bound-by-ext-app"``); ``c.ExtKernel.iopub_*`` apply there too, its own flags win;
+* stock ``IPKernelApp`` with ``--IPKernelApp.kernel_class=ipykernel_ext.kernel.ExtKernel``:
+  the adopted socket (``"adopted"``), ``c.ExtKernel.iopub_*`` reach it, a queue size it cannot
+  honour is reported in the log and in the reply, a bad value stops the kernel with a message;
+* ``embed_kernel(kernel_class=ExtKernel)``: adopted as well;
+* in-process, with ipykernel's own ``IOPubThread`` over a real XPUB socket: the swap, sends
+  through the adopted socket, and a shutdown that closes the libzmq socket once.
+
+The cluster launcher (gateway_provisioners) and the full feature checks are in test_cluster.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+from helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
+from ipykernel.iostream import IOPubThread
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.session import Session
+
+from ipykernel_ext.iopub import ADOPTED, BOUND_BY_EXT_APP, DEFAULT_SEND_TIMEOUT_MS
+from ipykernel_ext.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
+
+pytestmark = pytest.mark.timeout(120)
+
+EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
+STOCK_APP_ARGV = [
+    sys.executable,
+    "-m",
+    "ipykernel_launcher",
+    f"--IPKernelApp.kernel_class={EXT_KERNEL_CLASS}",
+]
+EMBED_CODE = (
+    "import sys; from ipykernel.embed import embed_kernel; "
+    "from ipykernel_ext.kernel import ExtKernel; "
+    "embed_kernel(kernel_class=ExtKernel, connection_file=sys.argv[1])"
+)
+
+#: The first words of the warning for a queue size the adopted socket cannot take.
+SNDHWM_WARNING = "libzmq fixes each subscriber's queue at bind time"
+
+
+def settings(stats: dict[str, Any]) -> tuple[int, bool, int, str]:
+    return stats["sndhwm"], stats["nodrop"], stats["send_timeout_ms"], stats["socket"]
+
+
+@pytest.fixture(scope="module")
+def kernelspecs(tmp_path_factory: pytest.TempPathFactory) -> KernelSpecManager:
+    """Kernelspecs for ExtKernel under stock IPKernelApp and under embed_kernel."""
+    kernels = tmp_path_factory.mktemp("launcher-kernelspecs")
+    for name, argv in [
+        ("ext_ipkernelapp", [*STOCK_APP_ARGV, "-f", "{connection_file}"]),
+        ("ext_embedded", [sys.executable, "-c", EMBED_CODE, "{connection_file}"]),
+    ]:
+        (kernels / name).mkdir()
+        (kernels / name / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": argv,
+                    "display_name": name,
+                    "language": "python",
+                    "metadata": {"supported_encryption": ["curve"]},
+                }
+            )
+        )
+    return KernelSpecManager(kernel_dirs=[str(kernels)])
+
+
+def stats_and_log(
+    kernel_name: str, ksm: KernelSpecManager | None, args: list[str], log_path: Path
+) -> dict[str, Any]:
+    """Start a kernel (its stderr to ``log_path``), return its iopub_stats, stop it."""
+    kwargs: dict[str, Any] = {} if ksm is None else {"kernel_spec_manager": ksm}
+    km = KernelManager(kernel_name=kernel_name, transport_encryption="required", **kwargs)
+    with log_path.open("wb") as log:
+        km.start_kernel(extra_arguments=args, stderr=log)
+    kc = km.client()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        return iopub_stats(kc)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+# --- ExtKernelApp: unchanged, and the kernel's options -------------------------------------
+
+
+def test_ext_app_socket_is_its_own(tmp_path: Path) -> None:
+    stats = stats_and_log(EXT_KERNEL, None, [], tmp_path / "log")
+    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, BOUND_BY_EXT_APP)
+
+
+def test_ext_app_takes_the_kernel_options_and_its_flags_win(tmp_path: Path) -> None:
+    stats = stats_and_log(
+        EXT_KERNEL,
+        None,
+        ["--ExtKernel.iopub_sndhwm=321", "--ExtKernel.iopub_send_timeout=1234"],
+        tmp_path / "log",
+    )
+    # Under ExtKernelApp the queue size is honoured: the socket is made before bind.
+    assert settings(stats) == (321, True, 1234, BOUND_BY_EXT_APP)
+    stats = stats_and_log(
+        EXT_KERNEL,
+        None,
+        ["--ExtKernel.iopub_send_timeout=1234", "--iopub-send-timeout=999"],
+        tmp_path / "log2",
+    )
+    assert settings(stats)[2] == 999
+
+
+def test_ext_app_refuses_a_bad_kernel_option_before_binding(tmp_path: Path) -> None:
+    connection_file = tmp_path / "kernel.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ipykernel_ext",
+            "--ExtKernel.iopub_send_timeout=0",
+            "-f",
+            str(connection_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "ExtKernel.iopub_send_timeout" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert not connection_file.exists()
+
+
+# --- stock IPKernelApp ----------------------------------------------------------------------
+
+
+def test_stock_app_adopts_with_the_defaults(kernelspecs: KernelSpecManager, tmp_path: Path) -> None:
+    stats = stats_and_log("ext_ipkernelapp", kernelspecs, [], tmp_path / "log")
+    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, ADOPTED)
+    assert SNDHWM_WARNING not in (tmp_path / "log").read_text()
+
+
+def test_stock_app_kernel_options_reach_the_adopted_socket(
+    kernelspecs: KernelSpecManager, tmp_path: Path
+) -> None:
+    stats = stats_and_log(
+        "ext_ipkernelapp",
+        kernelspecs,
+        ["--ExtKernel.iopub_send_timeout=1234", "--ExtKernel.iopub_nodrop=False"],
+        tmp_path / "log",
+    )
+    assert settings(stats) == (1000, False, 1234, ADOPTED)
+
+
+def test_stock_app_ipython_config_file_reaches_the_adopted_socket(
+    kernelspecs: KernelSpecManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a cluster image can carry: the IPython profile's ipython_kernel_config.py.
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_text("c.ExtKernel.iopub_send_timeout = 4321\n")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    stats = stats_and_log("ext_ipkernelapp", kernelspecs, [], tmp_path / "log")
+    assert settings(stats) == (1000, True, 4321, ADOPTED)
+
+
+def test_stock_app_says_a_queue_size_cannot_be_honoured(
+    kernelspecs: KernelSpecManager, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    stats = stats_and_log("ext_ipkernelapp", kernelspecs, ["--ExtKernel.iopub_sndhwm=5000"], log)
+    # The reply says what is in force, not what was asked for.
+    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, ADOPTED)
+    text = log.read_text()
+    assert SNDHWM_WARNING in text, text
+    assert "5000" in text and "python -m ipykernel_ext" in text
+
+
+def test_stock_app_refuses_a_bad_kernel_option(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            *STOCK_APP_ARGV,
+            "--ExtKernel.iopub_sndhwm=-1",
+            "-f",
+            str(tmp_path / "kernel.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "ExtKernel.iopub_sndhwm must be 0 (unbounded) or more, not -1" in proc.stderr
+
+
+# --- embed_kernel ---------------------------------------------------------------------------
+
+
+def test_embed_kernel_adopts_and_a_burst_arrives_whole(kernelspecs: KernelSpecManager) -> None:
+    with running_kernel("ext_embedded", kernel_spec_manager=kernelspecs) as (_km, kc):
+        assert iopub_stats(kc)["socket"] == ADOPTED
+        # No comprehension: in an embedded kernel the cell's names are locals of the caller,
+        # which a comprehension's scope does not see.
+        code = (
+            "import ipywidgets as w\nfrom IPython.display import display\nbuttons = []\n"
+            "for i in range(1000):\n    buttons.append(w.Button(description=str(i)))\n"
+            "display(w.GridBox(buttons))\n"
+        )
+        reply, messages = execute_and_collect(kc, code)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert sum(m["msg_type"] == "comm_open" for m in messages) == 3 * 1000 + 2
+
+
+# --- in-process: ipykernel's IOPubThread over a real XPUB ----------------------------------
+
+
+class CapturedLog(logging.Handler):
+    """A real logger whose records are kept, for the adopt function's messages."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self.logger = logging.getLogger(f"test_launchers.{uuid.uuid4().hex}")
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.propagate = False
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def warnings(self) -> list[str]:
+        return [r.getMessage() for r in self.records if r.levelno == logging.WARNING]
+
+
+@pytest.fixture
+def iopub_pair() -> Iterator[tuple[IOPubThread, zmq.Socket[Any], zmq.Socket[Any]]]:
+    """A started IOPubThread over a bound XPUB (as IPKernelApp makes it), and a SUB on it
+    that has had its iopub_welcome (so the stock socket has sent all it will send)."""
+    ctx = zmq.Context()
+    xpub = ctx.socket(zmq.XPUB)
+    xpub.linger = 0
+    port = xpub.bind_to_random_port("tcp://127.0.0.1")
+    thread = IOPubThread(xpub, pipe=False, session=Session())
+    thread.start()
+    sub = ctx.socket(zmq.SUB)
+    sub.linger = 0
+    sub.subscribe(b"")
+    sub.connect(f"tcp://127.0.0.1:{port}")
+    try:
+        assert sub.poll(30_000), "no iopub_welcome in 30 s"
+        sub.recv_multipart()
+        yield thread, xpub, sub
+    finally:
+        sub.close()
+        if thread.thread.is_alive():
+            thread.stop()
+        thread.close()
+        ctx.destroy(linger=0)
+
+
+def adopt(thread: IOPubThread, log: CapturedLog, sndhwm: int = 1000) -> AdoptedXPubSocket | None:
+    return adopt_iopub_socket(
+        thread, sndhwm=sndhwm, nodrop=True, send_timeout_ms=1500, log=log.logger, bound_by="App"
+    )
+
+
+def test_adopted_socket_sends_for_the_iopub_thread(iopub_pair: Any) -> None:
+    thread, xpub, sub = iopub_pair
+    log = CapturedLog()
+    adopted = adopt(thread, log)
+    assert isinstance(adopted, AdoptedXPubSocket)
+    assert thread.socket is adopted and adopted.owner is xpub
+    assert adopted.underlying == xpub.underlying  # the same libzmq socket
+    assert xpub.getsockopt(zmq.SNDTIMEO) == 1500
+    assert xpub.getsockopt(zmq.SNDHWM) == 1000
+    thread.send_multipart([b"topic", b"hello"])
+    assert sub.poll(30_000)
+    assert sub.recv_multipart() == [b"topic", b"hello"]
+    assert adopted.stats.sent == 1
+    assert adopted.stats.socket == ADOPTED
+    assert log.warnings() == []
+    # Adopting again changes nothing.
+    assert adopt(thread, log) is None
+    assert thread.socket is adopted
+
+
+def test_adopted_socket_closes_the_libzmq_socket_once(iopub_pair: Any) -> None:
+    thread, xpub, _sub = iopub_pair
+    adopted = adopt(thread, CapturedLog())
+    assert adopted is not None
+    thread.stop()  # ipykernel's loop closes the socket it watches (the app's) on the way out
+    assert xpub.closed and adopted.closed
+    # A late send (an output flush at exit) after the loop is gone: refused, not a crash.
+    thread.send_multipart([b"late"])
+    thread.close()  # closes through the adopted socket: the owner, already closed
+    assert thread.closed
+    with pytest.raises(zmq.ZMQError):
+        adopted.send_multipart([b"after close"])
+
+
+def test_a_queue_size_that_cannot_be_honoured_is_logged(iopub_pair: Any) -> None:
+    thread, _xpub, _sub = iopub_pair
+    log = CapturedLog()
+    adopted = adopt(thread, log, sndhwm=5000)
+    assert adopted is not None and adopted.stats.sndhwm == 1000
+    assert any(SNDHWM_WARNING in w and "App" in w and "5000" in w for w in log.warnings())
+
+
+def test_a_socket_that_is_not_xpub_is_left_alone_and_said_so() -> None:
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    thread = IOPubThread(pub, pipe=False)
+    try:
+        log = CapturedLog()
+        assert adopt(thread, log) is None
+        assert thread.socket is pub
+        assert any("not a zmq XPUB socket" in w for w in log.warnings())
+    finally:
+        thread.close()
+        ctx.destroy(linger=0)
