@@ -21,10 +21,8 @@ from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
 from jupyter_core.paths import jupyter_config_path
 from traitlets import (
-    Bool,
     CaselessStrEnum,
     Dict,
-    Integer,
     TraitError,
     Type,
     Unicode,
@@ -38,6 +36,7 @@ from . import __version__
 from .iopub import (
     DEFAULT_SEND_TIMEOUT_MS,
     DEFAULT_SNDHWM,
+    IOPubTraits,
     NoDropXPubSocket,
     check_send_timeout,
     check_sndhwm,
@@ -73,7 +72,7 @@ ext_flags = {
 }
 
 
-class ExtKernelApp(IPKernelApp):
+class ExtKernelApp(IOPubTraits, IPKernelApp):
     """The ipykernel_ext application: ``python -m ipykernel_ext -f {connection_file}``."""
 
     # The name picks the config file: keep stock's so ipython_kernel_config.py still applies.
@@ -101,26 +100,6 @@ class ExtKernelApp(IPKernelApp):
             "Run the same widget burst on stock ipykernel and ipykernel_ext, side by side",
         ),
     }
-
-    iopub_sndhwm = Integer(
-        DEFAULT_SNDHWM,
-        help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM, set before bind).
-        0 means unbounded. Memory held for a stalled subscriber grows up to this many
-        messages.""",
-    ).tag(config=True)
-
-    iopub_nodrop = Bool(
-        True,
-        help="""Make IOPub wait for room (XPUB_NODROP) instead of silently dropping messages
-        for a full subscriber. Off: stock ipykernel behaviour.""",
-    ).tag(config=True)
-
-    iopub_send_timeout = Integer(
-        DEFAULT_SEND_TIMEOUT_MS,
-        help="""Milliseconds one IOPub send may wait for a full subscriber. Past it the
-        message goes to the other subscribers only, and the stall is counted and logged.
-        Keep it well under ipykernel's 10 s output-flush timeout.""",
-    ).tag(config=True)
 
     router_identity = CaselessStrEnum(
         ["off", "endpoint"],
@@ -150,7 +129,7 @@ class ExtKernelApp(IPKernelApp):
         except ValueError as exc:
             raise TraitError(f"{exc}{from_kernel}") from None
 
-    # The kernel class has the same three IOPub options (iopub_adopt.IOPubOptions), so that
+    # The kernel class has the same three IOPub options (iopub.IOPubTraits), so that
     # one config works under any launcher. Under this app the socket is made before the
     # kernel, so the app takes the kernel's values wherever its own are not given.
 

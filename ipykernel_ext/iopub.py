@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import zmq
+from traitlets import Bool, HasTraits, Integer
 
 #: Defaults, chosen as explained in README.md ("Choosing the IOPub defaults"). libzmq tells a
 #: waiting writer about room only after the reader has taken about half a queue, so a reader
@@ -64,6 +65,36 @@ def check_send_timeout(value: int, option: str) -> int:
     if value < 1:
         raise ValueError(f"{option} must be at least 1 ms, not {value}")
     return int(value)
+
+
+class IOPubTraits(HasTraits):
+    """The three IOPub options, declared once for the two classes that take them.
+
+    ``ExtKernelApp`` (``--iopub-*``, ``c.ExtKernelApp.iopub_*``) and ``ExtKernel``
+    (``c.ExtKernel.iopub_*``, honoured under any app) both inherit these; each validates with
+    :func:`check_sndhwm` and :func:`check_send_timeout`, naming its own option in the error.
+    """
+
+    iopub_sndhwm = Integer(
+        DEFAULT_SNDHWM,
+        help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM; 0: unbounded). Memory
+        held for a stalled subscriber grows up to this many messages. libzmq fixes it when
+        the socket is bound: only ExtKernelApp (python -m ipykernel_ext) binds after reading
+        it; under another app a different value is logged as a warning.""",
+    ).tag(config=True)
+
+    iopub_nodrop = Bool(
+        True,
+        help="""Make IOPub wait for room (XPUB_NODROP) instead of silently dropping messages
+        for a full subscriber. Off: stock ipykernel behaviour.""",
+    ).tag(config=True)
+
+    iopub_send_timeout = Integer(
+        DEFAULT_SEND_TIMEOUT_MS,
+        help="""Milliseconds one IOPub send may wait for a full subscriber. Past it the
+        message goes to the other subscribers only, and the stall is counted and logged.
+        Keep it well under ipykernel's 10 s output-flush timeout.""",
+    ).tag(config=True)
 
 
 @dataclass

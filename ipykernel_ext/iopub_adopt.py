@@ -28,12 +28,11 @@ import threading
 from typing import Any
 
 import zmq
-from traitlets import Bool, HasTraits, Integer, TraitError, validate
+from traitlets import TraitError, validate
 
 from .iopub import (
     ADOPTED,
-    DEFAULT_SEND_TIMEOUT_MS,
-    DEFAULT_SNDHWM,
+    IOPubTraits,
     NoDropXPubSocket,
     check_send_timeout,
     check_sndhwm,
@@ -165,32 +164,13 @@ def adopt_iopub_socket(
     return adopted
 
 
-class IOPubOptions(HasTraits):
+class IOPubOptions(IOPubTraits):
     """The IOPub options of a kernel, honoured whichever app starts it.
 
     A mixin for the kernel class (``c.ExtKernel.iopub_nodrop = ...``; under ExtKernelApp the
     app's ``--iopub-*`` flags win where both are given). :meth:`adopt_iopub_socket` is called
     once, from the kernel's ``__init__``.
     """
-
-    iopub_sndhwm = Integer(
-        DEFAULT_SNDHWM,
-        help="""IOPub queue per subscriber, in messages (0: unbounded). Only ExtKernelApp
-        (python -m ipykernel_ext) can set it: libzmq fixes the queue when the socket is bound,
-        before the kernel exists. Under another app a different value is logged as a warning.""",
-    ).tag(config=True)
-
-    iopub_nodrop = Bool(
-        True,
-        help="""Make IOPub wait for room (XPUB_NODROP) instead of silently dropping messages
-        for a full subscriber. Off: stock ipykernel behaviour.""",
-    ).tag(config=True)
-
-    iopub_send_timeout = Integer(
-        DEFAULT_SEND_TIMEOUT_MS,
-        help="""Milliseconds one IOPub send may wait for a full subscriber. Past it the message
-        goes to the other subscribers only, and the stall is counted and logged.""",
-    ).tag(config=True)
 
     @validate("iopub_sndhwm")
     def _valid_iopub_sndhwm(self, proposal: dict[str, Any]) -> int:

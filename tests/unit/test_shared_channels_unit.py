@@ -46,12 +46,19 @@ class FakeKernel:
         ):
             sock = ctx.socket(kind)
             sock.linger = 0
+            if kind == zmq.XPUB:
+                # Every subscription, even to a topic another subscriber already has (a new
+                # channel set may subscribe before the old one's pipe is gone).
+                sock.setsockopt(zmq.XPUB_VERBOSE, 1)
             self.info[f"{channel}_port"] = sock.bind_to_random_port("tcp://127.0.0.1")
             self.sockets[channel] = sock
 
     async def subscribed(self) -> None:
-        assert await self.sockets["iopub"].poll(5000), "no IOPub subscription"
-        await self.sockets["iopub"].recv()
+        """Wait for a new subscription (unsubscriptions of closed sets are passed over)."""
+        while True:
+            assert await self.sockets["iopub"].poll(5000), "no IOPub subscription"
+            if (await self.sockets["iopub"].recv())[:1] == b"\x01":
+                return
 
     async def request(self, channel: str) -> tuple[list[bytes], dict[str, Any]]:
         sock = self.sockets[channel]
