@@ -38,21 +38,23 @@ is logged once, as a warning, so that the breakage is heard of.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from jupyter_client.jsonutil import json_clean, json_default
+from .widget_buffers import (
+    BINARY_TYPES,
+    CONTAINER_TYPES,
+    PLAIN_TYPES,
+    check_packable,
+    remove_buffers,
+    split_buffers,
+)
 
 #: The fields a ``widget_state_request`` may carry.
 REQUEST_FIELDS = frozenset({"model_ids"})
 
-_BINARY_TYPES = (memoryview, bytearray, bytes)
-_CONTAINER_TYPES = (dict, list, tuple)
-#: Exact types that can neither be nor contain a buffer: stored without a second look.
-_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 
 #: How many times the registry copy and one widget's read are retried when the main thread
 #: mutates a dict while it is being copied ("dictionary changed size during iteration").
@@ -296,13 +298,13 @@ class _StateReader:
         then ipywidgets' ``_remove_buffers``. Public names only, but for that one function
         (ours stands in if ipywidgets drops it). A failure here is the widget's own: it
         goes to ``errors``."""
-        remove_buffers = getattr(self.module, "_remove_buffers", None) or _remove_buffers
+        split_all = getattr(self.module, "_remove_buffers", None) or remove_buffers
         for attempt in range(_RETRIES):
             try:
                 if widget.comm is None:
                     return None  # closed meanwhile
-                state, paths, found = remove_buffers(widget.get_state())
-                _check_packable(state)
+                state, paths, found = split_all(widget.get_state())
+                check_packable(state)
                 entry = {
                     "model_name": widget._model_name,
                     "model_module": widget._model_module,
@@ -352,7 +354,7 @@ class _StateReader:
         if plan.overridden or not plan.per_instance.isdisjoint(widget.__dict__):
             state = widget.get_state()
             root = [model_id, "state"]
-            state = _split_buffers(state, root, buffer_paths, buffers)
+            state = split_buffers(state, root, buffer_paths, buffers)
         else:
             state = {}
             for key, name, to_json in plan.entries:
@@ -366,17 +368,17 @@ class _StateReader:
                 if to_json is not None:
                     value = to_json(value, widget)
                 kind = type(value)
-                if kind in _PLAIN_TYPES:
+                if kind in PLAIN_TYPES:
                     state[key] = value
-                elif isinstance(value, _BINARY_TYPES):
+                elif isinstance(value, BINARY_TYPES):
                     buffer_paths.append([model_id, "state", key])
                     buffers.append(value)
-                elif isinstance(value, _CONTAINER_TYPES):
-                    state[key] = _split_buffers(
+                elif isinstance(value, CONTAINER_TYPES):
+                    state[key] = split_buffers(
                         value, [model_id, "state", key], buffer_paths, buffers
                     )
                 else:
-                    _check_packable(value)
+                    check_packable(value)
                     state[key] = value
         if plan.meta_direct:
             return {
@@ -391,81 +393,3 @@ class _StateReader:
             "model_module_version": widget._model_module_version,
             "state": state,
         }
-
-
-def _split_buffers(
-    value: Any, path: list[Any], buffer_paths: list[list[Any]], buffers: list[Any]
-) -> Any:
-    """``value`` with its binary parts taken out, as ipywidgets' ``_remove_buffers`` does.
-
-    A buffer in a dict removes its key, one in a list or tuple leaves ``None`` (so positions
-    stay); a container is copied only when something in it changes, never mutated in place.
-    """
-    if isinstance(value, dict):
-        out: Any = value
-        keys_checked = False
-        for key, item in value.items():
-            if type(key) is not str and not keys_checked:
-                _check_packable(dict.fromkeys(value))  # keys JSON has to turn into strings
-                keys_checked = True
-            if type(item) in _PLAIN_TYPES:
-                continue
-            if isinstance(item, _BINARY_TYPES):
-                if out is value:
-                    out = dict(value)
-                del out[key]
-                buffer_paths.append([*path, key])
-                buffers.append(item)
-            elif isinstance(item, _CONTAINER_TYPES):
-                new = _split_buffers(item, [*path, key], buffer_paths, buffers)
-                if new is not item:
-                    if out is value:
-                        out = dict(value)
-                    out[key] = new
-            else:
-                _check_packable(item)
-        return out
-    if isinstance(value, (list, tuple)):
-        out = value
-        for index, item in enumerate(value):
-            if type(item) in _PLAIN_TYPES:
-                continue
-            if isinstance(item, _BINARY_TYPES):
-                if out is value:
-                    out = list(value)
-                out[index] = None
-                buffer_paths.append([*path, index])
-                buffers.append(item)
-            elif isinstance(item, _CONTAINER_TYPES):
-                new = _split_buffers(item, [*path, index], buffer_paths, buffers)
-                if new is not item:
-                    if out is value:
-                        out = list(value)
-                    out[index] = new
-            else:
-                _check_packable(item)
-        return out
-    return value
-
-
-def _remove_buffers(state: dict[str, Any]) -> tuple[Any, list[list[Any]], list[Any]]:
-    """``(state without buffers, buffer_paths, buffers)``, as ipywidgets' function of that name."""
-    buffer_paths: list[list[Any]] = []
-    buffers: list[Any] = []
-    return _split_buffers(state, [], buffer_paths, buffers), buffer_paths, buffers
-
-
-def _check_packable(value: Any) -> None:
-    """Raise if the session's JSON packer could not pack ``value``.
-
-    Only values of other types than JSON's own and the buffers get here (dates, enums, numpy
-    scalars, ...): one of them that cannot be packed would otherwise fail the whole reply when
-    the session packs it. This follows jupyter_client's ``json_packer``: ``json.dumps`` with
-    ``json_default``, else ``json_clean`` (which raises for what it cannot clean).
-    """
-    if isinstance(value, (str, int, float)):  # subclasses (numpy scalars, IntEnum) pack as such
-        return
-    try:
-        json.dumps(value, default=json_default, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError):
-        json_clean(value)

@@ -518,8 +518,8 @@ CONTRACT: list[Row] = [
         [Trait("Bool"), Attribute(bool, _new_kernel_client)], ("benchmarks/many_kernels.py",),
         "whether the client owns its context, so the benchmark may destroy it"),
     Row("jupyter_client.session:json_packer", [Source((r"allow_nan=False", r"json_clean"))],
-        (WIDGET_STATE_PY,),
-        "_check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
+        ("ipykernel_ext/widget_buffers.py",),
+        "check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
     # pyzmq -----------------------------------------------------------------------------------
     Row("zmq:Context._sockets", [Attribute(MutableSet, _new_zmq_context)],
         ("benchmarks/many_kernels.py",), "counting a context's open sockets"),

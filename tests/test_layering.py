@@ -26,6 +26,7 @@ WIRING = {"app", "kernel", "__main__"}
 KERNEL_FEATURES = {
     "echo",
     "widget_state",
+    "widget_buffers",
     "iopub",
     "iopub_adopt",
     "reconnect",
@@ -50,6 +51,7 @@ SHARED_LEAVES = {"__init__", "endpoints"}
 FEATURE_EDGES = {
     "iopub_adopt": {"iopub"},  # the same no-loss socket, adopted when another app bound it
     "reconnect": {"widget_state"},  # the busy-kernel answer sends widget_state's snapshot
+    "widget_state": {"widget_buffers"},  # the snapshot splits buffers as ipywidgets does
 }
 
 

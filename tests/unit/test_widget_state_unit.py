@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from ipykernel_ext import widget_state
+from ipykernel_ext.widget_buffers import split_buffers
 from ipykernel_ext.widget_state import (
     WidgetStateError,
-    _split_buffers,
     build_widget_state_reply,
     parse_request,
 )
@@ -78,7 +78,7 @@ def test_split_buffers_matches_remove_buffers(state: dict[str, Any]) -> None:
     theirs, their_paths, their_buffers = _remove_buffers(state)
     paths: list[list[Any]] = []
     buffers: list[Any] = []
-    ours = _split_buffers(state, [], paths, buffers)
+    ours = split_buffers(state, [], paths, buffers)
     assert _wire(ours) == _wire(theirs)
     assert paths == their_paths
     assert [bytes(b) for b in buffers] == [bytes(b) for b in their_buffers]
@@ -88,7 +88,7 @@ def test_split_buffers_never_mutates_its_input() -> None:
     inner = {"deep": BUFFER}
     items = [BUFFER, inner]
     state = {"items": items, "top": BUFFER}
-    _split_buffers(state, [], [], [])
+    split_buffers(state, [], [], [])
     assert state == {"items": [BUFFER, {"deep": BUFFER}], "top": BUFFER}
     assert state["items"] is items and items[1] is inner
 
