@@ -82,7 +82,7 @@ try:
     from gateway_provisioners.response_manager import ResponseManager
 except ImportError as exc:  # fail, never skip: CI installs it
     raise ImportError(
-        "tests/test_cluster.py needs gateway_provisioners: pip install -e '.[cluster]'"
+        "tests/test_cluster.py needs gateway_provisioners: pip install -e '.[test]'"
     ) from exc
 
 pytestmark = pytest.mark.timeout(240)
