@@ -116,6 +116,10 @@ class ExtKernel(IOPubOptions, IPythonKernel):
     def _publish_status(self, status: str, channel: str, parent: Any = None) -> None:
         """Publish as stock does; keep track of the main shell; never leave it looking idle.
 
+        ipykernel's ``dispatch_shell`` publishes the main shell's ``busy`` here and its
+        ``idle`` through ``_publish_status_and_flush``, which calls this too: so the main
+        shell's state is recorded from exactly what jupyter_server and frontends see.
+
         An ``idle`` from the control thread, a subshell or an answer given while busy would
         make jupyter_server and JupyterLab take the whole kernel for idle while a cell runs,
         so it is followed at once by ``busy`` with the running request as parent.
