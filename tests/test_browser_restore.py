@@ -206,19 +206,23 @@ def notebook_kernel(page: Any, lab: JupyterServer, path: Path) -> str:
 
 
 def idles_not_followed_by_busy(frames: list[Frame], idles: list[Frame]) -> list[Frame]:
-    """The ``idles`` after which the next IOPub status is not ``busy`` for an execute_request.
+    """The ``idles`` after which the next *tracked* status is not ``busy`` for an
+    execute_request.
 
     docs/PROTOCOL.md section 5: an ``idle`` published beside the running cell (control, a
     subshell, an answer given while busy) is followed at once by ``busy`` with the running
     request as parent, so jupyter_server and the page are back to Busy one message later.
+    Statuses they do not track (kernel_info's, from another kernel thread) may come between:
+    they change nothing.
     """
-    statuses = [f for f in frames if f.channel == "iopub" and f.msg_type == "status"]
+    tracked = [*tracked_statuses(frames, "idle"), *tracked_statuses(frames, "busy")]
+    tracked.sort(key=frames.index)
     missing = []
     for idle in idles:
         if idle.parent_msg_type == "execute_request":
             missing.append(idle)  # the cell itself ended: not mid-cell
             continue
-        after = statuses[statuses.index(idle) + 1 :]
+        after = tracked[tracked.index(idle) + 1 :]
         following = after[0] if after else None
         if (
             following is None
