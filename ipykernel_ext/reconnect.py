@@ -249,11 +249,11 @@ class BusyAnswers:
             buffers=buffers,
         )
         sent = _with_buffers(states, reply["buffer_paths"], buffers)
-        if comm_id in self._control_comms or self.kernel.comm_manager.comms.get(comm_id) is None:
-            self._control_comms[comm_id] = sent
+        if comm_id in self._control_comms:
+            self._control_comms[comm_id] = sent  # checked when the frontend closes it
         else:
-            # A control comm the main thread owns: it will not close here, so check now (the
-            # check itself waits for the main thread to be free).
+            # The main thread's own control comm (its close is not seen here), or one closed
+            # while the states were read: schedule the check now; it waits for the main thread.
             self._schedule_reconcile(sent)
 
     def _control_comm_close(self, idents: list[Any], msg: dict[str, Any]) -> None:
