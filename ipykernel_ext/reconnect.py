@@ -111,8 +111,8 @@ class BusyAnswers:
         if msg_type in INFO_REQUESTS:
             # For the main shell only: a subshell is not blocked by the cell.
             return self.status.busy and not header.get("subshell_id")
-        if msg_type not in COMM_MSG_TYPES:
-            return False
+        if msg_type not in COMM_MSG_TYPES or not (self.status.busy or self._control_comms):
+            return False  # the common case (idle, no control comm of ours): no content read
         content = self._peek(frames, _CONTENT)
         if not isinstance(content, dict):
             return False
