@@ -8,10 +8,8 @@ reply that arrives at all arrived mid-cell; nothing depends on the machine's spe
 from __future__ import annotations
 
 import queue
-import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import pytest
 from helpers import (
     CONTROL_TARGET,
     EXT_KERNEL,
+    busy_cell,
     control_request,
     evaluate,
     execute_and_collect,
@@ -28,6 +27,8 @@ from helpers import (
     open_control_comm,
     request_states,
     running_kernel,
+    send,
+    shell_reply,
     wait_iopub,
 )
 from jupyter_client import BlockingKernelClient
@@ -75,63 +76,6 @@ def run(kc: BlockingKernelClient, code: str) -> None:
     reply, messages = execute_and_collect(kc, code)
     errors = [m["content"]["traceback"] for m in messages if m["msg_type"] == "error"]
     assert reply["content"]["status"] == "ok", errors
-
-
-class BusyCell:
-    """A cell that runs until :meth:`release`; its execute request's id is ``msg_id``."""
-
-    def __init__(self, kc: BlockingKernelClient, release_file: Path, msg_id: str) -> None:
-        self.kc = kc
-        self.release_file = release_file
-        self.msg_id = msg_id
-
-    def release(self) -> None:
-        self.release_file.touch()
-
-
-@contextmanager
-def busy_cell(kc: BlockingKernelClient, tmp_path: Path, then: str = "") -> Iterator[BusyCell]:
-    """Run a cell that prints a marker, runs ``then``, and waits for a file; return once the
-    marker is seen."""
-    release_file = tmp_path / f"release-{uuid.uuid4().hex}"
-    code = (
-        f"import os as _os, time as _time\nprint('CELL STARTED', flush=True)\n{then}\n"
-        f"while not _os.path.exists({str(release_file)!r}):\n    _time.sleep(0.01)\n"
-    )
-    msg_id = kc.execute(code)
-    wait_iopub(
-        kc,
-        lambda m: m["msg_type"] == "stream"
-        and m["parent_header"].get("msg_id") == msg_id
-        and "CELL STARTED" in m["content"]["text"],
-        what="the cell's start marker",
-    )
-    cell = BusyCell(kc, release_file, msg_id)
-    try:
-        yield cell
-    finally:
-        cell.release()
-        wait_iopub(
-            kc,
-            lambda m: m["msg_type"] == "status"
-            and m["parent_header"].get("msg_id") == msg_id
-            and m["content"]["execution_state"] == "idle",
-            what="the cell's idle",
-        )
-
-
-def shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        reply = kc.get_shell_msg(timeout=max(0.01, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return reply
-
-
-def send(kc: BlockingKernelClient, msg_type: str, content: dict[str, Any], **kw: Any) -> str:
-    msg = kc.session.msg(msg_type, content, **kw)
-    kc.shell_channel.send(msg)
-    return msg["header"]["msg_id"]
 
 
 def assert_closed_unanswered(

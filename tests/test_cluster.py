@@ -45,20 +45,22 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from helpers import (
     RawSubscriber,
+    busy_cell,
     control_request,
     execute_and_collect,
     fetch_update_states,
     iopub_stats,
     new_client,
+    shell_reply,
 )
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
-from test_busy_answers import busy_cell, shell_reply
 from test_iopub import (
     STALL_BURST,
     STALL_TIMEOUT_MS,
@@ -94,8 +96,8 @@ SSHD = "/usr/sbin/sshd"
 IPKERNELAPP = "IPKernelApp"
 
 
-def make_kernelspecs(prefix: Path) -> KernelSpecManager:
-    """The two kernelspecs, as an operator makes them, in ``prefix``/share/jupyter/kernels."""
+def install_ssh_spec(prefix: Path, name: str, *options: str) -> tuple[Path, dict[str, Any]]:
+    """``jupyter-ssh-spec install`` for ExtKernel, as an operator runs it; its kernel.json."""
     subprocess.run(
         [
             sys.executable,
@@ -103,16 +105,23 @@ def make_kernelspecs(prefix: Path) -> KernelSpecManager:
             "gateway_provisioners.cli.ssh_specapp",
             "install",
             f"--prefix={prefix}",
-            "--kernel-name=ssh_python_ext",
-            "--display-name=Python SSH (ipykernel_ext)",
+            f"--kernel-name={name}",
+            *options,
             f"--ipykernel-subclass-name={EXT_KERNEL_CLASS}",
         ],
         check=True,
         capture_output=True,
     )
-    kernels = prefix / "share" / "jupyter" / "kernels"
-    spec_file = kernels / "ssh_python_ext" / "kernel.json"
-    spec = json.loads(spec_file.read_text())
+    spec_file = prefix / "share" / "jupyter" / "kernels" / name / "kernel.json"
+    return spec_file, json.loads(spec_file.read_text())
+
+
+def make_kernelspecs(prefix: Path) -> KernelSpecManager:
+    """The two kernelspecs, as an operator makes them, in ``prefix``/share/jupyter/kernels."""
+    spec_file, spec = install_ssh_spec(
+        prefix, "ssh_python_ext", "--display-name=Python SSH (ipykernel_ext)"
+    )
+    kernels = spec_file.parent.parent
     assert spec["argv"][0] == "python" and spec["argv"][-1] == EXT_KERNEL_CLASS, spec["argv"]
     assert spec["metadata"]["kernel_provisioner"]["provisioner_name"] == "distributed-provisioner"
     # The spec runs `python` from PATH (on a cluster host: the host's); here, this environment's.
@@ -454,23 +463,10 @@ def test_over_a_real_ssh_hop(
 ) -> None:
     """gateway_provisioners starts ExtKernel over SSH on the "remote host"; the burst is whole."""
     prefix = tmp_path / "prefix"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway_provisioners.cli.ssh_specapp",
-            "install",
-            f"--prefix={prefix}",
-            "--kernel-name=ssh_remote_ext",
-            f"--remote-hosts={ssh_host.address}",
-            f"--ipykernel-subclass-name={EXT_KERNEL_CLASS}",
-        ],
-        check=True,
-        capture_output=True,
+    spec_file, spec = install_ssh_spec(
+        prefix, "ssh_remote_ext", f"--remote-hosts={ssh_host.address}"
     )
-    kernels = prefix / "share" / "jupyter" / "kernels"
-    spec_file = kernels / "ssh_remote_ext" / "kernel.json"
-    spec = json.loads(spec_file.read_text())
+    kernels = spec_file.parent.parent
     spec["argv"][0] = sys.executable  # the "remote host" shares this machine's files
     spec_file.write_text(json.dumps(spec))
     # paramiko finds the client key and the host key in ~/.ssh.
