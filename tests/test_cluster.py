@@ -49,6 +49,14 @@ from typing import Any
 
 import psutil
 import pytest
+from bursts import (
+    STALL_BURST,
+    STALL_TIMEOUT_MS,
+    STALL_WARNING,
+    comm_loop_code,
+    run_burst,
+    widget_grid_code,
+)
 from helpers import (
     RawSubscriber,
     busy_cell,
@@ -61,14 +69,6 @@ from helpers import (
 )
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
-from test_iopub import (
-    STALL_BURST,
-    STALL_TIMEOUT_MS,
-    STALL_WARNING,
-    comm_loop_code,
-    run_burst,
-    widget_grid_code,
-)
 
 from ipykernel_ext.iopub import ADOPTED, DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 
