@@ -30,13 +30,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +48,6 @@ KERNELS: dict[str, tuple[str | None, int | None]] = {
     # A send timeout long enough for a reader slowed down by the provisioner (docs/CLUSTER.md).
     "ipykernel_ext_10s": (EXT_CLASS, 10_000),
 }
-
-BURST_CODE = """\
-import ipywidgets as widgets
-from IPython.display import display
-display(widgets.GridBox([widgets.Button(description=str(i)) for i in range({n})]))
-"""
-
 
 def make_kernelspecs(prefix: Path) -> Path:
     """One DistributedProvisioner kernelspec per kernel row, made by the real CLI."""
@@ -85,37 +76,6 @@ def make_kernelspecs(prefix: Path) -> Path:
     return kernels
 
 
-def run_cell(kc: Any, code: str, timeout: float, grace: float = 5.0) -> dict[str, Any]:
-    """Run ``code``; count its IOPub messages until idle (or, if idle is lost, until quiet)."""
-    start = time.perf_counter()
-    msg_id = kc.execute(code)
-    counts: dict[str, int] = {}
-    idle_at = replied_at = None
-    last_seen = start
-    while time.perf_counter() - start < timeout:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.2)
-        except queue.Empty:
-            if replied_at is None:
-                try:
-                    if kc.get_shell_msg(timeout=0)["parent_header"].get("msg_id") == msg_id:
-                        replied_at = time.perf_counter()
-                except queue.Empty:
-                    pass
-            now = time.perf_counter()
-            if replied_at is not None and now - max(last_seen, replied_at) > grace:
-                break
-            continue
-        last_seen = time.perf_counter()
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            idle_at = last_seen - start
-            break
-    return {"counts": counts, "seconds_to_idle": idle_at}
-
-
 def iopub_stats(kc: Any) -> dict[str, Any]:
     msg = kc.session.msg("iopub_stats_request", {})
     kc.control_channel.send(msg)
@@ -131,6 +91,9 @@ def worker(args: argparse.Namespace) -> None:
     from jupyter_client import BlockingKernelClient, KernelManager
     from jupyter_client.kernelspec import KernelSpecManager
 
+    # The demo's burst and its collection (until idle, or until quiet if the idle is lost).
+    from ipykernel_ext.demo import BURST_CODE, run_cell
+
     ksm = KernelSpecManager(kernel_dirs=[args.kernels])
     for trial in range(args.trials):
         for name in args.only:
@@ -145,7 +108,9 @@ def worker(args: argparse.Namespace) -> None:
             try:
                 kc.wait_for_ready(timeout=60)
                 run_cell(kc, "import ipywidgets", timeout=120)
-                result = run_cell(kc, BURST_CODE.format(n=args.buttons), timeout=args.timeout)
+                result = run_cell(
+                    kc, BURST_CODE.format(n=args.buttons), timeout=args.timeout, grace=5.0
+                )
                 # Stock ipykernel does not answer iopub_stats_request (unknown to it).
                 stats = iopub_stats(kc) if KERNELS[name][0] else {}
             finally:
@@ -155,7 +120,6 @@ def worker(args: argparse.Namespace) -> None:
                     if proc.is_running():
                         proc.kill()
                 Path(km.provisioner.kernel_log).unlink(missing_ok=True)
-            counts = result["counts"]
             print(
                 json.dumps(
                     {
@@ -163,10 +127,10 @@ def worker(args: argparse.Namespace) -> None:
                         "kernel": name,
                         "trial": trial,
                         "expected": 3 * args.buttons + 2,
-                        "comm_open": counts.get("comm_open", 0),
-                        "display_data": counts.get("display_data", 0),
-                        "idle": result["seconds_to_idle"] is not None,
-                        "seconds": result["seconds_to_idle"],
+                        "comm_open": result.comm_open,
+                        "display_data": result.display_data,
+                        "idle": result.idle,
+                        "seconds": result.seconds_to_idle,
                         "timeouts": stats.get("timeouts"),
                         "socket": stats.get("socket"),
                         "send_timeout_ms": stats.get("send_timeout_ms"),

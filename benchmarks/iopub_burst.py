@@ -32,19 +32,15 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from ipykernel_ext.demo import run_cell  # the demo's: counts a burst until idle (or quiet)
+from ipykernel_ext.demo import (  # the demo's burst, counted until idle (or quiet)
+    BURST_CODE,
+    run_cell,
+)
 
 STOCK, EXT = "python3", "python3-ext"
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT_PATHS = [RESULTS / "iopub_burst.png", ROOT / "docs" / "iopub_burst.png"]
-
-BURST_CODE = """\
-import ipywidgets as widgets
-from IPython.display import display
-display(widgets.GridBox([widgets.Button(description=str(i)) for i in range({n})]))
-"""
-
 
 @dataclass
 class Trial:
