@@ -180,6 +180,15 @@ def wait_iopub(
             return msg
 
 
+def is_status(state: str, msg_id: str) -> Callable[[dict[str, Any]], bool]:
+    """A predicate for ``wait_iopub``: the ``status: <state>`` whose parent is ``msg_id``."""
+    return lambda m: (
+        m["msg_type"] == "status"
+        and m["parent_header"].get("msg_id") == msg_id
+        and m["content"]["execution_state"] == state
+    )
+
+
 def evaluate(kc: BlockingKernelClient, expression: str) -> Any:
     """The value of ``expression`` in the kernel (through repr and ast.literal_eval)."""
     import ast
@@ -279,9 +288,7 @@ def busy_cell(kc: BlockingKernelClient, tmp_path: Path, then: str = "") -> Itera
         cell.release()
         wait_iopub(
             kc,
-            lambda m: m["msg_type"] == "status"
-            and m["parent_header"].get("msg_id") == msg_id
-            and m["content"]["execution_state"] == "idle",
+            is_status("idle", msg_id),
             what="the cell's idle",
         )
 

@@ -233,6 +233,17 @@ def idles_not_followed_by_busy(frames: list[Frame], idles: list[Frame]) -> list[
     return missing
 
 
+def wait_until_idle(page: Any, lab: JupyterServer, kernel_id: str, status_js: str) -> None:
+    """Once the cell has ended: the page's status says Idle, and so does jupyter_server."""
+    page.wait_for_function(f"() => ({status_js})().toLowerCase() === 'idle'", timeout=60_000)
+    wait_for(
+        lambda: lab.kernel_model(kernel_id)["execution_state"] == "idle",
+        30,
+        what="idle",
+        page=page,
+    )
+
+
 def placeholders(page: Any) -> list[str]:
     text = page.locator(".jp-OutputArea").all_inner_texts()
     return [t for t in PLACEHOLDER_TEXTS if any(t in chunk for chunk in text)]
@@ -282,15 +293,7 @@ def reload_mid_cell(page: Any, lab: JupyterServer, frontend: str) -> None:
             shown_placeholders = placeholders(page)
             status_mid_cell = page.evaluate(status_js).lower()
             stop.touch()  # end the cell
-            page.wait_for_function(
-                f"() => ({status_js})().toLowerCase() === 'idle'", timeout=60_000
-            )
-            wait_for(
-                lambda: lab.kernel_model(kernel_id)["execution_state"] == "idle",
-                30,
-                what="idle",
-                page=page,
-            )
+            wait_until_idle(page, lab, kernel_id, status_js)
             idle_views = page.locator(SLIDER).count()
         finally:
             poller.stop()
@@ -449,15 +452,7 @@ def test_jupyterlab_reload_during_widget_updates_ends_with_kernel_values(
         still_running = not done_marker(stop).exists()
         loop_end = time.perf_counter()
         stop.touch()  # end the loop
-        page.wait_for_function(
-            f"() => ({LAB_STATUS_JS})().toLowerCase() === 'idle'", timeout=60_000
-        )
-        wait_for(
-            lambda: lab.kernel_model(kernel_id)["execution_state"] == "idle",
-            30,
-            what="idle",
-            page=page,
-        )
+        wait_until_idle(page, lab, kernel_id, LAB_STATUS_JS)
         final = kernel_values(lab, kernel_id)
         expected_width = 100.0 * final["progress"] / final["max"]
 

@@ -22,6 +22,7 @@ from helpers import (
     evaluate,
     execute_and_collect,
     fetch_update_states,
+    is_status,
     is_update_states,
     new_client,
     open_control_comm,
@@ -98,9 +99,7 @@ def kernel_info_barrier(kc: BlockingKernelClient, seen: list[dict[str, Any]]) ->
     assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
     wait_iopub(
         kc,
-        lambda m: m["msg_type"] == "status"
-        and m["parent_header"].get("msg_id") == msg_id
-        and m["content"]["execution_state"] == "idle",
+        is_status("idle", msg_id),
         what="the barrier's idle",
         seen=seen,
     )
@@ -182,17 +181,13 @@ def test_a_busy_kernel_never_looks_idle(ext: Any, frontend: Any, tmp_path: Path)
         create_id = subshell["parent_header"]["msg_id"]
         wait_iopub(
             frontend,
-            lambda m: m["msg_type"] == "status"
-            and m["parent_header"].get("msg_id") == create_id
-            and m["content"]["execution_state"] == "idle",
+            is_status("idle", create_id),
             what="create_subshell's idle",
             seen=seen,
         )
         wait_iopub(
             frontend,
-            lambda m: m["msg_type"] == "status"
-            and m["parent_header"].get("msg_id") == cell.msg_id
-            and m["content"]["execution_state"] == "busy",
+            is_status("busy", cell.msg_id),
             what="busy for the running cell after create_subshell's idle",
             seen=seen,
         )
