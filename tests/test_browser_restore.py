@@ -313,6 +313,7 @@ def reload_mid_cell(page: Any, lab: JupyterServer, frontend: str) -> None:
         "statuses": restore.statuses,
         "status_at_end_of_mid_cell_window": status_mid_cell,
         "rest_states_mid_cell": sorted(set(rest_states)),
+        "rest_idle_samples_mid_cell": sum(state != "busy" for state in rest_states),
         "tracked_idles": [(f.parent_msg_type, round(f.t - since, 2)) for f in idles],
         "tracked_idles_mid_cell_without_busy_after": [
             (f.parent_msg_type, round(f.t - since, 2)) for f in unanswered_idles
@@ -335,8 +336,20 @@ def reload_mid_cell(page: Any, lab: JupyterServer, frontend: str) -> None:
     assert page.locator(ERROR_WIDGET).count() == 0, detail
     assert restore.busy_at is not None, f"status never said busy after the reload: {detail}"
     assert status_mid_cell == "busy", f"status says {status_mid_cell!r} mid-cell: {detail}"
-    assert rest_states and set(rest_states) == {"busy"}, (
-        f"the server's execution_state left busy while the cell ran: {detail}"
+    # PROTOCOL.md section 5: a control request's idle (create_subshell_request, which the
+    # server tracks) is followed at once by busy for the cell. The server handles the two as
+    # separate messages, so a poll can land between them (about 1 run in 10 here): one idle
+    # sample, with busy at the very next one, is that documented blip; two in a row, or idle
+    # at the end of the window, is a kernel that looks idle.
+    assert rest_states and rest_states[-1] == "busy", (
+        f"the server's execution_state was not busy at the end of the cell's window: {detail}"
+    )
+    lasting_idles = [
+        i for i, state in enumerate(rest_states[:-1]) if state != "busy" != rest_states[i + 1]
+    ]
+    assert not lasting_idles, (
+        f"the server's execution_state left busy for more than one poll while the cell ran: "
+        f"{detail}"
     )
     assert not unanswered_idles, (
         f"a tracked status: idle mid-cell was not followed by busy for the cell: {detail}"
