@@ -75,3 +75,56 @@ def run_burst(kc: BlockingKernelClient, code: str, timeout: float = 120) -> Burs
     return Burst(reply, counts, others, time.monotonic() - start)
 
 
+#: The seed's burst: a GridBox of 3000 Buttons (3 comm_open each, 2 for the grid: 9002).
+SEED_BUTTONS = 3000
+SEED_COMM_OPEN = 3 * SEED_BUTTONS + 2
+
+#: When the pause tests pause the reader: once the client has seen this many comm_open, so
+#: the pause always hits the middle of the burst, whatever the machine's speed.
+PAUSE_AFTER_COMM_OPEN = 300
+
+
+@dataclass
+class PausedBurst:
+    """What a websocket client saw of a burst during which something paused its reader."""
+
+    counts: dict[str, int]
+    idle: bool
+    reply: dict[str, Any] | None
+    others: list[dict[str, Any]]
+    #: True once the pause had been started (the trigger count was reached)
+    paused: bool
+
+
+def run_paused_burst(
+    ws: Any,
+    code: str,
+    pause: Any,
+    after: int = PAUSE_AFTER_COMM_OPEN,
+    timeout: float = 120,
+) -> PausedBurst:
+    """Run ``code`` on a ``server_utils.KernelWebsocket``; call ``pause()`` at comm_open
+    number ``after``; collect until the idle (or ``timeout``: a lost idle never comes).
+
+    ``pause`` must return at once (``JupyterServer.block_event_loop`` / ``stop_process``
+    return a ``ServerPause`` running in a thread), so the client keeps reading meanwhile;
+    the pause is joined before this returns.
+    """
+    counts: dict[str, int] = {}
+    started: list[Any] = []
+
+    def on_message(msg: dict[str, Any]) -> None:
+        counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
+        if msg["msg_type"] == "comm_open" and counts["comm_open"] == after:
+            started.append(pause())
+
+    msg_id = ws.execute(code)
+    try:
+        reply, iopub = ws.collect_execution(msg_id, timeout=timeout, on_message=on_message)
+        idle = True
+    except TimeoutError as exc:
+        reply, iopub, idle = None, getattr(exc, "messages", []), False
+    for p in started:
+        p.join()
+    others = [m for m in iopub if m["msg_type"] != "comm_open"]
+    return PausedBurst(counts, idle, reply, others, bool(started))

@@ -22,10 +22,12 @@ still found in ``sys.prefix`` (where ``python3`` and ``python3-ext`` are install
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -106,6 +108,7 @@ class JupyterServer:
     declare ``curve``). ``extra_args`` go on the command line after ours, so they win.
     ``stop_timeout`` is how long :meth:`stop` waits after SIGTERM before it kills the server.
     The server's log is kept in ``self.log_path``; :meth:`log_text` reads it.
+    ``pause_extension=True`` loads tests/pause_extension.py, for :meth:`block_event_loop`.
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class JupyterServer:
         env: dict[str, str] | None = None,
         startup_timeout: float = 90,
         stop_timeout: float = 30,
+        pause_extension: bool = False,
     ) -> None:
         if app not in ("server", "lab"):
             raise ValueError(f"app must be 'server' or 'lab', not {app!r}")
@@ -127,6 +131,7 @@ class JupyterServer:
         self.extra_env = dict(env or {})
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
+        self.pause_extension = pause_extension
         self.token = uuid.uuid4().hex
         self._tmp = Path(tempfile.mkdtemp(prefix="ipykernel-ext-server-"))
         self.root_dir = Path(root_dir) if root_dir is not None else self._tmp / "root"
@@ -158,6 +163,8 @@ class JupyterServer:
         ]
         if self.encryption:
             args.append("--KernelManager.transport_encryption=required")
+        if self.pause_extension:
+            args.append('--ServerApp.jpserver_extensions={"pause_extension": True}')
         return args + self.extra_args
 
     def environment(self) -> dict[str, str]:
@@ -176,6 +183,10 @@ class JupyterServer:
         )
         # A developer's config path must not add server extensions or kernel settings.
         env.pop("JUPYTER_CONFIG_PATH", None)
+        if self.pause_extension:
+            # tests/pause_extension.py is imported by the server as a top-level module.
+            here = str(Path(__file__).resolve().parent)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
         env.update(self.extra_env)
         return env
 
@@ -258,6 +269,57 @@ class JupyterServer:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
+    # pauses -------------------------------------------------------------------------
+
+    def block_event_loop(self, seconds: float) -> ServerPause:
+        """Block the server's event loop for ``seconds`` (``pause_extension=True`` needed).
+
+        Returns at once; the pause runs in a thread. ``started`` is set once the server has
+        answered, i.e. its loop is blocked from then on.
+        """
+        if not self.pause_extension:
+            raise ServerError("start the server with pause_extension=True")
+        from pause_extension import BLOCK_PATH
+
+        def block(pause: ServerPause) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=seconds + 60)
+            try:
+                conn.request(
+                    "GET",
+                    f"/{BLOCK_PATH}?seconds={seconds}",
+                    headers={"Authorization": f"token {self.token}"},
+                )
+                response = conn.getresponse()
+                body = response.read()  # sent before the sleep (Content-Length)
+                if response.status != 200:
+                    raise ServerError(f"block: HTTP {response.status}: {body[:200]!r}")
+                pause.started.set()
+                # The loop handles requests one at a time: this one is answered only once
+                # the sleep is over.
+                self.api("GET", "api/status", timeout=seconds + 60)
+            finally:
+                conn.close()
+
+        return ServerPause.run(f"block the event loop {seconds} s", block)
+
+    def stop_process(self, seconds: float) -> ServerPause:
+        """SIGSTOP the server process (not its kernels) for ``seconds``, then SIGCONT.
+
+        Returns at once; the pause runs in a thread, ``started`` is set after SIGSTOP.
+        """
+        assert self.proc is not None
+        pid = self.proc.pid
+
+        def stop_then_continue(pause: ServerPause) -> None:
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                pause.started.set()
+                time.sleep(seconds)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+
+        return ServerPause.run(f"SIGSTOP {seconds} s", stop_then_continue)
+
     # REST ---------------------------------------------------------------------------
 
     @property
@@ -314,6 +376,44 @@ class JupyterServer:
     ) -> KernelWebsocket:
         """A ready websocket client on ``kernel_id`` (see :class:`KernelWebsocket`)."""
         return KernelWebsocket(self, kernel_id, session_id=session_id, timeout=timeout)
+
+
+class ServerPause:
+    """A pause of the server running in a background thread (see ``JupyterServer``).
+
+    ``started``: the server is paused from now on. :meth:`join` returns once it runs again
+    and raises whatever went wrong in the thread.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.started = threading.Event()
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def run(cls, what: str, body: Callable[[ServerPause], None]) -> ServerPause:
+        pause = cls(what)
+
+        def target() -> None:
+            try:
+                body(pause)
+            except BaseException as exc:  # re-raised by join()
+                pause.error = exc
+
+        pause._thread = threading.Thread(target=target, name=f"pause: {what}", daemon=True)
+        pause._thread.start()
+        return pause
+
+    def join(self, timeout: float = 180) -> None:
+        assert self._thread is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"{self.what}: not over after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        if not self.started.is_set():
+            raise ServerError(f"{self.what}: never started")
 
 
 # --- a websocket client ------------------------------------------------------------------
@@ -497,11 +597,16 @@ class KernelWebsocket:
             raise TimeoutError(f"no reply to {msg_type} on {channel} in {timeout} s") from exc
 
     def collect_execution(
-        self, msg_id: str, timeout: float = 120
+        self,
+        msg_id: str,
+        timeout: float = 120,
+        on_message: Callable[[dict[str, Any]], None] | None = None,
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The execute_reply of ``msg_id`` and every IOPub message it caused, up to its idle.
 
-        IOPub messages with other parents stay in the backlog. ``TimeoutError`` if the idle
+        ``on_message`` is called with each of them as it is read (to act mid-burst, e.g.
+        pause the server once N comm_open have come). IOPub messages with other parents
+        stay in the backlog. ``TimeoutError`` if the idle
         or the reply does not come in ``timeout`` s (the ones received so far are in the
         exception's ``messages`` attribute).
         """
@@ -535,6 +640,8 @@ class KernelWebsocket:
                 reply = msg
             else:
                 iopub.append(msg)
+                if on_message is not None:
+                    on_message(msg)
                 if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                     idle = True
         return reply, iopub
