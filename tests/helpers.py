@@ -12,8 +12,11 @@ requests one at a time, so whatever an earlier control request published comes f
 
 from __future__ import annotations
 
+import json
 import os
 import queue
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +32,28 @@ from ipykernel_ext.endpoints import apply_curve_client, channel_endpoint, curve_
 
 EXT_KERNEL = "python3-ext"
 STOCK_KERNEL = "python3"
+#: The kernel class cluster launchers are given (``--ipykernel-subclass-name``).
+EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
+
+
+def install_ssh_spec(prefix: Path, name: str, *options: str) -> tuple[Path, dict[str, Any]]:
+    """``jupyter-ssh-spec install`` for ExtKernel, as an operator runs it; its kernel.json."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway_provisioners.cli.ssh_specapp",
+            "install",
+            f"--prefix={prefix}",
+            f"--kernel-name={name}",
+            *options,
+            f"--ipykernel-subclass-name={EXT_KERNEL_CLASS}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    spec_file = prefix / "share" / "jupyter" / "kernels" / name / "kernel.json"
+    return spec_file, json.loads(spec_file.read_text())
 
 
 def start_kernel(
@@ -76,6 +101,24 @@ def running_kernel(
         if kc is not None:
             kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def shell_and_control_client(km: KernelManager) -> BlockingKernelClient:
+    """A client that does not subscribe to IOPub, so a raw subscriber can be the only one."""
+    kc = BlockingKernelClient(connection_file=km.connection_file)
+    kc.load_connection_file()
+    kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=True)
+    deadline = time.monotonic() + 60
+    while True:
+        msg_id = kc.kernel_info()
+        try:
+            reply = kc.get_shell_msg(timeout=1)
+        except queue.Empty:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no kernel_info_reply in 60 s") from None
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return kc
 
 
 def control_request(
@@ -189,6 +232,15 @@ def is_status(state: str, msg_id: str) -> Callable[[dict[str, Any]], bool]:
     )
 
 
+def is_idle_for(msg: dict[str, Any], msg_id: str) -> bool:
+    """Is ``msg`` (from :meth:`RawSubscriber.recv`: content still packed) the idle of ``msg_id``?"""
+    return (
+        msg["header"]["msg_type"] == "status"
+        and msg["parent_header"].get("msg_id") == msg_id
+        and b'"idle"' in bytes(msg["content"])
+    )
+
+
 def evaluate(kc: BlockingKernelClient, expression: str) -> Any:
     """The value of ``expression`` in the kernel (through repr and ast.literal_eval)."""
     import ast
@@ -276,9 +328,11 @@ def busy_cell(kc: BlockingKernelClient, tmp_path: Path, then: str = "") -> Itera
     msg_id = kc.execute(code)
     wait_iopub(
         kc,
-        lambda m: m["msg_type"] == "stream"
-        and m["parent_header"].get("msg_id") == msg_id
-        and "CELL STARTED" in m["content"]["text"],
+        lambda m: (
+            m["msg_type"] == "stream"
+            and m["parent_header"].get("msg_id") == msg_id
+            and "CELL STARTED" in m["content"]["text"]
+        ),
         what="the cell's start marker",
     )
     cell = BusyCell(kc, release_file, msg_id)

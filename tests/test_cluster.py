@@ -45,7 +45,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -58,11 +57,13 @@ from bursts import (
     widget_grid_code,
 )
 from helpers import (
+    EXT_KERNEL_CLASS,
     RawSubscriber,
     busy_cell,
     control_request,
     execute_and_collect,
     fetch_update_states,
+    install_ssh_spec,
     iopub_stats,
     new_client,
     shell_reply,
@@ -89,31 +90,10 @@ except ImportError as exc:  # fail, never skip: CI installs it
 
 pytestmark = pytest.mark.timeout(240)
 
-EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
 BUTTONS = 3000
 PROVISIONER = "gateway_provisioners"
 SSHD = "/usr/sbin/sshd"
 IPKERNELAPP = "IPKernelApp"
-
-
-def install_ssh_spec(prefix: Path, name: str, *options: str) -> tuple[Path, dict[str, Any]]:
-    """``jupyter-ssh-spec install`` for ExtKernel, as an operator runs it; its kernel.json."""
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway_provisioners.cli.ssh_specapp",
-            "install",
-            f"--prefix={prefix}",
-            f"--kernel-name={name}",
-            *options,
-            f"--ipykernel-subclass-name={EXT_KERNEL_CLASS}",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    spec_file = prefix / "share" / "jupyter" / "kernels" / name / "kernel.json"
-    return spec_file, json.loads(spec_file.read_text())
 
 
 def make_kernelspecs(prefix: Path) -> KernelSpecManager:

@@ -49,8 +49,10 @@ from helpers import (
     count_types,
     execute_and_collect,
     iopub_stats,
+    is_idle_for,
     new_client,
     running_kernel,
+    shell_and_control_client,
     start_kernel,
 )
 from jupyter_client import BlockingKernelClient, KernelManager
@@ -61,14 +63,6 @@ from ipykernel_ext.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
     """Counts by type of the messages whose parent is ``msg_id``."""
     return count_types([m for m in messages if m["parent_header"].get("msg_id") == msg_id])
-
-
-def is_idle_for(msg: dict[str, Any], msg_id: str) -> bool:
-    return (
-        msg["header"]["msg_type"] == "status"
-        and msg["parent_header"].get("msg_id") == msg_id
-        and b'"idle"' in bytes(msg["content"])
-    )
 
 
 @pytest.fixture(scope="module")
@@ -120,24 +114,6 @@ def test_default_settings_reach_the_socket(ext_kernel: Any) -> None:
 NODROP_HWM = 20
 NODROP_BURST = 1500
 NODROP_PAD = 16_000  # bytes per message: TCP buffers then hold few messages
-
-
-def shell_and_control_client(km: KernelManager) -> BlockingKernelClient:
-    """A client that does not subscribe to IOPub, so the raw subscriber is the only one."""
-    kc = BlockingKernelClient(connection_file=km.connection_file)
-    kc.load_connection_file()
-    kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=True)
-    deadline = time.monotonic() + 60
-    while True:
-        msg_id = kc.kernel_info()
-        try:
-            reply = kc.get_shell_msg(timeout=1)
-        except queue.Empty:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no kernel_info_reply in 60 s") from None
-            continue
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return kc
 
 
 def read_only_when_waited_for(

@@ -31,11 +31,32 @@ Verdicts are counts, never timings: how long a pause lasts is the scenario, not 
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bursts import SEED_BUTTONS, SEED_COMM_OPEN, PausedBurst, run_paused_burst, widget_grid_code
+from bursts import (
+    SEED_BUTTONS,
+    SEED_COMM_OPEN,
+    PausedBurst,
+    comm_loop_code,
+    run_paused_burst,
+    widget_grid_code,
+)
+from helpers import (
+    RawSubscriber,
+    execute_and_collect,
+    iopub_stats,
+    is_idle_for,
+    running_kernel,
+    shell_and_control_client,
+    shell_reply,
+    start_kernel,
+)
+from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.session import Session
 from server_utils import JupyterServer, KernelWebsocket
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
@@ -109,3 +130,142 @@ def test_a_paused_server_gets_the_whole_burst(
     burst = run_paused_burst(ws, widget_grid_code(SEED_BUTTONS), pause)
     after = ws_stats(ws)
     assert_whole_and_stalled(burst, before, after)
+
+
+# --- a subscriber that never comes back, and then does ---------------------------------------
+
+#: A short give-up time and a small backlog, so the stalled subscriber is given up quickly.
+GIVE_UP_TIMEOUT_MS = 3000
+GIVE_UP_BACKLOG_LIMIT = 2_000_000
+#: 20000 comm_open of ~1 kB: ~24 MB, far past the backlog limit.
+GIVE_UP_BURST = 20_000
+GIVE_UP_PAD = 1000
+
+
+#: Room for the frame the client's copy of a message does not have: its topic
+#: (``kernel.<uuid>.<msg_type>`` or ``comm-<id>``).
+TOPIC_ALLOWANCE = 256
+
+
+def wire_size(session: Session, msg: dict[str, Any]) -> int:
+    """Bytes of ``msg`` as the kernel sends it: its signed frames, plus room for the topic."""
+    return sum(len(f) for f in session.serialize(msg)) + TOPIC_ALLOWANCE
+
+
+def stalled_then_reads(
+    km: KernelManager, kc: BlockingKernelClient, stalled: RawSubscriber, code: str
+) -> tuple[dict[str, int], int, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """Run ``code`` with ``stalled`` not reading; then it reads until a later cell's idle.
+
+    Returns (the healthy reader's counts, the largest message it got in bytes, stats before,
+    stats after the burst, what the stalled subscriber read once it read again).
+    """
+    before = iopub_stats(kc)
+    counts: dict[str, int] = {}
+    largest = 0
+
+    def keep(msg: dict[str, Any]) -> bool:
+        nonlocal largest
+        counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
+        largest = max(largest, wire_size(kc.session, msg))
+        return False
+
+    reply, _ = execute_and_collect(kc, code, timeout=180, keep=keep)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    after = iopub_stats(kc)
+    # The stalled subscriber reads again: what it holds, then whatever the kernel sends it
+    # once delivery resumes, up to the idle of a cell run after that (a barrier: the kernel
+    # publishes in order, so a notice due on resuming comes before it).
+    resumed: list[dict[str, Any]] = []
+    while (msg := stalled.recv(timeout=2)) is not None:
+        resumed.append(msg)
+    barrier_id = kc.execute("print('after the stall')")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        msg = stalled.recv(timeout=max(0.0, deadline - time.monotonic()))
+        if msg is None:
+            break
+        resumed.append(msg)
+        if is_idle_for(msg, barrier_id):
+            break
+    shell_reply(kc, barrier_id)
+    return counts, largest, before, after, resumed
+
+
+def test_a_subscriber_that_never_reads_is_given_up_counted_and_told() -> None:
+    args = [
+        f"--iopub-send-timeout={GIVE_UP_TIMEOUT_MS}",
+        f"--iopub-backlog-limit={GIVE_UP_BACKLOG_LIMIT}",
+    ]
+    with running_kernel(EXT_KERNEL, args) as (km, kc):
+        stalled = RawSubscriber(km)
+        try:
+            counts, largest, before, after, resumed = stalled_then_reads(
+                km, kc, stalled, comm_loop_code(GIVE_UP_BURST, pad=GIVE_UP_PAD)
+            )
+        finally:
+            stalled.close()
+    # The healthy reader got everything.
+    assert counts.get("comm_open", 0) == GIVE_UP_BURST, counts
+    assert counts.get("status", 0) == 2, counts
+    # The stalled one was given up, and what it missed is counted.
+    assert after["timeouts"] - before["timeouts"] >= 1, (before, after)
+    missed = after["missed"] - before["missed"]
+    assert missed > 0, (before, after)
+    # The backlog never held more than its limit plus the one message that crossed it.
+    assert after["backlog_limit_bytes"] == GIVE_UP_BACKLOG_LIMIT
+    assert after["backlog_peak_bytes"] <= after["backlog_limit_bytes"] + largest, (after, largest)
+    # Once it reads again it is told, on stderr, how many messages it missed.
+    notices = [
+        m
+        for m in resumed
+        if m["header"]["msg_type"] == "stream"
+        and json.loads(bytes(m["content"]))["name"] == "stderr"
+    ]
+    texts = [json.loads(bytes(m["content"]))["text"] for m in notices]
+    assert any(str(after["missed"]) in t or str(missed) in t for t in texts), (texts, after)
+
+
+# --- control answers while a subscriber is stalled ----------------------------------------------
+
+
+def test_control_answers_while_the_backlog_is_not_empty() -> None:
+    """A subscriber stalled for longer than the test: the cell ends, control still answers.
+
+    With a send path that waits for room on the IOPub thread the cell itself could not end
+    (its output would queue up behind the stalled send); here the IOPub thread keeps the
+    messages in its backlog, and control requests are answered while they are there.
+    """
+    km = start_kernel(EXT_KERNEL, ["--iopub-send-timeout=600000"])
+    kc = stalled = None
+    try:
+        kc = shell_and_control_client(km)
+        stalled = RawSubscriber(km)
+        msg_id = kc.execute(comm_loop_code(GIVE_UP_BURST, pad=GIVE_UP_PAD))
+        reply = shell_reply(kc, msg_id, timeout=120)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        # Nobody reads the stalled subscriber's queue, so the backlog cannot shrink: the
+        # stats reply shows it non-empty, and the shutdown_request sent after it on the same
+        # control socket (handled in order) is answered with it still there.
+        stats_msg = kc.session.msg("iopub_stats_request", {})
+        shutdown_msg = kc.session.msg("shutdown_request", {"restart": False})
+        kc.control_channel.send(stats_msg)
+        kc.control_channel.send(shutdown_msg)
+        replies: dict[str, dict[str, Any]] = {}
+        deadline = time.monotonic() + 60
+        while len(replies) < 2 and time.monotonic() < deadline:
+            msg = kc.control_channel.get_msg(timeout=max(0.01, deadline - time.monotonic()))
+            replies[msg["parent_header"].get("msg_id")] = msg
+        stats = replies[stats_msg["header"]["msg_id"]]["content"]
+        assert stats["status"] == "ok", stats
+        assert stats["backlog_messages"] > 0 and stats["backlog_bytes"] > 0, stats
+        assert stats["missed"] == 0 and stats["timeouts"] == 0, stats
+        shutdown = replies[shutdown_msg["header"]["msg_id"]]
+        assert shutdown["msg_type"] == "shutdown_reply"
+        assert shutdown["content"]["status"] == "ok", shutdown["content"]
+    finally:
+        if stalled is not None:
+            stalled.close()
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
