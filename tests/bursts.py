@@ -92,19 +92,26 @@ class PausedBurst:
     idle: bool
     reply: dict[str, Any] | None
     others: list[dict[str, Any]]
-    #: True once the pause had been started (the trigger count was reached)
-    paused: bool
+    #: True once the pause had been started (the trigger count was reached); None: no pause
+    #: was asked for (a reader that is slow all along)
+    paused: bool | None
+
+    @property
+    def status(self) -> str | None:
+        """The execute_reply's status (None if no reply came)."""
+        return None if self.reply is None else self.reply["content"]["status"]
 
 
 def run_paused_burst(
     ws: Any,
     code: str,
-    pause: Any,
+    pause: Any = None,
     after: int = PAUSE_AFTER_COMM_OPEN,
     timeout: float = 120,
 ) -> PausedBurst:
-    """Run ``code`` on a ``server_utils.KernelWebsocket``; call ``pause()`` at comm_open
-    number ``after``; collect until the idle (or ``timeout``: a lost idle never comes).
+    """Run ``code`` on a ``server_utils.KernelWebsocket``; call ``pause()`` (if given) at
+    comm_open number ``after``; collect until the idle (or ``timeout``: a lost idle never
+    comes).
 
     ``pause`` must return at once (``JupyterServer.block_event_loop`` / ``stop_process``
     return a ``ServerPause`` running in a thread), so the client keeps reading meanwhile;
@@ -115,7 +122,7 @@ def run_paused_burst(
 
     def on_message(msg: dict[str, Any]) -> None:
         counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
-        if msg["msg_type"] == "comm_open" and counts["comm_open"] == after:
+        if pause is not None and msg["msg_type"] == "comm_open" and counts["comm_open"] == after:
             started.append(pause())
 
     msg_id = ws.execute(code)
@@ -127,4 +134,4 @@ def run_paused_burst(
     for p in started:
         p.join()
     others = [m for m in iopub if m["msg_type"] != "comm_open"]
-    return PausedBurst(counts, idle, reply, others, bool(started))
+    return PausedBurst(counts, idle, reply, others, bool(started) if pause is not None else None)

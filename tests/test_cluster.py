@@ -31,12 +31,8 @@ provisioner is made, so they are set here, before anything imports it (docs/CLUS
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
-import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -60,6 +56,7 @@ from helpers import (
     EXT_KERNEL_CLASS,
     RawSubscriber,
     busy_cell,
+    can_make_namespaces,
     control_request,
     execute_and_collect,
     fetch_update_states,
@@ -67,6 +64,7 @@ from helpers import (
     iopub_stats,
     new_client,
     shell_reply,
+    veth_namespace,
 )
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
@@ -356,50 +354,25 @@ def _run(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True)
 
 
-def _free_subnet() -> str:
-    """A 10.213.N.0/30 no interface of this machine uses (the test's own wire)."""
-    in_use = subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True).stdout
-    for n in secrets.SystemRandom().sample(range(256), 256):
-        if f"10.213.{n}." not in in_use:
-            return f"10.213.{n}"
-    raise RuntimeError("no free 10.213.N.0/30 subnet")
-
-
 @pytest.fixture(scope="module")
 def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHost]:
-    if os.geteuid() != 0 or shutil.which("ip") is None or not Path(SSHD).exists():
+    if not can_make_namespaces() or not Path(SSHD).exists():
         pytest.skip(f"the SSH hop needs root, iproute2 and {SSHD} (apt-get install openssh-server)")
     tmp = tmp_path_factory.mktemp("ssh-host")
-    namespace = f"ipkx{secrets.token_hex(3)}"
-    host_if, remote_if = f"{namespace}h", f"{namespace}r"
-    subnet = _free_subnet()
-    host_ip, remote_ip = f"{subnet}.1", f"{subnet}.2"
-    _run("ip", "netns", "add", namespace)
-    sshd = None
-    try:
-        _run("ip", "link", "add", host_if, "type", "veth", "peer", "name", remote_if)
-        _run("ip", "link", "set", remote_if, "netns", namespace)
-        _run("ip", "addr", "add", f"{host_ip}/30", "dev", host_if)
-        _run("ip", "link", "set", host_if, "up")
-        in_ns = ("ip", "netns", "exec", namespace)
-        _run(*in_ns, "ip", "addr", "add", f"{remote_ip}/30", "dev", remote_if)
-        _run(*in_ns, "ip", "link", "set", remote_if, "up")
-        _run(*in_ns, "ip", "link", "set", "lo", "up")
-        # The kernel sends its connection info back to the provisioner's response address,
-        # one of this machine's own addresses: reached through the veth pair.
-        _run(*in_ns, "ip", "route", "add", "default", "via", host_ip)
-
+    # Everything left in the namespace at the end was started by this test (sshd, kernels,
+    # listeners): veth_namespace kills it.
+    with veth_namespace() as net:
         home = tmp / "home"
         (home / ".ssh").mkdir(parents=True)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "host_key"))
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / ".ssh/id_ed25519"))
         (tmp / "authorized_keys").write_text((home / ".ssh/id_ed25519.pub").read_text())
         key_type, key = (tmp / "host_key.pub").read_text().split()[:2]
-        (home / ".ssh/known_hosts").write_text(f"{remote_ip} {key_type} {key}\n")
+        (home / ".ssh/known_hosts").write_text(f"{net.remote_ip} {key_type} {key}\n")
         (tmp / "sshd_config").write_text(
             textwrap.dedent(
                 f"""\
-                ListenAddress {remote_ip}
+                ListenAddress {net.remote_ip}
                 Port 22
                 HostKey {tmp}/host_key
                 AuthorizedKeysFile {tmp}/authorized_keys
@@ -415,27 +388,19 @@ def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHost]:
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
         with (tmp / "sshd.log").open("wb") as log:
             sshd = subprocess.Popen(
-                [*in_ns, SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=log
+                [*net.exec_prefix, SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=log
             )
-        host = SshHost(namespace, remote_ip, home)
-        deadline = time.monotonic() + 30
-        while "Server listening" not in (tmp / "sshd.log").read_text():
-            assert sshd.poll() is None, (tmp / "sshd.log").read_text()
-            assert time.monotonic() < deadline, "sshd did not start in 30 s"
-            time.sleep(0.05)
-        yield host
-    finally:
-        # Everything left in the namespace was started by this test: sshd, kernels, listeners.
-        leftovers = subprocess.run(
-            ["ip", "netns", "pids", namespace], capture_output=True, text=True
-        ).stdout.split()
-        for pid in leftovers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
-        if sshd is not None:
+        try:
+            host = SshHost(net.namespace, net.remote_ip, home)
+            deadline = time.monotonic() + 30
+            while "Server listening" not in (tmp / "sshd.log").read_text():
+                assert sshd.poll() is None, (tmp / "sshd.log").read_text()
+                assert time.monotonic() < deadline, "sshd did not start in 30 s"
+                time.sleep(0.05)
+            yield host
+        finally:
+            sshd.kill()
             sshd.wait(timeout=10)
-        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
 
 
 def test_over_a_real_ssh_hop(

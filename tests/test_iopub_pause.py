@@ -31,11 +31,18 @@ Verdicts are counts, never timings: how long a pause lasts is the scenario, not 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from bursts import (
     SEED_BUTTONS,
@@ -47,17 +54,24 @@ from bursts import (
 )
 from helpers import (
     RawSubscriber,
+    VethNamespace,
+    can_make_namespaces,
     execute_and_collect,
+    install_ssh_spec,
     iopub_stats,
     is_idle_for,
+    limit_rate,
     running_kernel,
     shell_and_control_client,
     shell_reply,
     start_kernel,
+    veth_namespace,
 )
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.session import Session
 from server_utils import JupyterServer, KernelWebsocket
+
+from ipykernel_ext.iopub import ADOPTED
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -79,14 +93,14 @@ def assert_whole_and_stalled(
     burst: PausedBurst, before: dict[str, Any], after: dict[str, Any]
 ) -> None:
     """The verdict of every pause test: nothing lost, and the pause did hold the kernel up."""
-    assert burst.paused, "the burst ended before the trigger count: the test proved nothing"
+    assert burst.paused is not False, "the burst ended before the pause: it proved nothing"
     # Loss first: on a kernel that gives a paused subscriber up after 2 s, this is what fails.
     assert burst.counts.get("comm_open", 0) == SEED_COMM_OPEN, (burst.counts, after)
     assert burst.idle, (burst.counts, after)
     assert burst.counts.get("display_data", 0) == 1, burst.counts
-    assert burst.reply is not None and burst.reply["content"]["status"] == "ok"
-    notices = [m for m in burst.others if m["msg_type"] == "stream"]
-    assert notices == [], [m["content"] for m in notices]
+    assert burst.status == "ok", burst.reply
+    # Nothing was missed, so there is no notice about it either.
+    assert burst.counts.get("stream", 0) == 0, [m["content"] for m in burst.others]
     assert after["missed"] - before["missed"] == 0, (before, after)
     assert after["timeouts"] - before["timeouts"] == 0, (before, after)
     # The pause must have made the kernel wait, or the test showed nothing about pauses.
@@ -129,6 +143,115 @@ def test_a_paused_server_gets_the_whole_burst(
     before = ws_stats(ws)
     burst = run_paused_burst(ws, widget_grid_code(SEED_BUTTONS), pause)
     after = ws_stats(ws)
+    assert_whole_and_stalled(burst, before, after)
+
+
+# --- a slow reader: gateway_provisioners' launcher with its default settings ----------------
+
+#: gateway_provisioners refuses to start kernels as ``root`` by default; CI may run as root.
+#: This is the only setting changed: GP_SOCKET_TIMEOUT keeps its default (0.01 s), whose
+#: response socket blocks the server's event loop for 10 ms each turn (docs/CLUSTER.md), so
+#: the server reads IOPub at about a hundred messages a second: a slow reader, for real.
+GP_ENV = {"GP_UNAUTHORIZED_USERS": "ipykernel-ext-tests-nobody"}
+GP_KERNEL = "ssh_python_ext_pause"
+
+
+@pytest.fixture(scope="module")
+def gp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """A jupyter_server whose kernels start through DistributedProvisioner (a local host)."""
+    prefix = tmp_path_factory.mktemp("gp-prefix")
+    spec_file, spec = install_ssh_spec(prefix, GP_KERNEL)
+    assert spec["metadata"]["kernel_provisioner"]["provisioner_name"] == "distributed-provisioner"
+    spec["argv"][0] = sys.executable  # `python` on a host's PATH; here this environment's
+    spec_file.write_text(json.dumps(spec, indent=1))
+    env = dict(GP_ENV, JUPYTER_PATH=str(prefix / "share" / "jupyter"))
+    assert "GP_SOCKET_TIMEOUT" not in os.environ, "the default is what this test is about"
+    with JupyterServer(env=env) as srv:
+        assert srv.proc is not None
+        try:
+            yield srv
+        finally:
+            # The provisioner's listener processes outlive their kernels (docs/CLUSTER.md).
+            leftovers = psutil.Process(srv.proc.pid).children(recursive=True)
+            for kernel in srv.api("GET", "api/kernels"):
+                srv.shutdown_kernel(kernel["id"])
+            for proc in leftovers:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+            psutil.wait_procs(leftovers, timeout=10)
+
+
+@pytest.mark.timeout(420)
+def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
+    gp_server: JupyterServer,
+) -> None:
+    kernel_id = gp_server.start_kernel(GP_KERNEL)
+    try:
+        with gp_server.connect(kernel_id) as client:
+            client.run("import ipywidgets")
+            before = ws_stats(client)
+            assert before["socket"] == ADOPTED  # stock IPKernelApp with ExtKernel
+            # No pause of ours: the reader is slow all along.
+            burst = run_paused_burst(client, widget_grid_code(SEED_BUTTONS), timeout=300)
+            after = ws_stats(client)
+    finally:
+        gp_server.shutdown_kernel(kernel_id)
+    assert_whole_and_stalled(burst, before, after)
+
+
+# --- a slow reader: behind a rate-limited link --------------------------------------------
+
+#: The link's rate. A Button's comm_open is about 1 kB on the wire, so this carries ~200 of
+#: them a second: slower than the 250/s a reader needs to look alive to a kernel that gives
+#: up after 2 s (half a 1000-message queue per send timeout), and the burst takes ~45 s.
+LINK_RATE_BIT = 1_600_000
+BURST_READER = Path(__file__).resolve().parent / "burst_reader.py"
+
+
+@pytest.fixture
+def slow_link() -> Iterator[VethNamespace]:
+    """A namespace whose only way in is a veth pair shaped by tbf to LINK_RATE_BIT."""
+    if not can_make_namespaces() or shutil.which("tc") is None:
+        pytest.skip("the rate-limited link needs root and iproute2 (ip, tc)")
+    with veth_namespace() as net:
+        # Shape this side's end: what the kernel (here) sends to the reader (inside).
+        limit_rate(net.host_if, LINK_RATE_BIT)
+        yield net
+
+
+@pytest.mark.timeout(420)
+def test_a_reader_behind_a_rate_limited_link_gets_the_whole_burst(
+    slow_link: VethNamespace,
+) -> None:
+    # The kernel listens on this side's end of the pair; the reader inside reaches it only
+    # through the shaped link, while this process's control client goes over loopback.
+    km = start_kernel(EXT_KERNEL, ip=slow_link.host_ip)
+    kc = None
+    try:
+        kc = shell_and_control_client(km)
+        before = iopub_stats(kc)
+        reader = subprocess.run(
+            [
+                *slow_link.exec_prefix,
+                sys.executable,
+                str(BURST_READER),
+                km.connection_file,
+                f"--buttons={SEED_BUTTONS}",
+                "--timeout=300",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert reader.returncode == 0, reader.stderr[-3000:]
+        result = json.loads(reader.stdout.splitlines()[-1])
+        after = iopub_stats(kc)
+    finally:
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    reply = {"content": {"status": result["status"]}} if result["status"] else None
+    burst = PausedBurst(result["counts"], result["idle"], reply, [], None)
     assert_whole_and_stalled(burst, before, after)
 
 

@@ -1,0 +1,67 @@
+"""A client process that runs one burst on a kernel and reports what it received, as JSON.
+
+For readers that must live in a process of their own: in a network namespace behind a
+rate-limited link (``ip netns exec NS python tests/burst_reader.py ...``; test_iopub_pause and
+benchmarks/iopub_pause.py). It connects with the connection file's addresses and CurveZMQ
+keys, imports ipywidgets in the kernel, runs the seed's widget grid, collects IOPub up to the
+cell's idle and prints one JSON line::
+
+    {"counts": {"comm_open": 9002, ...}, "idle": true, "status": "ok", "seconds": 41.2}
+
+A lost idle ends the collection after ``--timeout`` seconds with ``"idle": false``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bursts import widget_grid_code
+from helpers import execute_and_collect
+from jupyter_client import BlockingKernelClient
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("connection_file")
+    parser.add_argument("--buttons", type=int, default=3000)
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args(argv)
+
+    kc = BlockingKernelClient(connection_file=args.connection_file)
+    kc.load_connection_file()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        execute_and_collect(kc, "import ipywidgets", timeout=120)
+        counts: dict[str, int] = {}
+
+        def keep(msg: dict[str, Any]) -> bool:
+            counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
+            return False
+
+        start = time.monotonic()
+        status = None
+        try:
+            reply, _ = execute_and_collect(
+                kc, widget_grid_code(args.buttons), args.timeout, keep=keep
+            )
+            idle, status = True, reply["content"]["status"]
+        except TimeoutError:
+            idle = False
+        seconds = time.monotonic() - start
+        result = {"counts": counts, "idle": idle, "status": status, "seconds": seconds}
+        print(json.dumps(result), flush=True)
+    finally:
+        kc.stop_channels()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
