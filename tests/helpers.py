@@ -41,8 +41,14 @@ STOCK_KERNEL = "python3"
 EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
 
 
-def install_ssh_spec(prefix: Path, name: str, *options: str) -> tuple[Path, dict[str, Any]]:
-    """``jupyter-ssh-spec install`` for ExtKernel, as an operator runs it; its kernel.json."""
+def install_ssh_spec(
+    prefix: Path, name: str, *options: str, kernel_class: str | None = EXT_KERNEL_CLASS
+) -> tuple[Path, dict[str, Any]]:
+    """``jupyter-ssh-spec install`` for ExtKernel, as an operator runs it; its kernel.json.
+
+    ``kernel_class=None``: the launcher's default kernel class (stock ipykernel).
+    """
+    subclass = [] if kernel_class is None else [f"--ipykernel-subclass-name={kernel_class}"]
     subprocess.run(
         [
             sys.executable,
@@ -52,7 +58,7 @@ def install_ssh_spec(prefix: Path, name: str, *options: str) -> tuple[Path, dict
             f"--prefix={prefix}",
             f"--kernel-name={name}",
             *options,
-            f"--ipykernel-subclass-name={EXT_KERNEL_CLASS}",
+            *subclass,
         ],
         check=True,
         capture_output=True,

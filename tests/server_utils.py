@@ -405,6 +405,11 @@ class ServerPause:
         pause._thread.start()
         return pause
 
+    @property
+    def over(self) -> bool:
+        """The server runs again (or the pause failed; :meth:`join` says)."""
+        return self._thread is not None and not self._thread.is_alive()
+
     def join(self, timeout: float = 180) -> None:
         assert self._thread is not None
         self._thread.join(timeout)

@@ -1,0 +1,547 @@
+"""A reader that pauses or is slow, then carries on: stock ipykernel vs ipykernel_ext (issue 17).
+
+The seed's burst (a GridBox of 3000 Buttons: 9002 comm_open, one display_data, the idle),
+over CurveZMQ (``transport_encryption="required"``), with the reader held up in the ways
+users meet, each real:
+
+* ``block N s``: a real jupyter_server (JupyterLab's v1 websocket protocol) whose event loop
+  is blocked for N s by tests/pause_extension.py once the client has seen 300 comm_open;
+* ``SIGSTOP N s``: the same server process stopped, then continued, at the same count;
+* ``gateway_provisioners``: the server starts the kernel through DistributedProvisioner with
+  its default settings (its response socket slows the server's event loop; docs/CLUSTER.md);
+* ``tbf link``: the reader in a network namespace behind a veth pair shaped by tbf
+  (tests/burst_reader.py; needs root and iproute2, else the row is skipped);
+* ``never-returning co-subscriber``: a 20000-message burst read by a healthy client while a
+  second subscriber (a raw SUB) never reads; compared with the same burst without it.
+
+Columns: comm_open lost, idle received, time to idle, and the kernel's RSS growth during the
+burst (psutil, sampled every 50 ms). Kernels alternate row by row; each trial has a fresh
+kernel. Nothing here is a verdict: the tests (tests/test_iopub_pause.py) hold the counts.
+
+    python benchmarks/iopub_pause.py                  # every row, 1 trial
+    python benchmarks/iopub_pause.py --quick          # no 10/30 s block, no 10 s SIGSTOP
+    python benchmarks/iopub_pause.py --json out.json --plot docs/iopub_pause.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+# The tests' own harness (the checkout is on sys.path; tests/ for their flat imports).
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from bursts import (  # noqa: E402
+    PAUSE_AFTER_COMM_OPEN,
+    SEED_BUTTONS,
+    SEED_COMM_OPEN,
+    comm_loop_code,
+    widget_grid_code,
+)
+from helpers import (  # noqa: E402
+    EXT_KERNEL_CLASS,
+    RawSubscriber,
+    can_make_namespaces,
+    install_ssh_spec,
+    limit_rate,
+    new_client,
+    shell_and_control_client,
+    start_kernel,
+    veth_namespace,
+)
+from server_utils import JupyterServer, KernelWebsocket, ServerPause  # noqa: E402
+
+STOCK, EXT = "python3", "python3-ext"
+KERNELS = {STOCK: "stock ipykernel", EXT: "ipykernel_ext"}
+RESULTS = ROOT / "benchmarks" / "results"
+PLOT = ROOT / "docs" / "iopub_pause.png"
+
+#: As in tests/test_iopub_pause.py: ~200 Button comm_open a second.
+LINK_RATE_BIT = 1_600_000
+COSUB_BURST = 20_000
+#: Once the execute_reply is in and any pause is over, this long without a message means the
+#: idle was lost (the kernel has nothing more to send).
+QUIET_S = 5.0
+
+
+@dataclass
+class Row:
+    scenario: str
+    kernel: str
+    expected: int
+    comm_open: int
+    idle: bool
+    seconds_to_idle: float | None
+    rss_growth_mb: float | None
+    stats: dict[str, Any] | None
+    #: co-subscriber row only: the healthy reader's time to idle without the co-subscriber
+    baseline_seconds: float | None = None
+
+    @property
+    def lost(self) -> int:
+        return self.expected - self.comm_open
+
+
+# --- the kernel's memory ------------------------------------------------------------------
+
+
+class RssSampler:
+    """The peak RSS of one process while a burst runs, minus its RSS at the start (MB)."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.proc = psutil.Process(pid) if pid is not None else None
+        self.start_rss = self.peak = self._rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _rss(self) -> int:
+        if self.proc is None:
+            return 0
+        try:
+            return self.proc.memory_info().rss
+        except psutil.Error:
+            return 0
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, self._rss())
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
+
+    @property
+    def growth_mb(self) -> float | None:
+        return None if self.proc is None else (self.peak - self.start_rss) / 2**20
+
+
+def kernel_pid(server: JupyterServer, kernel_id: str) -> int | None:
+    """The kernel process the server started (its command line names the kernel id)."""
+    assert server.proc is not None
+    matches = [
+        p
+        for p in psutil.Process(server.proc.pid).children(recursive=True)
+        if kernel_id in " ".join(_cmdline(p))
+    ]
+    # gateway_provisioners' listener is forked from the kernel process: take the top one.
+    pids = {p.pid for p in matches}
+    tops = [p for p in matches if p.ppid() not in pids]
+    return tops[0].pid if tops else None
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
+
+
+# --- through jupyter_server ---------------------------------------------------------------
+
+
+def collect(
+    ws: KernelWebsocket,
+    code: str,
+    pause: Callable[[], ServerPause] | None,
+    timeout: float,
+) -> tuple[dict[str, int], bool, float | None]:
+    """Run ``code``; (counts, idle seen, seconds to idle). A lost idle ends after QUIET_S."""
+    counts: dict[str, int] = {}
+    pauses: list[ServerPause] = []
+    start = time.perf_counter()
+    msg_id = ws.execute(code)
+    replied = False
+    last = time.monotonic()
+    deadline = last + timeout
+    while time.monotonic() < deadline:
+        # A paused server sends nothing: silence means a lost idle only once it runs again.
+        pause_over = all(p.over for p in pauses)
+        if replied and pause_over and time.monotonic() - last > QUIET_S:
+            return counts, False, None
+        try:
+            msg = ws.recv(timeout=0.5)
+        except TimeoutError:
+            continue
+        last = time.monotonic()
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["channel"] == "shell":
+            replied = True
+            continue
+        if msg["channel"] != "iopub":
+            continue
+        kind = msg["msg_type"]
+        counts[kind] = counts.get(kind, 0) + 1
+        if pause is not None and kind == "comm_open" and counts[kind] == PAUSE_AFTER_COMM_OPEN:
+            pauses.append(pause())
+        if kind == "status" and msg["content"]["execution_state"] == "idle":
+            seconds = msg["received"] - start
+            for p in pauses:
+                p.join()
+            return counts, True, seconds
+    return counts, False, None
+
+
+def ws_stats(ws: KernelWebsocket, kernel: str) -> dict[str, Any] | None:
+    """ipykernel_ext's iopub_stats (stock ipykernel does not answer the request)."""
+    if kernel == STOCK:
+        return None
+    try:
+        return ws.request("control", "iopub_stats_request", timeout=30)["content"]
+    except TimeoutError:
+        return None
+
+
+def server_row(
+    server: JupyterServer,
+    scenario: str,
+    kernel: str,
+    spec: str,
+    pause: Callable[[JupyterServer], ServerPause] | None,
+    timeout: float,
+) -> Row:
+    kernel_id = server.start_kernel(spec)
+    try:
+        with server.connect(kernel_id) as ws:
+            ws.run("import ipywidgets", timeout=120)
+            with RssSampler(kernel_pid(server, kernel_id)) as rss:
+                counts, idle, seconds = collect(
+                    ws,
+                    widget_grid_code(SEED_BUTTONS),
+                    (lambda: pause(server)) if pause is not None else None,
+                    timeout,
+                )
+            stats = ws_stats(ws, kernel)
+    finally:
+        with contextlib.suppress(Exception):
+            server.shutdown_kernel(kernel_id)
+    return Row(
+        scenario,
+        kernel,
+        SEED_COMM_OPEN,
+        counts.get("comm_open", 0),
+        idle,
+        seconds,
+        rss.growth_mb,
+        stats,
+    )
+
+
+def pause_rows(blocks: list[float], stops: list[float], timeout: float) -> Iterator[Row]:
+    with JupyterServer(pause_extension=True) as server:
+        for seconds in blocks:
+            for kernel in KERNELS:
+                yield server_row(
+                    server,
+                    f"block {seconds:g} s",
+                    kernel,
+                    kernel,
+                    lambda srv, s=seconds: srv.block_event_loop(s),
+                    timeout,
+                )
+        for seconds in stops:
+            for kernel in KERNELS:
+                yield server_row(
+                    server,
+                    f"SIGSTOP {seconds:g} s",
+                    kernel,
+                    kernel,
+                    lambda srv, s=seconds: srv.stop_process(s),
+                    timeout,
+                )
+
+
+def gateway_rows(timeout: float) -> Iterator[Row]:
+    """Both kernels through DistributedProvisioner with its default settings."""
+    prefix = Path(tempfile.mkdtemp(prefix="iopub-pause-gp-"))
+    specs = {STOCK: "ssh_pause_stock", EXT: "ssh_pause_ext"}
+    try:
+        for kernel, name in specs.items():
+            spec_file, spec = install_ssh_spec(
+                prefix,
+                name,
+                kernel_class=None if kernel == STOCK else EXT_KERNEL_CLASS,
+            )
+            spec["argv"][0] = sys.executable
+            spec_file.write_text(json.dumps(spec, indent=1))
+        env = {
+            # Only the root refusal is lifted; GP_SOCKET_TIMEOUT keeps its default.
+            "GP_UNAUTHORIZED_USERS": "ipykernel-ext-bench-nobody",
+            "JUPYTER_PATH": str(prefix / "share" / "jupyter"),
+        }
+        with JupyterServer(env=env) as server:
+            assert server.proc is not None
+            try:
+                for kernel, name in specs.items():
+                    yield server_row(server, "gateway_provisioners", kernel, name, None, timeout)
+            finally:
+                leftovers = psutil.Process(server.proc.pid).children(recursive=True)
+                for proc in leftovers:  # listeners outlive their kernels (docs/CLUSTER.md)
+                    with contextlib.suppress(psutil.Error):
+                        proc.kill()
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
+
+
+# --- without a server ------------------------------------------------------------------
+
+
+def link_rows(timeout: float) -> Iterator[Row]:
+    """The reader in a namespace behind a tbf-shaped veth; the kernel on this side."""
+    if not can_make_namespaces() or shutil.which("tc") is None:
+        print("   (tbf link rows skipped: need root, ip and tc)", flush=True)
+        return
+    reader = ROOT / "tests" / "burst_reader.py"
+    with veth_namespace() as net:
+        limit_rate(net.host_if, LINK_RATE_BIT)
+        for kernel in KERNELS:
+            km = start_kernel(kernel, ip=net.host_ip)
+            kc = None
+            try:
+                kc = shell_and_control_client(km)
+                pid = km.provisioner.process.pid  # type: ignore[union-attr]
+                with RssSampler(pid) as rss:
+                    out = subprocess.run(
+                        [
+                            *net.exec_prefix,
+                            sys.executable,
+                            str(reader),
+                            km.connection_file,
+                            f"--buttons={SEED_BUTTONS}",
+                            f"--timeout={timeout}",
+                        ],
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout + 120,
+                    )
+                result = json.loads(out.stdout.splitlines()[-1])
+                stats = control_stats(kc) if kernel == EXT else None
+            finally:
+                if kc is not None:
+                    kc.stop_channels()
+                km.shutdown_kernel(now=True)
+            yield Row(
+                "tbf link",
+                kernel,
+                SEED_COMM_OPEN,
+                result["counts"].get("comm_open", 0),
+                result["idle"],
+                result["seconds"] if result["idle"] else None,
+                rss.growth_mb,
+                stats,
+            )
+
+
+def control_stats(kc: Any) -> dict[str, Any] | None:
+    msg = kc.session.msg("iopub_stats_request", {})
+    kc.control_channel.send(msg)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            reply = kc.control_channel.get_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+            return reply["content"]
+    return None
+
+
+def read_comm_burst(kc: Any, code: str, timeout: float) -> tuple[int, bool, float | None]:
+    """Run ``code`` on a jupyter_client client; (comm_open, idle, seconds to idle)."""
+    start = time.perf_counter()
+    msg_id = kc.execute(code)
+    comm_open, replied, last = 0, False, time.monotonic()
+    while time.perf_counter() - start < timeout:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            if not replied:
+                with contextlib.suppress(queue.Empty):
+                    replied = kc.get_shell_msg(timeout=0)["parent_header"]["msg_id"] == msg_id
+            if replied and time.monotonic() - last > QUIET_S:
+                return comm_open, False, None
+            continue
+        last = time.monotonic()
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "comm_open":
+            comm_open += 1
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return comm_open, True, time.perf_counter() - start
+    return comm_open, False, None
+
+
+def cosubscriber_rows(timeout: float) -> Iterator[Row]:
+    """A healthy reader with and without a co-subscriber that never reads."""
+    code = comm_loop_code(COSUB_BURST)
+    for kernel in KERNELS:
+        baseline: float | None = None
+        for with_cosub in (False, True):
+            km = start_kernel(kernel)
+            kc = sub = None
+            try:
+                kc = new_client(km)
+                read_comm_burst(kc, comm_loop_code(10), timeout)  # warm up
+                if with_cosub:
+                    sub = RawSubscriber(km)
+                pid = km.provisioner.process.pid  # type: ignore[union-attr]
+                with RssSampler(pid) as rss:
+                    received, idle, seconds = read_comm_burst(kc, code, timeout)
+                stats = control_stats(kc) if kernel == EXT else None
+            finally:
+                if sub is not None:
+                    sub.close()
+                if kc is not None:
+                    kc.stop_channels()
+                km.shutdown_kernel(now=True)
+            if not with_cosub:
+                baseline = seconds
+                continue
+            yield Row(
+                "never-returning co-subscriber",
+                kernel,
+                COSUB_BURST,
+                received,
+                idle,
+                seconds,
+                rss.growth_mb,
+                stats,
+                baseline_seconds=baseline,
+            )
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def fmt(x: float | None, unit: str = "") -> str:
+    return "-" if x is None else f"{x:.1f}{unit}"
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| scenario | kernel | comm_open lost | idle | time to idle | extra wait "
+        "| kernel RSS growth | stalls / timeouts / missed |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        extra = (
+            fmt(r.seconds_to_idle - r.baseline_seconds, " s")
+            if r.seconds_to_idle is not None and r.baseline_seconds is not None
+            else ""
+        )
+        s = r.stats or {}
+        counters = (
+            f"{s.get('stalls', '?')} / {s.get('timeouts', '?')} / {s.get('missed', '?')}"
+            if r.stats
+            else "n/a"
+        )
+        lines.append(
+            f"| {r.scenario} | {KERNELS[r.kernel]} | {r.lost} of {r.expected} "
+            f"| {'yes' if r.idle else '**lost**'} | {fmt(r.seconds_to_idle, ' s')} | {extra} "
+            f"| {fmt(r.rss_growth_mb, ' MB')} | {counters} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scenarios = list(dict.fromkeys(r.scenario for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.38
+    for i, kernel in enumerate(KERNELS):
+        mine = {r.scenario: r for r in rows if r.kernel == kernel}
+        xs = [j + (i - 0.5) * width for j in range(len(scenarios))]
+        lost = [100 * mine[s].lost / mine[s].expected if s in mine else 0 for s in scenarios]
+        took = [
+            mine[s].seconds_to_idle if s in mine and mine[s].seconds_to_idle else 0
+            for s in scenarios
+        ]
+        axes[0].bar(xs, lost, width, label=KERNELS[kernel])
+        axes[1].bar(xs, took, width, label=KERNELS[kernel])
+        for x, s in zip(xs, scenarios, strict=True):
+            if s in mine and not mine[s].idle:
+                axes[1].text(x, 0.5, "idle\nlost", ha="center", fontsize=7, color="red")
+    for ax, title in zip(
+        axes, ("comm_open lost (% of the burst)", "time to idle (s)"), strict=True
+    ):
+        ax.set_title(title)
+        ax.set_xticks(range(len(scenarios)))
+        ax.set_xticklabels(scenarios, rotation=30, ha="right", fontsize=8)
+        ax.legend()
+    fig.suptitle("A paused or slow IOPub reader, CurveZMQ (benchmarks/iopub_pause.py)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="no 10/30 s block, no 10 s SIGSTOP")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per burst at most")
+    parser.add_argument("--json", type=Path, default=RESULTS / "iopub_pause.json")
+    parser.add_argument("--plot", type=Path, default=PLOT)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=["pause", "gateway", "link", "cosub"],
+        choices=["pause", "gateway", "link", "cosub"],
+    )
+    args = parser.parse_args(argv)
+    blocks = [1.0, 4.0] if args.quick else [1.0, 4.0, 10.0, 30.0]
+    stops = [4.0] if args.quick else [4.0, 10.0]
+
+    groups: dict[str, Callable[[], Iterator[Row]]] = {
+        "pause": lambda: pause_rows(blocks, stops, args.timeout),
+        "gateway": lambda: gateway_rows(args.timeout),
+        "link": lambda: link_rows(args.timeout),
+        "cosub": lambda: cosubscriber_rows(args.timeout),
+    }
+    rows: list[Row] = []
+    start = time.monotonic()
+    for name in args.only:
+        for row in groups[name]():
+            rows.append(row)
+            print(
+                f"   {row.scenario:<30} {KERNELS[row.kernel]:<16} lost {row.lost:>5}/"
+                f"{row.expected}  idle {row.idle!s:<5}  {fmt(row.seconds_to_idle, ' s')}",
+                flush=True,
+            )
+    print(f"\n{len(rows)} rows in {time.monotonic() - start:.0f} s, CurveZMQ, 2 shared cores\n")
+    print(table(rows))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(
+        json.dumps([dict(asdict(r), lost=r.lost) for r in rows], indent=1, default=str)
+    )
+    plot(rows, args.plot)
+    print(f"\nraw results: {args.json}\nplot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")
+    sys.exit(main())
