@@ -21,10 +21,11 @@ and that no subscriber missed anything (``missed == 0``). Everything runs over C
 websocket protocol where a server is involved.
 
 Then the subscriber that never comes back (a raw SUB that never reads, beside a healthy
-reader, short send timeout and small backlog limit): the reader gets everything, the stall is
-counted (``timeouts``, ``missed``), the backlog stays within its limit, and once the stalled
-one reads again it gets a ``stream`` (stderr) notice with the number it missed. And the
-control channel answers while a subscriber is stalled and the backlog is not empty.
+reader, short send timeout and small backlog limit): the reader gets everything, the give-up
+is counted (``timeouts`` or ``over_budget``, and ``missed``), the backlog stays within its
+limit, and once the stalled one reads again, before the cell ends, it gets the cell's
+``stream`` (stderr) notice with the number it missed. And the control channel answers while
+a subscriber is stalled and the backlog is not empty.
 
 Verdicts are counts, never timings: how long a pause lasts is the scenario, not the check.
 """
@@ -56,6 +57,7 @@ from bursts import (
     widget_grid_code,
 )
 from helpers import (
+    EXT_KERNEL,
     RawSubscriber,
     VethNamespace,
     can_make_namespaces,
@@ -78,8 +80,6 @@ from server_utils import JupyterServer, KernelWebsocket
 from ipykernel_ext.iopub import ADOPTED
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
-
-EXT_KERNEL = "python3-ext"
 
 #: How long the server-side pauses last: more than today's 2 s send timeout (which is what
 #: loses messages), well under the new 60 s default, and short enough for a test.
