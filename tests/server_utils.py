@@ -279,7 +279,10 @@ class JupyterServer:
         """
         if not self.pause_extension:
             raise ServerError("start the server with pause_extension=True")
-        from pause_extension import BLOCK_PATH
+        try:  # imported flat (tests/ on sys.path) or as tests.server_utils (benchmarks)
+            from pause_extension import BLOCK_PATH
+        except ImportError:
+            from tests.pause_extension import BLOCK_PATH
 
         def block(pause: ServerPause) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=seconds + 60)
