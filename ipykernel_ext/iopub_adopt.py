@@ -28,7 +28,7 @@ import threading
 from typing import Any
 
 import zmq
-from traitlets import TraitError, validate
+from traitlets import TraitError, observe, validate
 
 from .iopub import (
     ADOPTED,
@@ -198,6 +198,23 @@ class IOPubOptions(IOPubTraits):
             return int(check(proposal["value"], option))
         except ValueError as exc:
             raise TraitError(str(exc)) from None
+
+    @observe("iopub_send_timeout", "iopub_backlog_limit")
+    def _apply_at_run_time(self, change: dict[str, Any]) -> None:
+        """``kernel.iopub_send_timeout = ...`` (or the budget) takes effect at once.
+
+        The socket reads both from its stats at every decision, on the IOPub thread, so the
+        new value is handed over there, between two sends.
+        """
+        thread = getattr(self, "iopub_thread", None)
+        socket = getattr(thread, "socket", None)
+        if not isinstance(socket, NoDropXPubSocket):
+            return  # before the socket exists the app reads the trait itself
+        field = {
+            "iopub_send_timeout": "send_timeout_ms",
+            "iopub_backlog_limit": "backlog_limit_bytes",
+        }[change["name"]]
+        thread.schedule(lambda: setattr(socket.stats, field, int(change["new"])))
 
     #: The adopted socket, or None where there was nothing to adopt (see the log).
     iopub_adopted: AdoptedXPubSocket | None = None

@@ -316,20 +316,20 @@ def test_stalled_subscriber_costs_the_reader_nothing(stall_run: StallRun) -> Non
 
 
 @pytest.mark.timeout(180)
-def test_stalled_subscriber_costs_about_one_send_timeout(stall_run: StallRun) -> None:
-    # libzmq parks a pipe a lossy send found full: one timeout per stall, not per message.
-    # The bound is generous on purpose (2 shared CPUs); a timeout per message would add
-    # thousands of seconds.
-    added = stall_run.stalled.seconds - stall_run.baseline.seconds
-    bound = stall_run.baseline.seconds + STALL_TIMEOUT_MS / 1000 + 10
-    assert added <= bound, (stall_run.baseline.seconds, stall_run.stalled.seconds)
+def test_stalled_subscriber_costs_one_give_up_not_one_per_message(stall_run: StallRun) -> None:
+    # libzmq parks the pipe the give-up found full, and a parked pipe does not count for
+    # NODROP: the other 19999 messages of the burst go out without waiting for it again.
+    before, after = stall_run.stats_before, stall_run.stats_after
+    assert after["timeouts"] - before["timeouts"] == 1, (before, after)
+    assert after["over_budget"] == before["over_budget"]
 
 
 @pytest.mark.timeout(180)
 def test_stall_is_counted(stall_run: StallRun) -> None:
     before, after = stall_run.stats_before, stall_run.stats_after
-    assert 1 <= after["timeouts"] - before["timeouts"] <= 2
+    assert after["timeouts"] - before["timeouts"] == 1
     assert after["missed"] - before["missed"] >= 1
+    assert after["stalls"] - before["stalls"] >= 1
     assert after["send_timeout_ms"] == STALL_TIMEOUT_MS
     assert after["sent"] - before["sent"] >= STALL_BURST
 
@@ -337,8 +337,6 @@ def test_stall_is_counted(stall_run: StallRun) -> None:
 @pytest.mark.timeout(180)
 def test_kernel_answers_right_after_a_stall(stall_run: StallRun) -> None:
     assert stall_run.after_reply["content"]["status"] == "ok"
-    # Generous: it must not wait behind another send timeout per queued message.
-    assert stall_run.after_seconds < 10
 
 
 @pytest.mark.timeout(180)
