@@ -206,10 +206,12 @@ class IOPubOptions(IOPubTraits):
         The socket reads both from its stats at every decision, on the IOPub thread, so the
         new value is handed over there, between two sends.
         """
+        if not self._iopub_options_live:
+            return  # values from config at construction: the app or the adoption applies them
         thread = getattr(self, "iopub_thread", None)
         socket = getattr(thread, "socket", None)
         if not isinstance(socket, NoDropXPubSocket):
-            return  # before the socket exists the app reads the trait itself
+            return
         field = {
             "iopub_send_timeout": "send_timeout_ms",
             "iopub_backlog_limit": "backlog_limit_bytes",
@@ -218,6 +220,8 @@ class IOPubOptions(IOPubTraits):
 
     #: The adopted socket, or None where there was nothing to adopt (see the log).
     iopub_adopted: AdoptedXPubSocket | None = None
+    #: False until the kernel is made: only later changes are run-time changes.
+    _iopub_options_live = False
 
     def adopt_iopub_socket(self) -> None:
         """Give IOPub the no-loss send path if the app that made the socket did not."""
@@ -231,3 +235,4 @@ class IOPubOptions(IOPubTraits):
             log=getattr(self, "log", logging.getLogger(__name__)),
             bound_by=type(parent).__name__ if parent is not None else "the embedding app",
         )
+        self._iopub_options_live = True
