@@ -277,7 +277,7 @@ def run_config(
         stats = workers[0][1].recv()
         # messages the kernel sent with NODROP off after a full wait: some subscriber (a server
         # socket: client channels or the activity monitor) missed each
-        stalls = stats.get("fallback_sends", -1)
+        stalls = stats.get("missed", -1)
         for _, pipe in workers:
             pipe.send(("stop",))
         for proc, _ in workers:
@@ -348,7 +348,7 @@ def main() -> None:
     print(
         "\nfds-ws: server descriptors minus its websocket connections (one per client in any "
         "server).\nratio: fan-out time / stock's. lost: burst messages never received, all "
-        "clients and bursts.\nstalls: the kernel's iopub_stats fallback_sends: messages it "
+        "clients and bursts.\nstalls: the kernel's iopub_stats missed: messages it "
         "dropped for a server socket (client channels or the server's activity monitor) "
         "that stayed full for its 2 s send timeout."
     )

@@ -34,10 +34,12 @@ from traitlets.config.loader import ConfigFileNotFound
 
 from . import __version__
 from .iopub import (
+    DEFAULT_BACKLOG_LIMIT_BYTES,
     DEFAULT_SEND_TIMEOUT_MS,
     DEFAULT_SNDHWM,
     IOPubTraits,
     NoDropXPubSocket,
+    check_backlog_limit,
     check_send_timeout,
     check_sndhwm,
 )
@@ -51,6 +53,7 @@ ext_aliases = {
     **kernel_aliases,
     "iopub-sndhwm": "ExtKernelApp.iopub_sndhwm",
     "iopub-send-timeout": "ExtKernelApp.iopub_send_timeout",
+    "iopub-backlog-limit": "ExtKernelApp.iopub_backlog_limit",
     "router-identity": "ExtKernelApp.router_identity",
 }
 
@@ -63,6 +66,10 @@ ext_flags = {
     "no-comm-echo": (
         {"ExtKernel": {"comm_echo": False}},
         "Do not publish comm_echo for the comm messages clients send.",
+    ),
+    "no-iopub-missed-notice": (
+        {"ExtKernel": {"iopub_missed_notice": False}},
+        "Do not tell a cell, on its stderr, that a frontend missed some of its IOPub messages.",
     ),
     "no-answer-while-busy": (
         {"ExtKernel": {"answer_while_busy": False}},
@@ -117,6 +124,10 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
     def _valid_send_timeout(self, proposal: dict[str, Any]) -> int:
         return self._checked(check_send_timeout, proposal, "--iopub-send-timeout")
 
+    @validate("iopub_backlog_limit")
+    def _valid_backlog_limit(self, proposal: dict[str, Any]) -> int:
+        return self._checked(check_backlog_limit, proposal, "--iopub-backlog-limit")
+
     def _checked(self, check: Any, proposal: dict[str, Any], flag: str) -> int:
         """``check`` (iopub.py's rule) applied; a TraitError naming the flag, the trait and,
         when the value came from the kernel's section of the config, that section."""
@@ -145,6 +156,12 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
     def _send_timeout_from_kernel(self) -> int:
         return self._valid_send_timeout(
             self._kernel_config("iopub_send_timeout", DEFAULT_SEND_TIMEOUT_MS)
+        )
+
+    @default("iopub_backlog_limit")
+    def _backlog_limit_from_kernel(self) -> int:
+        return self._valid_backlog_limit(
+            self._kernel_config("iopub_backlog_limit", DEFAULT_BACKLOG_LIMIT_BYTES)
         )
 
     def _kernel_config(self, name: str, fallback: Any) -> dict[str, Any]:
@@ -177,6 +194,7 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
             sndhwm=self.iopub_sndhwm,
             nodrop=self.iopub_nodrop,
             send_timeout_ms=self.iopub_send_timeout,
+            backlog_limit_bytes=self.iopub_backlog_limit,
             log=self.log,
         )
         self._apply_curve_server_options(socket)
@@ -184,6 +202,8 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         self.log.debug("iopub XPUB Channel on port: %i", self.iopub_port)
         self.configure_tornado_logger()
         self.iopub_thread = IOPubThread(socket, pipe=True, session=self.session)
+        # Waits for a full subscriber are spread over the IOPub thread's loop (iopub.py).
+        socket.attach(self.iopub_thread.io_loop.add_callback, self.iopub_thread.thread)
         self.iopub_thread.start()
         # The kernel and the shell send through the thread's queue, as with stock ipykernel.
         self.iopub_socket = self.iopub_thread.background_socket

@@ -3,23 +3,36 @@
 libzmq's XPUB keeps one outgoing queue per subscriber, capped at ``SNDHWM`` messages, and
 by default drops every message past the cap *without an error*. Stock ipykernel binds its
 IOPub socket with the default cap of 1000, so a burst that outruns a subscriber (a widget
-grid over CurveZMQ) loses messages that nobody hears about.
+grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobody hears of.
 
 :class:`NoDropXPubSocket` is the kernel's IOPub socket instead:
 
 * ``SNDHWM`` is set before bind (libzmq copies it into each subscriber's pipe when the pipe
   is made; a later change does not resize existing pipes).
-* ``XPUB_NODROP`` is on, with ``SNDTIMEO``: a full queue makes the send *wait* for room
-  (backpressure on the kernel) instead of dropping.
-* When a send has waited the whole timeout, the same frames are sent again with
-  ``XPUB_NODROP`` off, so every subscriber with room still gets the message and only the
-  stalled one misses it; then ``XPUB_NODROP`` goes back on. libzmq then parks the stalled
-  subscriber's pipe until it drains, so one stall costs one timeout, not one per message.
-* Every wait, timeout and fallback is counted in :class:`IOPubStats` and reported to the
-  kernel log, one warning per stall episode.
+* ``XPUB_NODROP`` is on: a send that finds a subscriber's queue full fails instead of
+  dropping, and the message waits, in order, in this socket's **backlog** (messages, bytes).
+* **The IOPub thread never blocks on a subscriber.** Once attached to the IOPub thread's loop
+  (:meth:`NoDropXPubSocket.attach`), the backlog is retried in slices of ``SLICE_MS``; between
+  two slices the thread serves everything else scheduled on it, so output flushes, and with
+  them every shell and control reply (ipykernel flushes stdout/stderr after each), go on while
+  a subscriber is paused.
+* **Alive means no loss.** A subscriber is given up only when its queue has had no room for
+  ``send_timeout_ms`` (a minute by default: a server's event loop blocked 30 s, a process
+  stopped 10 s or a reader at 100 msg/s all come back well within it), or when the backlog
+  outgrows ``backlog_limit_bytes`` (so a wait never grows the kernel without bound).
+* Giving up sends the head of the backlog once with ``XPUB_NODROP`` off: the subscribers
+  with room get it and libzmq *parks* the full pipe (it skips it until its reader has taken
+  about half a queue). Parked pipes do not count for NODROP, so the rest of the backlog and
+  every later message go out with NODROP back on: the other subscribers keep their no-loss
+  guarantee, and a subscriber that never comes back costs one wait in all.
+* Every wait, episode, give-up and missed message is counted in :class:`IOPubStats`
+  (``iopub_stats_request``) and logged, one warning per give-up (gathered when close).
 
-All sends and socket-option calls happen on ipykernel's IOPub thread (``IOPubThread``
-calls :meth:`NoDropXPubSocket.send_multipart` there); other threads only read the counters.
+All sends and socket-option calls happen on ipykernel's IOPub thread (``IOPubThread`` calls
+:meth:`NoDropXPubSocket.send_multipart` there); other threads only read the counters. A
+socket used on its own (no loop attached, as in the unit tests) waits on the calling thread
+instead, up to the same timeout; after the IOPub thread has stopped (the kernel is exiting)
+nothing waits: what is left goes out at once, to the subscribers with room.
 
 Under ``ExtKernelApp`` this socket is made and bound by the app (``"socket":
 "bound-by-ext-app"`` in ``iopub_stats_reply``). Under any other app that binds a plain XPUB
@@ -32,20 +45,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import zmq
 from traitlets import Bool, HasTraits, Integer
 
-#: Defaults, chosen as explained in README.md ("Choosing the IOPub defaults"). libzmq tells a
-#: waiting writer about room only after the reader has taken about half a queue, so a reader
-#: slower than ~SNDHWM/2 messages per send timeout looks stalled: a *smaller* queue is kinder
-#: to slow readers, and it bounds the memory a stalled one holds.
+#: Defaults, chosen from the pause measurements in docs/BENCHMARKS.md and explained in
+#: README.md ("Choosing the IOPub defaults"). A subscriber's queue gets room back only after
+#: its reader has taken about half of it (libzmq's low-water mark), so a *smaller* queue is
+#: kinder to slow readers, and it bounds what a parked subscriber holds in libzmq.
 DEFAULT_SNDHWM = 1_000
-DEFAULT_SEND_TIMEOUT_MS = 2_000
+DEFAULT_SEND_TIMEOUT_MS = 60_000
+DEFAULT_BACKLOG_LIMIT_BYTES = 256 * 1024 * 1024
 
-#: Stalls closer together than this are gathered into one warning, logged when it is over.
+#: One wait of the IOPub thread for room; it serves its other events between two of them.
+SLICE_MS = 10
+#: Messages sent from the backlog in one turn of the IOPub loop before it serves the others.
+DRAIN_BATCH = 500
+
+#: Give-ups closer together than this are gathered into one warning, logged when it is over.
 WARNING_INTERVAL_S = 10.0
 
 #: ``iopub_stats_reply["socket"]``: who made the socket the send path runs on.
@@ -67,20 +88,26 @@ def check_send_timeout(value: int, option: str) -> int:
     return int(value)
 
 
+def check_backlog_limit(value: int, option: str) -> int:
+    """``value`` as an IOPub backlog budget in bytes, or ValueError naming ``option``."""
+    if value < 1:
+        raise ValueError(f"{option} must be at least 1 byte, not {value}")
+    return int(value)
+
+
 class IOPubTraits(HasTraits):
-    """The three IOPub options, declared once for the two classes that take them.
+    """The IOPub options, declared once for the two classes that take them.
 
     ``ExtKernelApp`` (``--iopub-*``, ``c.ExtKernelApp.iopub_*``) and ``ExtKernel``
     (``c.ExtKernel.iopub_*``, honoured under any app) both inherit these; each validates with
-    :func:`check_sndhwm` and :func:`check_send_timeout`, naming its own option in the error.
+    the ``check_*`` rules above, naming its own option in the error.
     """
 
     iopub_sndhwm = Integer(
         DEFAULT_SNDHWM,
-        help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM; 0: unbounded). Memory
-        held for a stalled subscriber grows up to this many messages. libzmq fixes it when
-        the socket is bound: only ExtKernelApp (python -m ipykernel_ext) binds after reading
-        it; under another app a different value is logged as a warning.""",
+        help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM; 0: unbounded). libzmq
+        fixes it when the socket is bound: only ExtKernelApp (python -m ipykernel_ext) binds
+        after reading it; under another app a different value is logged as a warning.""",
     ).tag(config=True)
 
     iopub_nodrop = Bool(
@@ -91,9 +118,17 @@ class IOPubTraits(HasTraits):
 
     iopub_send_timeout = Integer(
         DEFAULT_SEND_TIMEOUT_MS,
-        help="""Milliseconds one IOPub send may wait for a full subscriber. Past it the
-        message goes to the other subscribers only, and the stall is counted and logged.
-        Keep it well under ipykernel's 10 s output-flush timeout.""",
+        help="""Milliseconds a subscriber's IOPub queue may stay full before the kernel gives
+        that subscriber up (it then misses messages until it reads again; counted, logged and
+        told to the cell). Until then the messages wait in the kernel, nothing is lost, and
+        the kernel's channels stay responsive. Covers a server paused or slowed for less.""",
+    ).tag(config=True)
+
+    iopub_backlog_limit = Integer(
+        DEFAULT_BACKLOG_LIMIT_BYTES,
+        help="""Bytes of IOPub messages the kernel may hold while a subscriber's queue is
+        full. Past it the full subscriber is given up at once, as at the send timeout, so a
+        wait never grows the kernel's memory without bound.""",
     ).tag(config=True)
 
 
@@ -108,31 +143,65 @@ class IOPubStats:
     sndhwm: int
     nodrop: bool
     send_timeout_ms: int
+    backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES
     #: BOUND_BY_EXT_APP or ADOPTED (see the module docstring)
     socket: str = BOUND_BY_EXT_APP
     #: messages handed to the XPUB socket
     sent: int = 0
-    #: sends that found a subscriber's queue full and had to wait for room
+    #: sends that found a subscriber's queue full
     waits: int = 0
-    #: sends that waited the whole timeout
+    #: episodes in which messages waited in the backlog (a queue stayed full past one slice)
+    stalls: int = 0
+    #: the longest such episode so far, ms
+    longest_stall_ms: int = 0
+    #: give-ups because a queue stayed full for the whole send timeout
     timeouts: int = 0
-    #: messages re-sent with NODROP off: a stalled subscriber missed each, and then misses
-    #: the messages after it, uncounted, until it has read about half its queue
-    fallback_sends: int = 0
+    #: give-ups because the backlog outgrew backlog_limit_bytes first
+    over_budget: int = 0
+    #: messages a given-up subscriber missed, at least: the one sent with NODROP off and the
+    #: backlog behind it. It goes on missing messages, uncounted, until it has read about
+    #: half its queue.
+    missed: int = 0
+    #: stderr notices published to the affected cells (see ipykernel_ext.iopub_notice)
+    notices: int = 0
+    #: messages and bytes waiting now, and the most bytes that ever waited
+    backlog_messages: int = 0
+    backlog_bytes: int = 0
+    backlog_peak_bytes: int = 0
 
     def as_reply(self) -> dict[str, Any]:
         """The content of an ``iopub_stats_reply``."""
         return {"status": "ok", **asdict(self)}
 
 
+def message_nbytes(msg_parts: Any) -> int:
+    """The bytes of a multipart message, whatever its frames are (bytes, Frame, memoryview)."""
+    total = 0
+    for part in msg_parts:
+        try:
+            total += memoryview(part).nbytes
+        except TypeError:
+            total += len(part)
+    return total
+
+
+@dataclass
+class _Waiting:
+    parts: Any
+    flags: int
+    kwargs: dict[str, Any]
+    nbytes: int
+
+
 class NoDropXPubSocket(zmq.Socket):
-    """An XPUB socket that waits for a full subscriber, up to a timeout, before dropping.
+    """An XPUB socket that keeps a full subscriber's messages, up to a limit, instead of dropping.
 
     Create it through the context and configure it before binding::
 
         sock = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
-        sock.configure(sndhwm=10_000, nodrop=True, send_timeout_ms=2_000, log=app.log)
+        sock.configure(sndhwm=1000, nodrop=True, send_timeout_ms=60_000, log=app.log)
         sock.bind("tcp://127.0.0.1:0")
+        sock.attach(iopub_thread.io_loop.add_callback, iopub_thread.thread)
 
     With ``nodrop=False`` it is a plain XPUB with the given ``SNDHWM`` (stock behaviour),
     still counting what it sends.
@@ -143,8 +212,14 @@ class NoDropXPubSocket(zmq.Socket):
 
     stats: IOPubStats
     log: logging.Logger
+    _backlog: deque[_Waiting]
+    _episode_started: float | None
+    _last_room: float
+    _call_soon: Callable[[Callable[[], None]], None] | None
+    _thread: threading.Thread | None
+    _drain_due: bool
     _last_warning: float
-    _reported_timeouts: int
+    _reported_give_ups: int
     _warning_lock: threading.Lock
     _warning_timer: threading.Timer | None
 
@@ -152,10 +227,18 @@ class NoDropXPubSocket(zmq.Socket):
         super().__init__(*args, **kwargs)
         self.stats = IOPubStats(sndhwm=1000, nodrop=False, send_timeout_ms=-1, socket=self.origin)
         self.log = logging.getLogger(__name__)
+        self._backlog = deque()
+        self._episode_started = None
+        self._last_room = 0.0
+        self._call_soon = None
+        self._thread = None
+        self._drain_due = False
         self._last_warning = -WARNING_INTERVAL_S
-        self._reported_timeouts = 0
+        self._reported_give_ups = 0
         self._warning_lock = threading.Lock()
         self._warning_timer = None
+
+    # --- setup -------------------------------------------------------------------------
 
     def configure(
         self,
@@ -163,40 +246,61 @@ class NoDropXPubSocket(zmq.Socket):
         sndhwm: int = DEFAULT_SNDHWM,
         nodrop: bool = True,
         send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS,
+        backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES,
         log: logging.Logger | None = None,
     ) -> None:
-        """Apply the queue size, NODROP and send timeout. Call before ``bind``.
+        """Apply the queue size, NODROP, send timeout and backlog budget. Call before ``bind``.
 
         ``log`` should write to the real stderr (the app's log): a logger whose output
         ends up in ``sys.stderr`` inside the kernel would publish on this very socket.
         """
         self.sndhwm = check_sndhwm(sndhwm, "sndhwm")
-        self.set_send_options(nodrop=nodrop, send_timeout_ms=send_timeout_ms, log=log)
+        self.set_send_options(
+            nodrop=nodrop,
+            send_timeout_ms=send_timeout_ms,
+            backlog_limit_bytes=backlog_limit_bytes,
+            log=log,
+        )
 
     def set_send_options(
         self,
         *,
         nodrop: bool = True,
         send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS,
+        backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES,
         log: logging.Logger | None = None,
     ) -> None:
-        """Apply NODROP and the send timeout, and start counting. Also valid after ``bind``.
+        """Apply NODROP, the send timeout and the budget, and start counting. Valid after bind.
 
-        libzmq reads ``XPUB_NODROP`` and ``SNDTIMEO`` at each send, so unlike ``SNDHWM``
-        they take effect for subscribers that are already connected.
+        libzmq reads ``XPUB_NODROP`` at each send, so unlike ``SNDHWM`` it takes effect for
+        subscribers that are already connected.
         """
         check_send_timeout(send_timeout_ms, "send_timeout_ms")
+        check_backlog_limit(backlog_limit_bytes, "backlog_limit_bytes")
         if nodrop:
             self.setsockopt(zmq.XPUB_NODROP, 1)
-            self.sndtimeo = send_timeout_ms
         self.stats = IOPubStats(
             sndhwm=self.sndhwm,
             nodrop=nodrop,
             send_timeout_ms=send_timeout_ms,
+            backlog_limit_bytes=backlog_limit_bytes,
             socket=self.origin,
         )
         if log is not None:
             self.log = log
+
+    def attach(
+        self, call_soon: Callable[[Callable[[], None]], None], thread: threading.Thread
+    ) -> None:
+        """Wait for full subscribers on ``thread``'s loop, never blocking it.
+
+        ``call_soon(f)`` must run ``f`` on ``thread`` after the events already due there
+        (tornado's ``IOLoop.add_callback`` on the IOPub thread's loop).
+        """
+        self._call_soon = call_soon
+        self._thread = thread
+
+    # --- sending -----------------------------------------------------------------------
 
     def send_multipart(  # type: ignore[override]
         self,
@@ -206,76 +310,218 @@ class NoDropXPubSocket(zmq.Socket):
         track: bool = False,
         **kwargs: Any,
     ) -> zmq.MessageTracker | None:
-        """Send one message to every subscriber; never raise ``zmq.Again``.
+        """Send one message to every subscriber, now or, behind a full queue, in order later.
 
-        Only the first frame can find a queue full (libzmq counts whole messages against
-        SNDHWM), so a failed attempt has sent nothing and may be repeated as it is.
+        Never raises ``zmq.Again``. Only the first frame can find a queue full (libzmq counts
+        whole messages against SNDHWM), so a failed attempt has sent nothing and may be
+        repeated as it is.
         """
         stats = self.stats
         stats.sent += 1
         if not stats.nodrop:
             return super().send_multipart(msg_parts, flags, copy=copy, track=track, **kwargs)
+        kwargs = {"copy": copy, "track": track, **kwargs}
+        if self._backlog:
+            self._hold(_Waiting(msg_parts, flags, kwargs, message_nbytes(msg_parts)))
+            return None
         try:
-            # The common case: room everywhere, no wait, no timer.
-            return super().send_multipart(
-                msg_parts, flags | zmq.NOBLOCK, copy=copy, track=track, **kwargs
-            )
+            # The common case: room everywhere, no wait.
+            return super().send_multipart(msg_parts, flags | zmq.NOBLOCK, **kwargs)
         except zmq.Again:
             stats.waits += 1
-        try:
-            return super().send_multipart(msg_parts, flags, copy=copy, track=track, **kwargs)
-        except zmq.Again:
-            return self._send_lossy(msg_parts, flags, copy=copy, track=track, **kwargs)
+        if not self._on_loop():
+            return self._send_waiting_here(msg_parts, flags, kwargs)
+        if self._try_send(msg_parts, flags, kwargs, SLICE_MS):
+            return None  # a reader a little slower than the kernel: room came within a slice
+        self._episode_started = self._last_room = time.monotonic()
+        stats.stalls += 1
+        self._hold(_Waiting(msg_parts, flags, kwargs, message_nbytes(msg_parts)))
+        return None
 
-    def _send_lossy(self, msg_parts: Any, flags: int, **kwargs: Any) -> zmq.MessageTracker | None:
-        """Resend with NODROP off: the subscribers with room get it, the full one misses it."""
+    def _on_loop(self) -> bool:
+        """True when waits can be spread over the IOPub loop (this is its running thread)."""
+        thread = self._thread
+        return thread is not None and thread is threading.current_thread()
+
+    def _try_send(self, parts: Any, flags: int, kwargs: dict[str, Any], wait_ms: int) -> bool:
+        """One attempt, waiting at most ``wait_ms`` for room (libzmq wakes it when room comes)."""
+        self.sndtimeo = wait_ms
+        try:
+            super().send_multipart(parts, flags, **kwargs)
+        except zmq.Again:
+            return False
+        return True
+
+    def _hold(self, waiting: _Waiting) -> None:
+        """Queue ``waiting`` behind the backlog; give up at once if that breaks the budget."""
         stats = self.stats
-        stats.timeouts += 1
-        stats.fallback_sends += 1
+        if not self._on_loop():
+            # The IOPub thread is gone (the kernel is exiting): send what waits, no wait.
+            self._backlog.append(waiting)
+            self._give_up(over_budget=False, exiting=True)
+            return
+        self._backlog.append(waiting)
+        stats.backlog_messages += 1
+        stats.backlog_bytes += waiting.nbytes
+        stats.backlog_peak_bytes = max(stats.backlog_peak_bytes, stats.backlog_bytes)
+        if stats.backlog_bytes > stats.backlog_limit_bytes:
+            self._give_up(over_budget=True)
+        else:
+            self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_due and self._call_soon is not None:
+            self._drain_due = True
+            self._call_soon(self._drain)
+
+    def _drain(self) -> None:
+        """One turn on the IOPub loop: send what the queues have room for, or wait one slice."""
+        self._drain_due = False
+        if self.closed:
+            return
+        sent = 0
+        while self._backlog and sent < DRAIN_BATCH:
+            head = self._backlog[0]
+            if not self._try_send(head.parts, head.flags, head.kwargs, SLICE_MS if not sent else 0):
+                break
+            self._pop_sent()
+            sent += 1
+        now = time.monotonic()
+        if sent:
+            self._last_room = now  # the timeout is for a queue with no room at all
+        if not self._backlog:
+            self._end_stall()
+            return
+        if (now - self._last_room) * 1000 >= self.stats.send_timeout_ms:
+            self._give_up(over_budget=False)
+        else:
+            self._schedule_drain()
+
+    def _pop_sent(self) -> _Waiting:
+        stats = self.stats
+        done = self._backlog.popleft()
+        stats.backlog_messages -= 1
+        stats.backlog_bytes -= done.nbytes
+        return done
+
+    def _end_stall(self) -> None:
+        """The backlog is empty: the episode is over; note how long it lasted."""
+        if self._episode_started is not None:
+            self._note_stall_length(self._episode_started)
+        self._episode_started = None
+
+    def _send_waiting_here(
+        self, parts: Any, flags: int, kwargs: dict[str, Any]
+    ) -> zmq.MessageTracker | None:
+        """No loop to wait on: wait on this thread, up to the timeout, then give up."""
+        started = time.monotonic()
+        self.stats.stalls += 1
+        try:
+            # A socket used on its own waits here for room; an exiting kernel does not.
+            standalone = self._thread is None
+            if standalone and self._try_send(parts, flags, kwargs, self.stats.send_timeout_ms):
+                return None
+            self._backlog.append(_Waiting(parts, flags, kwargs, message_nbytes(parts)))
+            self._give_up(over_budget=False, exiting=self._thread is not None)
+            return None
+        finally:
+            self._note_stall_length(started)
+
+    def _note_stall_length(self, started: float) -> None:
+        waited = int((time.monotonic() - started) * 1000)
+        self.stats.longest_stall_ms = max(self.stats.longest_stall_ms, waited)
+
+    def _give_up(self, *, over_budget: bool, exiting: bool = False) -> None:
+        """Send the head with NODROP off (libzmq parks the full pipe), then the rest as usual.
+
+        When ``exiting`` nothing waits any more: everything goes out lossy.
+        """
+        stats = self.stats
+        if not exiting:
+            if over_budget:
+                stats.over_budget += 1
+            else:
+                stats.timeouts += 1
+        lost = 0
         self.setsockopt(zmq.XPUB_NODROP, 0)
         try:
-            # A lossy XPUB send never blocks and never raises Again.
-            return super().send_multipart(msg_parts, flags, **kwargs)
+            while self._backlog:
+                head = self._backlog[0]
+                # A lossy XPUB send never blocks and never raises Again.
+                super().send_multipart(head.parts, head.flags | zmq.NOBLOCK, **head.kwargs)
+                self._backlog.popleft()
+                lost += 1
+                if not exiting:
+                    break  # the full pipe is parked now; the rest keeps NODROP's guarantee
         finally:
             self.setsockopt(zmq.XPUB_NODROP, 1)
-            self._warn_stall()
+        # The given-up subscriber cannot have read what follows it in the backlog either.
+        lost += len(self._backlog)
+        stats.missed += lost
+        stats.backlog_messages = len(self._backlog)
+        stats.backlog_bytes = sum(w.nbytes for w in self._backlog)
+        if not self._backlog:
+            self._end_stall()
+        if not exiting:
+            self._warn_give_up(over_budget)
+            if self._backlog:
+                self._last_room = time.monotonic()  # another full queue gets its own timeout
+                self._schedule_drain()
 
-    def _warn_stall(self) -> None:
-        """Warn about the stall just counted: now, or gathered with others a little later.
+    def close(self, linger: int | None = None) -> None:
+        """Send what still waits (to the subscribers with room), then close."""
+        if self._backlog and not self.closed:
+            try:
+                self._give_up(over_budget=False, exiting=True)
+            except zmq.ZMQError:
+                self._backlog.clear()
+        super().close(linger=linger)
 
-        Every stall gets logged; stalls within WARNING_INTERVAL_S of the last warning are
+    # --- reporting ---------------------------------------------------------------------
+
+    def _warn_give_up(self, over_budget: bool) -> None:
+        """Warn about the give-up just counted: now, or gathered with others a little later.
+
+        Every give-up gets logged; those within WARNING_INTERVAL_S of the last warning are
         reported together by one timer when the interval is over, so neither a flapping
-        subscriber floods the log nor a second stall goes unreported.
+        subscriber floods the log nor a second one goes unreported.
         """
         with self._warning_lock:
             if self._warning_timer is not None:
                 return  # a gathered warning is already due
             delay = self._last_warning + WARNING_INTERVAL_S - time.monotonic()
             if delay > 0:
-                self._warning_timer = threading.Timer(delay, self._log_stalls)
+                self._warning_timer = threading.Timer(delay, self._log_give_ups)
                 self._warning_timer.daemon = True
                 self._warning_timer.start()
                 return
-        self._log_stalls()
+        self._log_give_ups()
 
-    def _log_stalls(self) -> None:
+    def _log_give_ups(self) -> None:
         stats = self.stats
         with self._warning_lock:
             self._warning_timer = None
-            new_stalls = stats.timeouts - self._reported_timeouts
-            if new_stalls <= 0:
+            give_ups = stats.timeouts + stats.over_budget
+            new = give_ups - self._reported_give_ups
+            if new <= 0:
                 return
-            self._reported_timeouts = stats.timeouts
+            self._reported_give_ups = give_ups
             self._last_warning = time.monotonic()
         self.log.warning(
             "IOPub: %d subscriber stall(s): a frontend's queue stayed full for the whole send "
-            "timeout (%.1f s). The message went to the other frontends; the stalled one misses "
-            "IOPub messages until it has read about half its queue (%d messages). "
-            "%d stall(s) in all, %d messages sent. If that frontend is alive but slow, raise "
-            "--iopub-send-timeout. Counters: control message iopub_stats_request.",
-            new_stalls,
+            "timeout (%.1f s) or the messages waiting for it outgrew the backlog limit "
+            "(%d bytes). The messages went to the other frontends; the stalled one missed at "
+            "least %d in all and misses IOPub messages until it has read about half its queue "
+            "(%d messages). %d give-up(s) in all (%d on time, %d over budget), %d messages "
+            "sent. If that frontend is alive but slow, raise --iopub-send-timeout. Counters: "
+            "control message iopub_stats_request.",
+            new,
             stats.send_timeout_ms / 1000,
+            stats.backlog_limit_bytes,
+            stats.missed,
             stats.sndhwm // 2,
+            give_ups,
             stats.timeouts,
+            stats.over_budget,
             stats.sent,
         )

@@ -28,12 +28,13 @@ import threading
 from typing import Any
 
 import zmq
-from traitlets import TraitError, validate
+from traitlets import TraitError, observe, validate
 
 from .iopub import (
     ADOPTED,
     IOPubTraits,
     NoDropXPubSocket,
+    check_backlog_limit,
     check_send_timeout,
     check_sndhwm,
 )
@@ -85,6 +86,7 @@ def adopt_iopub_socket(
     sndhwm: int,
     nodrop: bool,
     send_timeout_ms: int,
+    backlog_limit_bytes: int,
     log: logging.Logger,
     bound_by: str,
 ) -> AdoptedXPubSocket | None:
@@ -116,7 +118,13 @@ def adopt_iopub_socket(
     def adopt_on_iopub_thread() -> None:
         try:
             adopted = AdoptedXPubSocket(shadow=socket)
-            adopted.set_send_options(nodrop=nodrop, send_timeout_ms=send_timeout_ms, log=log)
+            adopted.set_send_options(
+                nodrop=nodrop,
+                send_timeout_ms=send_timeout_ms,
+                backlog_limit_bytes=backlog_limit_bytes,
+                log=log,
+            )
+            adopted.attach(iopub_thread.io_loop.add_callback, iopub_thread.thread)
             iopub_thread.socket = adopted
             outcome["socket"] = adopted
         except Exception as exc:  # reported by the waiting thread, with its traceback
@@ -180,6 +188,10 @@ class IOPubOptions(IOPubTraits):
     def _valid_iopub_send_timeout(self, proposal: dict[str, Any]) -> int:
         return self._checked(check_send_timeout, proposal)
 
+    @validate("iopub_backlog_limit")
+    def _valid_iopub_backlog_limit(self, proposal: dict[str, Any]) -> int:
+        return self._checked(check_backlog_limit, proposal)
+
     def _checked(self, check: Any, proposal: dict[str, Any]) -> int:
         option = f"{type(self).__name__}.{proposal['trait'].name}"
         try:
@@ -187,8 +199,29 @@ class IOPubOptions(IOPubTraits):
         except ValueError as exc:
             raise TraitError(str(exc)) from None
 
+    @observe("iopub_send_timeout", "iopub_backlog_limit")
+    def _apply_at_run_time(self, change: dict[str, Any]) -> None:
+        """``kernel.iopub_send_timeout = ...`` (or the budget) takes effect at once.
+
+        The socket reads both from its stats at every decision, on the IOPub thread, so the
+        new value is handed over there, between two sends.
+        """
+        if not self._iopub_options_live:
+            return  # values from config at construction: the app or the adoption applies them
+        thread = getattr(self, "iopub_thread", None)
+        socket = getattr(thread, "socket", None)
+        if not isinstance(socket, NoDropXPubSocket):
+            return
+        field = {
+            "iopub_send_timeout": "send_timeout_ms",
+            "iopub_backlog_limit": "backlog_limit_bytes",
+        }[change["name"]]
+        thread.schedule(lambda: setattr(socket.stats, field, int(change["new"])))
+
     #: The adopted socket, or None where there was nothing to adopt (see the log).
     iopub_adopted: AdoptedXPubSocket | None = None
+    #: False until the kernel is made: only later changes are run-time changes.
+    _iopub_options_live = False
 
     def adopt_iopub_socket(self) -> None:
         """Give IOPub the no-loss send path if the app that made the socket did not."""
@@ -198,6 +231,8 @@ class IOPubOptions(IOPubTraits):
             sndhwm=self.iopub_sndhwm,
             nodrop=self.iopub_nodrop,
             send_timeout_ms=self.iopub_send_timeout,
+            backlog_limit_bytes=self.iopub_backlog_limit,
             log=getattr(self, "log", logging.getLogger(__name__)),
             bound_by=type(parent).__name__ if parent is not None else "the embedding app",
         )
+        self._iopub_options_live = True

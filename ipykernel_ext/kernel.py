@@ -24,7 +24,9 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Unicode, observe
 
 from .echo import CommEcho
+from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
+from .iopub_notice import MissedNotice
 from .reconnect import CONTROL_COMM_TARGET, BusyAnswers, MainShellStatus
 from .widget_state import WidgetStateError, build_widget_state_reply
 
@@ -60,6 +62,12 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         from the frontend to the kernel).""",
     ).tag(config=True)
 
+    iopub_missed_notice = Bool(
+        True,
+        help="""When a frontend missed IOPub messages of a cell (it was given up: see
+        iopub_send_timeout), say so on that cell's stderr just before it goes idle.""",
+    ).tag(config=True)
+
     answer_while_busy = Bool(
         True,
         help="""While the main shell runs a cell, answer a reconnecting frontend's
@@ -83,6 +91,12 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             enabled=self.comm_echo,
             exclude_targets=self._echo_exclusions(self.comm_echo_exclude_targets),
         )
+        self.missed_notice = MissedNotice(
+            stats=self._iopub_stats,
+            schedule=self._on_iopub_thread,
+            send_stream=self._send_stream_now,
+            enabled=self.iopub_missed_notice,
+        )
         self.main_shell_status = MainShellStatus()
         self.busy_answers = BusyAnswers(self, self.main_shell_status)
         for msg_type in COMM_MSG_TYPES:
@@ -94,6 +108,11 @@ class ExtKernel(IOPubOptions, IPythonKernel):
     def _comm_echo_changed(self, change: dict[str, Any]) -> None:
         if hasattr(self, "comm_echo_publisher"):
             self.comm_echo_publisher.enabled = change["new"]
+
+    @observe("iopub_missed_notice")
+    def _missed_notice_changed(self, change: dict[str, Any]) -> None:
+        if hasattr(self, "missed_notice"):
+            self.missed_notice.enabled = change["new"]
 
     @observe("comm_echo_exclude_targets")
     def _exclude_targets_changed(self, change: dict[str, Any]) -> None:
@@ -124,10 +143,17 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         make jupyter_server and JupyterLab take the whole kernel for idle while a cell runs,
         so it is followed at once by ``busy`` with the running request as parent.
         """
-        super()._publish_status(status, channel, parent)
         main = self.main_shell_status
-        if channel == "shell" and main.is_main_thread():
+        on_main_shell = channel == "shell" and main.is_main_thread()
+        if on_main_shell and status == "idle":
+            # Ahead of the idle on the IOPub thread: a frontend that missed messages of this
+            # cell is told in the cell (iopub_notice.py).
+            self.missed_notice.cell_ending(parent or self.get_parent("shell"))
+        super()._publish_status(status, channel, parent)
+        if on_main_shell:
             main.record(status, parent or self.get_parent("shell"))
+            if status == "busy":
+                self.missed_notice.cell_started()
         elif self.answer_while_busy and status == "idle" and (running := main.running):
             super()._publish_status("busy", "shell", running)
 
@@ -139,6 +165,26 @@ class ExtKernel(IOPubOptions, IPythonKernel):
                 await self.busy_answers.answer(idents, frames)
                 return
         await super().shell_channel_thread_main(msg)
+
+    # --- the IOPub socket's parts the missed-messages notice needs -------------------------
+
+    def _iopub_socket_now(self) -> NoDropXPubSocket | None:
+        socket = getattr(getattr(self, "iopub_thread", None), "socket", None)
+        return socket if isinstance(socket, NoDropXPubSocket) else None
+
+    def _iopub_stats(self) -> Any:
+        socket = self._iopub_socket_now()
+        return socket.stats if socket is not None else None
+
+    def _on_iopub_thread(self, f: Callable[[], None]) -> None:
+        thread = getattr(self, "iopub_thread", None)
+        if thread is not None:
+            thread.schedule(f)
+
+    def _send_stream_now(self, content: dict[str, Any], parent: dict[str, Any]) -> None:
+        socket = self._iopub_socket_now()
+        if socket is not None and self.session is not None:
+            self.session.send(socket, "stream", content, parent=parent, ident=self._topic("stream"))
 
     @property
     def kernel_info(self) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from helpers import (
 from jupyter_client import BlockingKernelClient, KernelManager
 
 from ipykernel_ext.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.iopub_notice import NOTICE_PREFIX
 
 
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
@@ -291,20 +292,20 @@ def test_stalled_subscriber_costs_the_reader_nothing(stall_run: StallRun) -> Non
 
 
 @pytest.mark.timeout(180)
-def test_stalled_subscriber_costs_about_one_send_timeout(stall_run: StallRun) -> None:
-    # libzmq parks a pipe a lossy send found full: one timeout per stall, not per message.
-    # The bound is generous on purpose (2 shared CPUs); a timeout per message would add
-    # thousands of seconds.
-    added = stall_run.stalled.seconds - stall_run.baseline.seconds
-    bound = stall_run.baseline.seconds + STALL_TIMEOUT_MS / 1000 + 10
-    assert added <= bound, (stall_run.baseline.seconds, stall_run.stalled.seconds)
+def test_stalled_subscriber_costs_one_give_up_not_one_per_message(stall_run: StallRun) -> None:
+    # libzmq parks the pipe the give-up found full, and a parked pipe does not count for
+    # NODROP: the other 19999 messages of the burst go out without waiting for it again.
+    before, after = stall_run.stats_before, stall_run.stats_after
+    assert after["timeouts"] - before["timeouts"] == 1, (before, after)
+    assert after["over_budget"] == before["over_budget"]
 
 
 @pytest.mark.timeout(180)
 def test_stall_is_counted(stall_run: StallRun) -> None:
     before, after = stall_run.stats_before, stall_run.stats_after
-    assert 1 <= after["timeouts"] - before["timeouts"] <= 2
-    assert after["fallback_sends"] - before["fallback_sends"] >= 1
+    assert after["timeouts"] - before["timeouts"] == 1
+    assert after["missed"] - before["missed"] >= 1
+    assert after["stalls"] - before["stalls"] >= 1
     assert after["send_timeout_ms"] == STALL_TIMEOUT_MS
     assert after["sent"] - before["sent"] >= STALL_BURST
 
@@ -312,8 +313,6 @@ def test_stall_is_counted(stall_run: StallRun) -> None:
 @pytest.mark.timeout(180)
 def test_kernel_answers_right_after_a_stall(stall_run: StallRun) -> None:
     assert stall_run.after_reply["content"]["status"] == "ok"
-    # Generous: it must not wait behind another send timeout per queued message.
-    assert stall_run.after_seconds < 10
 
 
 @pytest.mark.timeout(180)
@@ -334,8 +333,21 @@ def test_stall_warning_once_on_stderr_never_on_stdout_or_iopub(stall_run: StallR
     assert timeouts >= 1
     assert "IOPub: 1 subscriber stall(s)" in warnings[0]
     assert stall_run.stdout_path.read_text() == ""
-    for msg in stall_run.baseline.others + stall_run.stalled.others:
+    for msg in stall_run.baseline.others:
         assert msg["msg_type"] != "stream", msg["content"]
+
+
+@pytest.mark.timeout(180)
+def test_the_stalled_cell_is_told_once_how_many_messages_were_missed(stall_run: StallRun) -> None:
+    # The notice goes to the affected cell's stderr, ahead of its idle (iopub_notice.py).
+    missed = stall_run.stats_after["missed"] - stall_run.stats_before["missed"]
+    notices = [m for m in stall_run.stalled.others if m["msg_type"] == "stream"]
+    assert missed >= 1
+    assert len(notices) == 1, notices
+    assert notices[0]["content"]["name"] == "stderr"
+    text = notices[0]["content"]["text"]
+    assert text.startswith(NOTICE_PREFIX) and f"at least {missed} " in text, text
+    assert stall_run.stats_after["notices"] - stall_run.stats_before["notices"] == 1
 
 
 SLEEPY_SUBSCRIBER = textwrap.dedent(

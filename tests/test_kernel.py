@@ -63,7 +63,7 @@ def test_iopub_stats_reply_fields(ext: Any) -> None:
     assert stats["msg_type"] == "iopub_stats_reply"
     content = stats["content"]
     assert content["status"] == "ok"
-    assert {"sndhwm", "nodrop", "send_timeout_ms", "sent", "timeouts", "fallback_sends"} <= set(
+    assert {"sndhwm", "nodrop", "send_timeout_ms", "sent", "timeouts", "missed"} <= set(
         content
     )
     before = content["sent"]

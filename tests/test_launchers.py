@@ -31,7 +31,12 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
-from ipykernel_ext.iopub import ADOPTED, BOUND_BY_EXT_APP, DEFAULT_SEND_TIMEOUT_MS
+from ipykernel_ext.iopub import (
+    ADOPTED,
+    BOUND_BY_EXT_APP,
+    DEFAULT_BACKLOG_LIMIT_BYTES,
+    DEFAULT_SEND_TIMEOUT_MS,
+)
 from ipykernel_ext.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
 
 pytestmark = pytest.mark.timeout(120)
@@ -272,7 +277,13 @@ def iopub_pair() -> Iterator[tuple[IOPubThread, zmq.Socket[Any], zmq.Socket[Any]
 
 def adopt(thread: IOPubThread, log: CapturedLog, sndhwm: int = 1000) -> AdoptedXPubSocket | None:
     return adopt_iopub_socket(
-        thread, sndhwm=sndhwm, nodrop=True, send_timeout_ms=1500, log=log.logger, bound_by="App"
+        thread,
+        sndhwm=sndhwm,
+        nodrop=True,
+        send_timeout_ms=1500,
+        backlog_limit_bytes=DEFAULT_BACKLOG_LIMIT_BYTES,
+        log=log.logger,
+        bound_by="App",
     )
 
 
@@ -283,7 +294,7 @@ def test_adopted_socket_sends_for_the_iopub_thread(iopub_pair: Any) -> None:
     assert isinstance(adopted, AdoptedXPubSocket)
     assert thread.socket is adopted and adopted.owner is xpub
     assert adopted.underlying == xpub.underlying  # the same libzmq socket
-    assert xpub.getsockopt(zmq.SNDTIMEO) == 1500
+    assert adopted.stats.send_timeout_ms == 1500
     assert xpub.getsockopt(zmq.SNDHWM) == 1000
     thread.send_multipart([b"topic", b"hello"])
     assert sub.poll(30_000)

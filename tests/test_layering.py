@@ -29,6 +29,7 @@ KERNEL_FEATURES = {
     "widget_buffers",
     "iopub",
     "iopub_adopt",
+    "iopub_notice",
     "reconnect",
     "router_identity",
     "install",
@@ -50,6 +51,7 @@ SHARED_LEAVES = {"__init__", "endpoints"}
 #: The kernel-side features built on another feature (importer -> what it may import).
 FEATURE_EDGES = {
     "iopub_adopt": {"iopub"},  # the same no-loss socket, adopted when another app bound it
+    "iopub_notice": {"iopub"},  # tells a cell what the socket's counters say it missed
     "reconnect": {"widget_state"},  # the busy-kernel answer sends widget_state's snapshot
     "widget_state": {"widget_buffers"},  # the snapshot splits buffers as ipywidgets does
 }
