@@ -72,8 +72,8 @@ KERNELS = {STOCK: "stock ipykernel", EXT: "ipykernel_ext"}
 RESULTS = ROOT / "benchmarks" / "results"
 PLOT = ROOT / "docs" / "iopub_pause.png"
 
-#: As in tests/test_iopub_pause.py: ~200 Button comm_open a second.
-LINK_RATE_BIT = 1_600_000
+#: As in tests/test_iopub_pause.py: ~170 Button comm_open a second.
+LINK_RATE_BIT = 2_400_000
 COSUB_BURST = 20_000
 #: Once the execute_reply is in and any pause is over, this long without a message means the
 #: idle was lost (the kernel has nothing more to send).

@@ -211,10 +211,11 @@ def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
 
 # --- a slow reader: behind a rate-limited link --------------------------------------------
 
-#: The link's rate. A Button's comm_open is about 1 kB on the wire, so this carries ~200 of
-#: them a second: slower than the 250/s a reader needs to look alive to a kernel that gives
-#: up after 2 s (half a 1000-message queue per send timeout), and the burst takes ~45 s.
-LINK_RATE_BIT = 1_600_000
+#: The link's rate. A Button's comm_open takes about 1.75 kB on the wire (CurveZMQ, TCP), so
+#: this carries ~170 of them a second: slower than the 250/s a reader needs to look alive
+#: to a kernel that gives up after 2 s (half a 1000-message queue per send timeout), and
+#: the burst takes under a minute.
+LINK_RATE_BIT = 2_400_000
 BURST_READER = Path(__file__).resolve().parent / "burst_reader.py"
 
 
