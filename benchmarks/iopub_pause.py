@@ -330,6 +330,7 @@ def link_rows(timeout: float) -> Iterator[Row]:
                             km.connection_file,
                             f"--buttons={SEED_BUTTONS}",
                             f"--timeout={timeout}",
+                            f"--quiet={QUIET_S}",
                         ],
                         capture_output=True,
                         text=True,

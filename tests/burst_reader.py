@@ -8,7 +8,8 @@ cell's idle and prints one JSON line::
 
     {"counts": {"comm_open": 9002, ...}, "idle": true, "status": "ok", "seconds": 41.2}
 
-A lost idle ends the collection after ``--timeout`` seconds with ``"idle": false``.
+A lost idle ends the collection after ``--timeout`` seconds, or ``--quiet`` seconds of
+silence once the execute_reply came, with ``"idle": false``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("connection_file")
     parser.add_argument("--buttons", type=int, default=3000)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--quiet",
+        type=float,
+        default=None,
+        help="give up this many seconds after the execute_reply came and IOPub went silent "
+        "(a lost idle never comes; default: wait the whole --timeout)",
+    )
     args = parser.parse_args(argv)
 
     kc = BlockingKernelClient(connection_file=args.connection_file)
@@ -50,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         status = None
         try:
             reply, _ = execute_and_collect(
-                kc, widget_grid_code(args.buttons), args.timeout, keep=keep
+                kc, widget_grid_code(args.buttons), args.timeout, keep=keep, quiet=args.quiet
             )
             idle, status = True, reply["content"]["status"]
         except TimeoutError:
