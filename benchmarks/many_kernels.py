@@ -7,7 +7,7 @@ shell and control, three ways:
   started (a DEALER per kernel per channel; each client makes its own zmq Context, as
   jupyter_client does by default);
 * ``jupyter_client, one Context``: the same, all clients sharing one zmq Context;
-* ``RouterClient``: :class:`ipykernel_ext.router_client.RouterClient`, one ROUTER per channel
+* ``RouterClient``: :class:`ipykernel_ext.client.router.RouterClient`, one ROUTER per channel
   for all kernels, which needs kernels started with ``--router-identity=endpoint``.
 
 The jupyter_client client runs against N stock ipykernel kernels (``python3``) and against N
@@ -43,7 +43,7 @@ import psutil
 import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from ipykernel_ext.router_client import RouterClient
+from ipykernel_ext.client.router import RouterClient
 
 STOCK, EXT = "python3", "python3-ext"
 FLAG = "--router-identity=endpoint"

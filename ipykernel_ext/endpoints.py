@@ -11,7 +11,7 @@ endpoint goes through this module:
   ``connect_shell`` / ``connect_iopub`` / ... (the shared channels use it);
 * :func:`endpoint` and :func:`channel_endpoint` give the URL string for code that needs the
   string itself: a routing id (``--router-identity=endpoint``) or one ROUTER that connects to
-  many kernels (:mod:`ipykernel_ext.router_client`);
+  many kernels (:mod:`ipykernel_ext.client.router`);
 * :func:`apply_curve_client` sets the CurveZMQ client options on a socket that connects to
   more than one kernel, before each ``connect()`` (libzmq copies them at connect time).
 

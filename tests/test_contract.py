@@ -325,13 +325,13 @@ WIDGET = "ipywidgets.widgets.widget"
 WS = "jupyter_server.services.kernels.connection.channels:ZMQChannelsWebsocketConnection"
 MKM = "jupyter_server.services.kernels.kernelmanager:MappingKernelManager"
 
-KERNEL_PY = "ipykernel_ext/kernel.py"
-APP_PY = "ipykernel_ext/app.py"
-ECHO_PY = "ipykernel_ext/echo.py"
-WIDGET_STATE_PY = "ipykernel_ext/widget_state.py"
+KERNEL_PY = "ipykernel_ext/kernel/ipkernel.py"
+APP_PY = "ipykernel_ext/kernel/kernelapp.py"
+ECHO_PY = "ipykernel_ext/kernel/comm_echo.py"
+WIDGET_STATE_PY = "ipykernel_ext/kernel/widget_state.py"
 SERVER_PY = "ipykernel_ext/server.py"
-IOPUB_ADOPT_PY = "ipykernel_ext/iopub_adopt.py"
-RECONNECT_PY = "ipykernel_ext/reconnect.py"
+IOPUB_ADOPT_PY = "ipykernel_ext/kernel/iopub_adopt.py"
+RECONNECT_PY = "ipykernel_ext/kernel/busy_answers.py"
 
 CONTRACT: list[Row] = [
     # ipykernel: the kernel ---------------------------------------------------------------
@@ -394,7 +394,7 @@ CONTRACT: list[Row] = [
     Row(f"{APP}._bind_socket", [Function(("self", "s", "port"))], (APP_PY,),
         "binds with stock's port retries"),
     Row(f"{APP}._try_bind_socket", [Function(("self", "s", "port"))],
-        (APP_PY, "ipykernel_ext/router_identity.py"),
+        (APP_PY, "ipykernel_ext/kernel/router_identity.py"),
         "overridden to bind shell/control with their endpoint as routing id"),
     Row(f"{APP}.configure_tornado_logger", [Function(("self",))], (APP_PY,),
         "called where stock's init_iopub calls it"),
@@ -529,7 +529,7 @@ CONTRACT: list[Row] = [
         [Trait("Bool"), Attribute(bool, _new_kernel_client)], ("benchmarks/many_kernels.py",),
         "whether the client owns its context, so the benchmark may destroy it"),
     Row("jupyter_client.session:json_packer", [Source((r"allow_nan=False", r"json_clean"))],
-        ("ipykernel_ext/widget_buffers.py",),
+        ("ipykernel_ext/kernel/widget_buffers.py",),
         "check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
     # pyzmq -----------------------------------------------------------------------------------
     Row("zmq:Context._sockets", [Attribute(MutableSet, _new_zmq_context)],

@@ -55,8 +55,8 @@ from helpers import (
 )
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from ipykernel_ext.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
-from ipykernel_ext.iopub_notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
 
 
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:

@@ -31,13 +31,13 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
-from ipykernel_ext.iopub import (
+from ipykernel_ext.kernel.iopub import (
     ADOPTED,
     BOUND_BY_EXT_APP,
     DEFAULT_BACKLOG_LIMIT_BYTES,
     DEFAULT_SEND_TIMEOUT_MS,
 )
-from ipykernel_ext.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
+from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
 
 pytestmark = pytest.mark.timeout(120)
 

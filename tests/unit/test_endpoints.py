@@ -10,6 +10,7 @@ import zmq.asyncio
 from jupyter_client import KernelManager
 from jupyter_client.connect import ConnectionFileMixin
 
+from ipykernel_ext.client.reach import endpoint_identity
 from ipykernel_ext.endpoints import (
     apply_curve_client,
     channel_endpoint,
@@ -17,8 +18,7 @@ from ipykernel_ext.endpoints import (
     curve_keys,
     endpoint,
 )
-from ipykernel_ext.router_identity import endpoint as bind_endpoint
-from ipykernel_ext.router_reach import endpoint_identity
+from ipykernel_ext.kernel.router_identity import endpoint as bind_endpoint
 
 CHANNELS = ("shell", "control", "stdin", "iopub", "hb")
 PUBLIC, SECRET = zmq.curve_keypair()

@@ -1,4 +1,4 @@
-"""How a :class:`~ipykernel_ext.router_client.RouterClient` reaches one kernel, and why not.
+"""How a :class:`~ipykernel_ext.client.router.RouterClient` reaches one kernel, and why not.
 
 * :func:`endpoint_identity`: the routing id of a kernel's shell or control socket when it
   runs with ``--router-identity=endpoint``: the URL jupyter_client connects to
@@ -22,7 +22,7 @@ import zmq
 from jupyter_client.session import Session
 from zmq.utils.monitor import recv_monitor_message
 
-from .endpoints import apply_curve_client, channel_endpoint
+from ..endpoints import apply_curve_client, channel_endpoint
 
 #: How long the diagnosis of an unreachable kernel waits for a probe handshake.
 PROBE_TIMEOUT = 1.0

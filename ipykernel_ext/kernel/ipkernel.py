@@ -2,9 +2,9 @@
 
 Wiring only. What each feature does lives in its own module:
 
-* :mod:`ipykernel_ext.echo` publishes ``comm_echo`` for the comm messages clients send;
-* :mod:`ipykernel_ext.widget_state` snapshots every ipywidgets model for one reply;
-* :mod:`ipykernel_ext.iopub` owns the IOPub socket whose counters ``iopub_stats_request``
+* :mod:`ipykernel_ext.kernel.comm_echo` publishes ``comm_echo`` for the comm messages clients send;
+* :mod:`ipykernel_ext.kernel.widget_state` snapshots every ipywidgets model for one reply;
+* :mod:`ipykernel_ext.kernel.iopub` owns the IOPub socket whose counters ``iopub_stats_request``
   reports.
 
 The two queries (``widget_state_request``, ``iopub_stats_request``) are answered on the
@@ -23,11 +23,11 @@ from typing import Any
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Unicode, observe
 
-from .echo import CommEcho
+from .busy_answers import CONTROL_COMM_TARGET, BusyAnswers, MainShellStatus
+from .comm_echo import CommEcho
 from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
 from .iopub_notice import MissedNotice
-from .reconnect import CONTROL_COMM_TARGET, BusyAnswers, MainShellStatus
 from .widget_state import WidgetStateError, build_widget_state_reply
 
 #: Control requests that only read state: answered without busy/idle on IOPub.

@@ -3,11 +3,11 @@
 Wiring only: it starts :class:`ipykernel_ext.kernel.ExtKernel` exactly as ``IPKernelApp``
 starts ``IPythonKernel``, with two differences in how sockets are made:
 
-* the IOPub socket is a :class:`ipykernel_ext.iopub.NoDropXPubSocket`, configured (queue
+* the IOPub socket is a :class:`ipykernel_ext.kernel.iopub.NoDropXPubSocket`, configured (queue
   size, NODROP, send timeout, CurveZMQ) *before* it is bound, because libzmq copies those
   options into each subscriber's pipe at bind/connect time;
 * with ``router_identity = "endpoint"`` the shell and control ROUTER sockets take the
-  endpoint they bind as their routing id (:mod:`ipykernel_ext.router_identity`).
+  endpoint they bind as their routing id (:mod:`ipykernel_ext.kernel.router_identity`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from traitlets import (
 from traitlets.config import Application
 from traitlets.config.loader import ConfigFileNotFound
 
-from . import __version__
+from .. import __version__
 from .iopub import (
     DEFAULT_BACKLOG_LIMIT_BYTES,
     DEFAULT_SEND_TIMEOUT_MS,
@@ -43,7 +43,7 @@ from .iopub import (
     check_send_timeout,
     check_sndhwm,
 )
-from .kernel import ExtKernel
+from .ipkernel import ExtKernel
 from .router_identity import bind_with_endpoint_identity
 
 #: Looked up in every directory of ``jupyter --paths`` (config), besides IPython's files.

@@ -27,7 +27,7 @@ from typing import Any
 
 import zmq
 
-from .endpoints import endpoint as kernel_url
+from ..endpoints import endpoint as kernel_url
 
 #: The range pyzmq's ``bind_to_random_port`` picks from when it cannot let the OS choose.
 RANDOM_PORT_RANGE = (49152, 65535)
