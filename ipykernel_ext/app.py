@@ -60,8 +60,9 @@ ext_flags = {
         {"ExtKernelApp": {"iopub_nodrop": False}},
         "Let IOPub drop messages for a full subscriber without waiting (stock ipykernel).",
     ),
+    # Named for what it turns off (the comm_echo message); it sets ExtKernel.echo_enabled.
     "no-comm-echo": (
-        {"ExtKernel": {"comm_echo": False}},
+        {"ExtKernel": {"echo_enabled": False}},
         "Do not publish comm_echo for the comm messages clients send.",
     ),
     "no-answer-while-busy": (

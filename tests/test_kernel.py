@@ -174,6 +174,8 @@ def test_help_all_lists_every_flag() -> None:
         "--no-comm-echo",
         "--router-identity",
         "ExtKernel.comm_echo_exclude_targets",
+        "ExtKernel.echo_enabled",
+        "--ExtKernel.echo_enabled=False",  # what --no-comm-echo stands for
     ):
         assert flag in out, flag
 
