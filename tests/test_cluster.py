@@ -51,7 +51,6 @@ import psutil
 import pytest
 from bursts import (
     STALL_BURST,
-    STALL_TIMEOUT_MS,
     STALL_WARNING,
     comm_loop_code,
     run_burst,
@@ -327,8 +326,8 @@ def test_a_busy_kernel_answers_a_reconnecting_frontend(launched: Launched, tmp_p
 def test_a_stalled_subscriber_costs_one_timeout_and_is_counted(launched: Launched) -> None:
     """A SUB socket that never reads: the reading client still gets everything.
 
-    The same burst first without it, for the time it takes (generous bound: a timeout per
-    message would add hours).
+    The same burst first without it; what the stall costs is counted by the kernel (its
+    send timeouts), not timed.
     """
     kc = launched.kc
     code = comm_loop_code(STALL_BURST, pad=1000)
@@ -344,8 +343,8 @@ def test_a_stalled_subscriber_costs_one_timeout_and_is_counted(launched: Launche
     assert stalled.counts.get("comm_open") == STALL_BURST
     assert 1 <= after["timeouts"] - before["timeouts"] <= 2, (before, after)
     assert after["fallback_sends"] - before["fallback_sends"] >= 1
-    added = stalled.seconds - baseline.seconds
-    assert added <= baseline.seconds + STALL_TIMEOUT_MS / 1000 + 10, (baseline, stalled)
+    # What the stall cost is counted above (one or two whole send timeouts, not one per
+    # message); a bound on the burst's wall-clock time measured the machine's load too.
     reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
     assert reply["content"]["status"] == "ok"
     # Logged on the kernel's stderr (the provisioner's kernel log), never on IOPub.

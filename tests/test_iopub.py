@@ -229,7 +229,7 @@ class StallRun:
     stats_before: dict[str, Any]
     stats_after: dict[str, Any]
     after_reply: dict[str, Any]
-    after_seconds: float
+    stats_after_reply: dict[str, Any]
     drained: int
     resumed_counts: dict[str, int]
     stdout_path: Path
@@ -266,9 +266,8 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
         try:
             stalled = run_burst(kc, code)
             stats_after = iopub_stats(kc)
-            start = time.monotonic()
             after_reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
-            after_seconds = time.monotonic() - start
+            stats_after_reply = iopub_stats(kc)
             stderr_after_stall = stderr_path.read_text()
             # The stalled subscriber wakes up: it reads what it holds, then a new cell.
             drained = 0
@@ -295,7 +294,7 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
             stats_before=stats_before,
             stats_after=stats_after,
             after_reply=after_reply,
-            after_seconds=after_seconds,
+            stats_after_reply=stats_after_reply,
             drained=drained,
             resumed_counts=count_for(seen, msg_id),
             stdout_path=stdout_path,
@@ -317,11 +316,12 @@ def test_stalled_subscriber_costs_the_reader_nothing(stall_run: StallRun) -> Non
 @pytest.mark.timeout(180)
 def test_stalled_subscriber_costs_about_one_send_timeout(stall_run: StallRun) -> None:
     # libzmq parks a pipe a lossy send found full: one timeout per stall, not per message.
-    # The bound is generous on purpose (2 shared CPUs); a timeout per message would add
-    # thousands of seconds.
-    added = stall_run.stalled.seconds - stall_run.baseline.seconds
-    bound = stall_run.baseline.seconds + STALL_TIMEOUT_MS / 1000 + 10
-    assert added <= bound, (stall_run.baseline.seconds, stall_run.stalled.seconds)
+    # Counted by the kernel, not timed: what a stall costs is the sends that wait a whole
+    # timeout, one or two here where one per message would be the whole burst. (A bound
+    # on the burst's wall-clock time measured the machine's load as well.)
+    before, after = stall_run.stats_before, stall_run.stats_after
+    assert after["sent"] - before["sent"] >= STALL_BURST
+    assert after["timeouts"] - before["timeouts"] <= 2, (before, after)
 
 
 @pytest.mark.timeout(180)
@@ -336,8 +336,10 @@ def test_stall_is_counted(stall_run: StallRun) -> None:
 @pytest.mark.timeout(180)
 def test_kernel_answers_right_after_a_stall(stall_run: StallRun) -> None:
     assert stall_run.after_reply["content"]["status"] == "ok"
-    # Generous: it must not wait behind another send timeout per queued message.
-    assert stall_run.after_seconds < 10
+    # It does not wait behind another send timeout per queued message: the stalled pipe
+    # stays parked, so the next cell's sends wait for nobody (counted, not timed).
+    assert stall_run.stats_after_reply["timeouts"] == stall_run.stats_after["timeouts"]
+    assert stall_run.stats_after_reply["sent"] > stall_run.stats_after["sent"]
 
 
 @pytest.mark.timeout(180)
