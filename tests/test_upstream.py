@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -109,8 +110,12 @@ def _download_tests() -> None:
                 f"{done.stdout}\n{done.stderr}",
                 pytrace=False,
             )
+        # Unpacked beside the cache and renamed into place: an interrupted run leaves no
+        # half cache behind (a stale one is removed first).
         staging = CACHE.with_name(CACHE.name + ".partial")
-        staging.mkdir(parents=True, exist_ok=True)
+        for stale in (staging, CACHE):
+            shutil.rmtree(stale, ignore_errors=True)
+        staging.mkdir(parents=True)
         top = f"ipykernel-{VERSION}/"
         with tarfile.open(sdists[0]) as tar:
             members = [
