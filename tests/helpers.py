@@ -54,8 +54,15 @@ def start_kernel(
 
 
 def new_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
-    """A client with a session of its own, channels started and the kernel ready."""
-    kc = BlockingKernelClient(connection_file=km.connection_file)
+    """A client with a session of its own, channels started and the kernel ready.
+
+    ``parent=km``: jupyter_client then asks the manager whether the kernel process lives.
+    A client without a manager judges that from the heartbeat, which counts one reply
+    later than 1 s as a dead kernel: under load ``wait_for_ready`` then raised "Kernel died
+    before replying to kernel_info" for a kernel that was starting (seen in 4 of 6 starts
+    on 2 loaded cores). The session is still the client's own, not the manager's.
+    """
+    kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
     kc.load_connection_file()
     kc.start_channels()
     kc.wait_for_ready(timeout=timeout)

@@ -315,6 +315,14 @@ def _buffer_layout(get_buffer: Any) -> str | None:
     return None
 
 
+def _loader_passes_prog(loader_class: Any) -> str | None:
+    loader = loader_class([], {}, {}, prog="python -m ipykernel_ext")
+    loader.load_config()
+    if loader.parser.prog != "python -m ipykernel_ext":
+        return f"parser.prog is {loader.parser.prog!r}: extra keywords no longer reach argparse"
+    return None
+
+
 def _version_major_1(version: Any) -> str | None:
     return None if str(version).split(".")[0] == "1" else f"is {version!r}, not 1.x"
 
@@ -424,6 +432,14 @@ CONTRACT: list[Row] = [
         "closing the IOPub thread closes IOPubThread.socket: the adopted one closes its owner"),
     Row("ipykernel.iostream:IOPubThread.schedule", [Function(("self", "f"))], (IOPUB_ADOPT_PY,),
         "runs the adoption on the IOPub thread"),
+    Row("ipykernel.iostream:IOPubThread.__init__",
+        [Source((r"self\.io_loop\s*=", r"self\.thread\s*=\s*threading\.Thread\("))],
+        ("tests/test_launchers.py",), "the tests stop the thread's loop, then join the thread"),
+    Row("ipykernel.iostream:IOPubThread._thread_main",
+        [Source((r"if not self\._stopped:\s*self\.io_loop\.run_sync\(_cancel\)",
+                 r"self\.io_loop\.close\(all_fds=True\)"))],
+        ("tests/test_launchers.py",),
+        "a loop stopped before stop() runs the gc task's cancel on the loop (no pending task)"),
     Row("ipykernel.kernelspec:make_ipkernel_cmd",
         [Accepts(("mod", "executable", "extra_arguments", "python_arguments"))],
         ("ipykernel_ext/install.py",), "the kernelspec's argv"),
@@ -471,6 +487,15 @@ CONTRACT: list[Row] = [
         "a trait whose class does not override get reads _trait_values plainly"),
     Row("traitlets:TraitType.__get__", [Function(("self", "obj", "cls"))], (WIDGET_STATE_PY,),
         "same, for the descriptor protocol"),
+    Row("traitlets.config.application:Application._create_loader",
+        [Function(("self", "argv", "aliases", "flags", "classes"))],
+        (APP_PY, "ipykernel_ext/demo.py"),
+        "overridden to give argparse the program name users type (usage errors)"),
+    Row("traitlets.config.loader:KVArgParseConfigLoader",
+        [Probe("passes extra keywords (prog) to argparse.ArgumentParser", _loader_passes_prog)],
+        (APP_PY, "ipykernel_ext/demo.py"), "built with prog=PROG"),
+    Row("traitlets.config.application:Application.subcommand_description", [Trait("Unicode")],
+        (APP_PY,), "names the program in --help (stock formats it with the app's name)"),
     # jupyter_server ------------------------------------------------------------------------
     Row(f"{WS}._open_sockets", [Value(MutableSet)], (SERVER_PY,),
         "close_all() closes the connections registered there"),

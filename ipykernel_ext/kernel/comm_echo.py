@@ -34,8 +34,8 @@ What is echoed, and what is not:
   target is looked up in ``comm_manager.comms[comm_id].target_name`` each time, so a change
   of the exclusion list applies to comms that are already open.
 
-Switches: :attr:`CommEcho.enabled` (``ExtKernel.comm_echo`` sets it, in config and at run
-time: ``get_ipython().kernel.comm_echo = False``) and :attr:`CommEcho.exclude_targets`. Both
+Switches: :attr:`CommEcho.enabled` (``ExtKernel.echo_enabled`` sets it, in config and at run
+time: ``get_ipython().kernel.echo_enabled = False``) and :attr:`CommEcho.exclude_targets`. Both
 live on this object: nothing is added to the comm package's CommManager, which is a
 process-wide singleton created by ipykernel through ``comm.get_comm_manager()``, not by a
 method a kernel subclass could override.

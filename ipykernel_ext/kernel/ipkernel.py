@@ -49,11 +49,12 @@ def error_content(exc: BaseException) -> dict[str, Any]:
 class ExtKernel(IOPubOptions, IPythonKernel):
     """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
 
-    comm_echo = Bool(
+    echo_enabled = Bool(
         True,
         help="""Publish a comm_echo on IOPub for every comm_open, comm_msg and comm_close a
         client sends, so every frontend of this kernel sees what the others sent.
-        Also the run-time switch: ``get_ipython().kernel.comm_echo = False``.""",
+        Also the run-time switch: ``get_ipython().kernel.echo_enabled = False``.
+        Launcher flag: ``--no-comm-echo``.""",
     ).tag(config=True)
 
     comm_echo_exclude_targets = List(
@@ -88,7 +89,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             topic=self._topic("comm_echo"),
             comm_manager=self.comm_manager,
             log=self.log,
-            enabled=self.comm_echo,
+            enabled=self.echo_enabled,
             exclude_targets=self._echo_exclusions(self.comm_echo_exclude_targets),
         )
         self.missed_notice = MissedNotice(
@@ -104,8 +105,8 @@ class ExtKernel(IOPubOptions, IPythonKernel):
                 self.shell_handlers[msg_type]
             )
 
-    @observe("comm_echo")
-    def _comm_echo_changed(self, change: dict[str, Any]) -> None:
+    @observe("echo_enabled")
+    def _echo_enabled_changed(self, change: dict[str, Any]) -> None:
         if hasattr(self, "comm_echo_publisher"):
             self.comm_echo_publisher.enabled = change["new"]
 
@@ -190,7 +191,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
     def kernel_info(self) -> dict[str, Any]:
         info = super().kernel_info
         features: list[str] = info["supported_features"]
-        if self.comm_echo:
+        if self.echo_enabled:
             features.append("comm_echo")
         features += ["widget_state", "iopub_stats"]
         if getattr(self.parent, "router_identity", "off") == "endpoint":
