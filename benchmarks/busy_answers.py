@@ -165,3 +165,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "kernel_info_ms_alone": alone,
         "kernel_info_ms_during_request_states": during,
     }
+
+
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

@@ -270,3 +270,9 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     if not args.no_plot and not args.sweep_only:
         plot(rows, PLOT_PATHS)
     return {"trials": [asdict(t) for t in trials], "summary": rows}
+
+
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

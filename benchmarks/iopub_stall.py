@@ -330,3 +330,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         out["slow_reader"] = [asdict(r) for r in slow_rows]
     return out
+
+
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

@@ -157,3 +157,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print()
     summarize(trials, kernels, sizes)
     return {"trials": [asdict(t) for t in trials]}
+
+
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)
