@@ -91,11 +91,9 @@ def run_benchmark(module: ModuleType, name: str, argv: list[str]) -> int:
 
 def run_main(module: ModuleType, name: str, argv: list[str]) -> int:
     """A module not converted yet: its own ``main``, with its own argument parsing."""
-    if inspect.signature(module.main).parameters:
-        code = module.main(argv)
-    else:  # main() parses sys.argv: give it the arguments it would get as a script
-        sys.argv = [f"benchmarks/{name}.py", *argv]
-        code = module.main()
+    # As a script: sys.argv for a main() that parses it, and for argparse's program name.
+    sys.argv = [f"benchmarks/{name}.py", *argv]
+    code = module.main(argv) if inspect.signature(module.main).parameters else module.main()
     return int(code or 0)
 
 
