@@ -145,10 +145,11 @@ def added_time(name: str, messages: int, stalled: bool) -> AddedTime:
         sub = RawSubscriber(km) if stalled else None
         try:
             seconds, received = read_burst(kc, COMM_BURST.format(n=messages))
+            # Asked before the stalled subscriber goes, so every send it held up is counted.
+            after = iopub_stats(kc) if name == EXT else None
         finally:
             if sub is not None:
                 sub.close()
-        after = iopub_stats(kc) if name == EXT else None
         timeouts = after["timeouts"] - before["timeouts"] if after and before else None
         return AddedTime(name, stalled, messages, seconds, received, timeouts)
 
