@@ -27,8 +27,8 @@ PACKAGE = "ipykernel_ext"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 
 SIDES = {"kernel", "shared_channels", "client"}
-TOP_MODULES = {"__init__", "__main__", "endpoints", "install", "demo", "server"}
-SHARED_LEAVES = {"__init__", "endpoints"}
+TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install", "demo", "server"}
+SHARED_LEAVES = {"__init__", "endpoints", "protocol"}
 
 KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp"}
 KERNEL_FEATURES = {
