@@ -15,8 +15,8 @@ A second table is the cost of those answers to the other shell traffic that thre
 kernel_info round trips (answered on that thread too) timed alone and while ten 3002-model
 ``request_states`` are being answered back to back (their snapshot runs on a worker thread).
 
-    python benchmarks/busy_answers.py            # 5 trials
-    python benchmarks/busy_answers.py --quick    # 3 trials, shorter cell
+    python -m benchmarks busy_answers            # 5 trials
+    python -m benchmarks busy_answers --quick    # 3 trials, shorter cell
 """
 
 from __future__ import annotations
@@ -30,47 +30,25 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from tests.helpers import fetch_update_states
+from benchmarks.harness import EXT, STOCK, alternate, median, print_table
+from tests.helpers import fetch_update_states, new_client, shell_reply, start_kernel, wait_iopub
 
-STOCK, EXT = "python3", "python3-ext"
+TRIALS, QUICK_TRIALS = 5, 3
 BUTTONS = """\
 import ipywidgets as w
 w.GridBox([w.Button(description=str(i)) for i in range(1000)])
 """
 
 
-def client(km: KernelManager) -> BlockingKernelClient:
-    kc = BlockingKernelClient(connection_file=km.connection_file)
-    kc.load_connection_file()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=60)
-    return kc
-
-
-def wait_iopub(kc: BlockingKernelClient, match: Any, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-        if match(msg):
-            return msg
-
-
-def shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        reply = kc.get_shell_msg(timeout=max(0.01, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return reply
-
-
 def start_busy(kernel: str, cell_s: float) -> tuple[KernelManager, BlockingKernelClient]:
-    km = KernelManager(kernel_name=kernel, transport_encryption="required")
-    km.start_kernel()
-    kc = client(km)
+    km = start_kernel(kernel)
+    kc = new_client(km)
     kc.execute_interactive(BUTTONS, timeout=120, output_hook=lambda m: None)
     msg_id = kc.execute(f"print('started', flush=True); import time; time.sleep({cell_s})")
     wait_iopub(
-        kc, lambda m: m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id, 60
+        kc,
+        lambda m: m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id,
+        "the busy cell's first output",
     )
     return km, kc
 
@@ -112,7 +90,7 @@ def client_nowait(km: KernelManager) -> BlockingKernelClient:
 def routing_cost(cell_s: float, rounds: int) -> tuple[list[float], list[float]]:
     """kernel_info round trips mid-cell, alone and during ten request_states."""
     km, kc = start_busy(EXT, cell_s)
-    pinger, asker = client(km), client_nowait(km)
+    pinger, asker = new_client(km), client_nowait(km)
     try:
         alone = [ping(pinger) for _ in range(rounds)]
         done = threading.Event()
@@ -147,39 +125,49 @@ def ping(kc: BlockingKernelClient) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--trials", type=int)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cell", type=float, help="seconds the busy cell sleeps")
-    args = parser.parse_args()
-    trials = args.trials or (3 if args.quick else 5)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     cell_s = args.cell or (5.0 if args.quick else 10.0)
 
-    print(f"Reconnect to a kernel busy for {cell_s:g} s with 3002 widget models "
-          f"(CurveZMQ, medians of {trials})")
+    print(
+        f"Reconnect to a kernel busy for {cell_s:g} s with 3002 widget models "
+        f"(CurveZMQ, medians of {args.trials})"
+    )
     results: dict[str, list[tuple[float, float]]] = {STOCK: [], EXT: []}
-    for _ in range(trials):
-        for kernel in (STOCK, EXT):
-            results[kernel].append(reconnect_trial(kernel, cell_s))
-    print(f"{'kernel':<12} {'kernel_info':>12} {'update_states':>14}")
-    medians = {}
-    for kernel, rows in results.items():
-        info = statistics.median(r[0] for r in rows)
-        states = statistics.median(r[1] for r in rows)
-        medians[kernel] = (info, states)
-        print(f"{kernel:<12} {info:>10.3f} s {states:>12.3f} s")
+    for _, kernel in alternate(args.trials):
+        results[kernel].append(reconnect_trial(kernel, cell_s))
+    medians = {
+        kernel: (median(r[0] for r in rows), median(r[1] for r in rows))
+        for kernel, rows in results.items()
+    }
+    print_table(
+        ["kernel", "kernel_info", "update_states"],
+        [[k, f"{info:.3f} s", f"{states:.3f} s"] for k, (info, states) in medians.items()],
+    )
     print(
         f"ratio ext/stock: kernel_info {medians[EXT][0] / medians[STOCK][0]:.4f}, "
         f"update_states {medians[EXT][1] / medians[STOCK][1]:.4f}"
     )
 
     alone, during = routing_cost(cell_s=max(cell_s, 30.0), rounds=30)
-    print("\nkernel_info round trip mid-cell on python3-ext (ms): "
-          f"alone median {statistics.median(alone):.1f} max {max(alone):.1f}; "
-          f"during 10 request_states median {statistics.median(during):.1f} "
-          f"max {max(during):.1f} ({len(during)} pings)")
+    print(
+        "\nkernel_info round trip mid-cell on python3-ext (ms): "
+        f"alone median {statistics.median(alone):.1f} max {max(alone):.1f}; "
+        f"during 10 request_states median {statistics.median(during):.1f} "
+        f"max {max(during):.1f} ({len(during)} pings)"
+    )
+    return {
+        "cell_s": cell_s,
+        "reconnect_s": {k: [list(r) for r in rows] for k, rows in results.items()},
+        "kernel_info_ms_alone": alone,
+        "kernel_info_ms_during_request_states": during,
+    }
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

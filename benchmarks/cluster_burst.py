@@ -20,9 +20,10 @@ each runs in a child process of its own):
   loop for 10 ms each turn, so that process reads IOPub slowly (see docs/CLUSTER.md);
 * ``0``: the event loop waits on the socket instead; the reader runs at full speed.
 
-    python benchmarks/cluster_burst.py                 # 3 trials per kernel and setting
-    python benchmarks/cluster_burst.py --trials 5 --buttons 1000 --settings 0
-    python benchmarks/cluster_burst.py --only stock ipykernel_ext --out results/x.json
+    python -m benchmarks cluster_burst                 # 3 trials per kernel and setting
+    python -m benchmarks cluster_burst --quick         # 1 trial per kernel and setting
+    python -m benchmarks cluster_burst --trials 5 --buttons 1000 --settings 0
+    python -m benchmarks cluster_burst --only stock ipykernel_ext --json results/x.json
 """
 
 from __future__ import annotations
@@ -38,8 +39,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+from benchmarks.harness import RESULTS, fmt, median, print_table
+from tests.helpers import iopub_stats, new_client, start_kernel
+
+TRIALS, QUICK_TRIALS = 3, 1
+RESULTS_FILE = RESULTS / "cluster_burst.json"
 EXT_CLASS = "ipykernel_ext.kernel.ExtKernel"
 #: name -> (kernel class, ExtKernel.iopub_send_timeout in ms or None for the default)
 KERNELS: dict[str, tuple[str | None, int | None]] = {
@@ -48,6 +52,7 @@ KERNELS: dict[str, tuple[str | None, int | None]] = {
     # A send timeout long enough for a reader slowed down by the provisioner (docs/CLUSTER.md).
     "ipykernel_ext_10s": (EXT_CLASS, 10_000),
 }
+
 
 def make_kernelspecs(prefix: Path) -> Path:
     """One DistributedProvisioner kernelspec per kernel row, made by the real CLI."""
@@ -76,19 +81,9 @@ def make_kernelspecs(prefix: Path) -> Path:
     return kernels
 
 
-def iopub_stats(kc: Any) -> dict[str, Any]:
-    msg = kc.session.msg("iopub_stats_request", {})
-    kc.control_channel.send(msg)
-    while True:
-        reply = kc.control_channel.get_msg(timeout=30)
-        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
-            return reply["content"]
-
-
 def worker(args: argparse.Namespace) -> None:
     """Run the trials of one GP_SOCKET_TIMEOUT setting; print one JSON line per trial."""
     import psutil
-    from jupyter_client import BlockingKernelClient, KernelManager
     from jupyter_client.kernelspec import KernelSpecManager
 
     # The demo's burst and its collection (until idle, or until quiet if the idle is lost).
@@ -97,16 +92,11 @@ def worker(args: argparse.Namespace) -> None:
     ksm = KernelSpecManager(kernel_dirs=[args.kernels])
     for trial in range(args.trials):
         for name in args.only:
-            km = KernelManager(
-                kernel_name=f"ssh_{name}", kernel_spec_manager=ksm, transport_encryption="required"
-            )
-            km.start_kernel()
+            km = start_kernel(f"ssh_{name}", kernel_spec_manager=ksm)  # CurveZMQ required
             listeners = psutil.Process(km.provisioner.pid).children()
-            kc = BlockingKernelClient(connection_file=km.connection_file)
-            kc.load_connection_file()
-            kc.start_channels()
+            kc = None
             try:
-                kc.wait_for_ready(timeout=60)
+                kc = new_client(km)
                 run_cell(kc, "import ipywidgets", timeout=120)
                 result = run_cell(
                     kc, BURST_CODE.format(n=args.buttons), timeout=args.timeout, grace=5.0
@@ -114,7 +104,8 @@ def worker(args: argparse.Namespace) -> None:
                 # Stock ipykernel does not answer iopub_stats_request (unknown to it).
                 stats = iopub_stats(kc) if KERNELS[name][0] else {}
             finally:
-                kc.stop_channels()
+                if kc is not None:
+                    kc.stop_channels()
                 km.shutdown_kernel(now=True)
                 for proc in listeners:  # left behind by shutdown_kernel(now=True)
                     if proc.is_running():
@@ -147,7 +138,6 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (setting, kernel), trials in groups.items():
         lost = [t["expected"] - t["comm_open"] for t in trials]
-        seconds = [t["seconds"] for t in trials if t["seconds"] is not None]
         out.append(
             {
                 "GP_SOCKET_TIMEOUT": setting,
@@ -162,28 +152,28 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "expected": trials[0]["expected"],
                 "display_lost": sum(not t["display_data"] for t in trials),
                 "idle_lost": sum(not t["idle"] for t in trials),
-                "median_s_to_idle": statistics.median(seconds) if seconds else None,
+                "median_s_to_idle": median(t["seconds"] for t in trials),
                 "stall_timeouts": [t["timeouts"] for t in trials],
             }
         )
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trials", type=int, default=3)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--buttons", type=int, default=3000)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per burst")
     parser.add_argument("--settings", nargs="+", default=["default", "0"])
     parser.add_argument("--only", nargs="+", default=list(KERNELS), choices=list(KERNELS))
-    parser.add_argument("--out", type=Path, default=RESULTS / "cluster_burst.json")
+    # The child process of one setting (see run): python -m benchmarks cluster_burst --worker
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--setting", help=argparse.SUPPRESS)
     parser.add_argument("--kernels", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.worker:
         worker(args)
-        return
+        return None  # the trials went to stdout, for the parent to collect
 
     prefix = Path(tempfile.mkdtemp(prefix="cluster-burst-"))
     rows: list[dict[str, Any]] = []
@@ -196,9 +186,7 @@ def main() -> None:
                 env["GP_SOCKET_TIMEOUT"] = setting
             child = subprocess.run(
                 [
-                    sys.executable,
-                    __file__,
-                    "--worker",
+                    *(sys.executable, "-m", "benchmarks", "cluster_burst", "--worker"),
                     f"--setting={setting}",
                     f"--kernels={kernels}",
                     f"--trials={args.trials}",
@@ -221,23 +209,30 @@ def main() -> None:
 
     summary = summarize(rows)
     print(f"{args.buttons} Buttons, {args.trials} trials per row, CurveZMQ, DistributedProvisioner")
-    print(
-        f"{'GP_SOCKET_TIMEOUT':<18} {'kernel':<18} {'trials with loss':>16} "
-        f"{'mean comm_open lost':>20} {'display lost':>12} {'idle lost':>9} "
-        f"{'median s':>8}  stall timeouts"
+    print_table(
+        [
+            *("GP_SOCKET_TIMEOUT", "kernel", "trials with loss", "mean comm_open lost"),
+            *("display lost", "idle lost", "median s", "stall timeouts"),
+        ],
+        [
+            [
+                r["GP_SOCKET_TIMEOUT"],
+                r["kernel"],
+                f"{r['trials_with_loss']}/{r['trials']}",
+                f"{r['mean_comm_open_lost']:.1f}/{r['expected']}",
+                r["display_lost"],
+                r["idle_lost"],
+                fmt(r["median_s_to_idle"]),
+                r["stall_timeouts"],
+            ]
+            for r in summary
+        ],
+        align="llrrrrrl",
     )
-    for r in summary:
-        median = "-" if r["median_s_to_idle"] is None else f"{r['median_s_to_idle']:.2f}"
-        print(
-            f"{r['GP_SOCKET_TIMEOUT']:<18} {r['kernel']:<18} "
-            f"{r['trials_with_loss']:>12}/{r['trials']:<3} "
-            f"{r['mean_comm_open_lost']:>14.1f}/{r['expected']:<5} {r['display_lost']:>12} "
-            f"{r['idle_lost']:>9} {median:>8}  {r['stall_timeouts']}"
-        )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"trials": rows, "summary": summary}, indent=1))
-    print(f"raw results: {args.out}")
+    return {"trials": rows, "summary": summary}
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

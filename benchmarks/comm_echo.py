@@ -7,7 +7,7 @@ and the handler's reply). Three kernels configurations, CurveZMQ on every socket
 
 * ``stock``: ipykernel (kernelspec ``python3``), which has no echo;
 * ``ext echo off`` / ``ext echo on``: one ipykernel_ext kernel (``python3-ext``), switched at
-  run time (``kernel.comm_echo``) between the trials, so both columns come from
+  run time (``kernel.echo_enabled``) between the trials, so both columns come from
   the same process.
 
 Two scenarios: 10000 small messages (``{"i": n}``, no buffers) and 200 messages each carrying a
@@ -275,7 +275,7 @@ def main() -> None:
     ext_km, ext_client, ext_comm, ext_proc = start(EXT)
 
     def switch(on: bool) -> Callable[[], None]:
-        return lambda: ext_client.execute(f"get_ipython().kernel.comm_echo = {on}")
+        return lambda: ext_client.execute(f"get_ipython().kernel.echo_enabled = {on}")
 
     configs = [
         Config("stock", stock_client, stock_comm, stock_proc, False, lambda: None),

@@ -15,9 +15,10 @@ time to idle, and the ratio of ipykernel_ext's CurveZMQ time to stock's plain-TC
 to ``benchmarks/results/`` and ``docs/iopub_burst.png``. Kernels alternate trial by trial so
 that machine noise hits both alike.
 
-    python benchmarks/iopub_burst.py                  # 10 trials, 500/1000/3000 Buttons
-    python benchmarks/iopub_burst.py --quick          # 3 trials
-    python benchmarks/iopub_burst.py --sweep --sweep-values 1000 10000 0
+    python -m benchmarks iopub_burst                  # 10 trials, 500/1000/3000 Buttons
+    python -m benchmarks iopub_burst --quick          # 3 trials
+    python -m benchmarks iopub_burst --sweep --sweep-values 1000 10000 0
+    python -m benchmarks iopub_burst --replot         # the plot again, from the --json file
 """
 
 from __future__ import annotations
@@ -30,17 +31,26 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from jupyter_client import BlockingKernelClient, KernelManager
-
+from benchmarks.harness import (
+    EXT,
+    KERNELS,
+    RESULTS,
+    ROOT,
+    STOCK,
+    fmt,
+    kernel,
+    median,
+    print_table,
+)
 from ipykernel_ext.demo import (  # the demo's burst, counted until idle (or quiet)
     BURST_CODE,
     run_cell,
 )
 
-STOCK, EXT = "python3", "python3-ext"
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+TRIALS, QUICK_TRIALS = 10, 3
+RESULTS_FILE = RESULTS / "iopub_burst.json"
 PLOT_PATHS = [RESULTS / "iopub_burst.png", ROOT / "docs" / "iopub_burst.png"]
+
 
 @dataclass
 class Trial:
@@ -63,31 +73,13 @@ class Trial:
         return self.lost > 0 or not self.idle or self.display_data < 1
 
 
-def start(kernel: str, transport: str, extra: list[str]) -> tuple[KernelManager, Any]:
-    encryption = "required" if transport == "curve" else "disabled"
-    km = KernelManager(kernel_name=kernel, transport_encryption=encryption)
-    km.start_kernel(extra_arguments=extra)
-    # A client of its own (KernelManager.client() shares the manager's session).
-    kc = BlockingKernelClient(connection_file=km.connection_file)
-    kc.load_connection_file()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=60)
-    return km, kc
-
-
-def run_trial(
-    kernel: str, transport: str, buttons: int, sndhwm: int | None, timeout: float
-) -> Trial:
+def run_trial(name: str, transport: str, buttons: int, sndhwm: int | None, timeout: float) -> Trial:
     extra = [] if sndhwm is None else [f"--iopub-sndhwm={sndhwm}"]
-    km, kc = start(kernel, transport, extra)
-    try:
+    with kernel(name, extra, curve=transport == "curve") as (_, kc):
         run_cell(kc, "import ipywidgets", timeout=60)  # import cost is not what we measure
         result = run_cell(kc, BURST_CODE.format(n=buttons), timeout=timeout)
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
     return Trial(
-        kernel=kernel,
+        kernel=name,
         transport=transport,
         buttons=buttons,
         sndhwm=sndhwm,
@@ -99,26 +91,17 @@ def run_trial(
     )
 
 
-def median_time(trials: list[Trial]) -> float | None:
-    times = [t.seconds_to_idle for t in trials if t.seconds_to_idle is not None]
-    return statistics.median(times) if times else None
-
-
-def fmt(x: float | None, digits: int = 2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
 def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
     groups: dict[tuple[Any, ...], list[Trial]] = {}
     for t in trials:
         groups.setdefault((t.kernel, t.transport, t.sndhwm, t.buttons), []).append(t)
     rows = []
-    for (kernel, transport, sndhwm, buttons), ts in sorted(
+    for (name, transport, sndhwm, buttons), ts in sorted(
         groups.items(), key=lambda kv: (kv[0][3], kv[0][0], kv[0][1], kv[0][2] or -1)
     ):
         rows.append(
             {
-                "kernel": kernel,
+                "kernel": name,
                 "transport": transport,
                 "sndhwm": sndhwm,
                 "buttons": buttons,
@@ -129,33 +112,39 @@ def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
                 "idle_lost": sum(not t.idle for t in ts),
                 "mean_received": statistics.mean(t.comm_open for t in ts),
                 "min_received": min(t.comm_open for t in ts),
-                "median_s": median_time(ts),
+                "median_s": median(t.seconds_to_idle for t in ts),
             }
         )
     return rows
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    header = (
-        f"{'kernel':<12} {'transport':<9} {'sndhwm':>7} {'buttons':>7} {'comm_open':>9} "
-        f"{'lossy':>7} {'mean lost':>9} {'idle lost':>9} {'median s':>8}"
+def print_summary(rows: list[dict[str, Any]]) -> None:
+    header = ["kernel", "transport", "sndhwm", "buttons", "comm_open", "lossy", "mean lost"]
+    print_table(
+        [*header, "idle lost", "median s"],
+        [
+            [
+                r["kernel"],
+                r["transport"],
+                "default" if r["sndhwm"] is None else r["sndhwm"],
+                r["buttons"],
+                r["expected"],
+                f"{r['lossy_trials']}/{r['trials']}",
+                f"{r['mean_lost']:.1f}",
+                r["idle_lost"],
+                fmt(r["median_s"]),
+            ]
+            for r in rows
+        ],
+        align="llrrrrrrr",
     )
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        sndhwm = "default" if r["sndhwm"] is None else str(r["sndhwm"])
-        print(
-            f"{r['kernel']:<12} {r['transport']:<9} {sndhwm:>7} {r['buttons']:>7} "
-            f"{r['expected']:>9} {r['lossy_trials']:>3}/{r['trials']:<3} "
-            f"{r['mean_lost']:>9.1f} {r['idle_lost']:>9} {fmt(r['median_s']):>8}"
-        )
 
 
 def print_ratios(rows: list[dict[str, Any]]) -> None:
-    def find(kernel: str, transport: str, buttons: int) -> dict[str, Any] | None:
+    def find(name: str, transport: str, buttons: int) -> dict[str, Any] | None:
         for r in rows:
             if (r["kernel"], r["transport"], r["sndhwm"], r["buttons"]) == (
-                kernel,
+                name,
                 transport,
                 None,
                 buttons,
@@ -193,12 +182,12 @@ def plot(rows: list[dict[str, Any]], paths: list[Path]) -> None:
         (STOCK, "curve"): ("tab:red", "s", "-", "stock ipykernel, CurveZMQ"),
         (STOCK, "tcp"): ("tab:orange", "v", "--", "stock ipykernel, plain TCP"),
     }
-    for (kernel, transport), (color, marker, line, label) in styles.items():
+    for (name, transport), (color, marker, line, label) in styles.items():
         sel = sorted(
             (
                 r
                 for r in rows
-                if (r["kernel"], r["transport"], r["sndhwm"]) == (kernel, transport, None)
+                if (r["kernel"], r["transport"], r["sndhwm"]) == (name, transport, None)
             ),
             key=lambda r: r["buttons"],
         )
@@ -232,10 +221,7 @@ def plot(rows: list[dict[str, Any]], paths: list[Path]) -> None:
         print(f"plot: {path}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--quick", action="store_true", help="3 trials")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--buttons", type=int, nargs="+", default=[500, 1000, 3000])
     parser.add_argument("--transports", nargs="+", default=["tcp", "curve"])
     parser.add_argument("--timeout", type=float, default=300, help="seconds per cell")
@@ -246,31 +232,31 @@ def main() -> None:
     parser.add_argument("--sweep-only", action="store_true", help="only the sndhwm sweep")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--replot", action="store_true", help="only plot the --json results")
-    parser.add_argument("--json", type=Path, default=RESULTS / "iopub_burst.json")
-    args = parser.parse_args()
-    trials_n = 3 if args.quick else args.trials
+
+
+def run(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.replot:
         plot(json.loads(args.json.read_text())["summary"], PLOT_PATHS)
-        return
+        return None
 
     plan: list[tuple[str, str, int, int | None]] = []
-    for _ in range(trials_n):
+    for _ in range(args.trials):
         for buttons in args.buttons:
             if not args.sweep_only:
                 for transport in args.transports:
-                    for kernel in (STOCK, EXT):  # alternate: noise hits both alike
-                        plan.append((kernel, transport, buttons, None))
+                    for name in KERNELS:  # alternate: noise hits both alike
+                        plan.append((name, transport, buttons, None))
             if args.sweep or args.sweep_only:
                 for value in args.sweep_values:
                     plan.append((EXT, "curve", buttons, value))
 
     trials: list[Trial] = []
     t0 = time.perf_counter()
-    for i, (kernel, transport, buttons, sndhwm) in enumerate(plan, 1):
-        trial = run_trial(kernel, transport, buttons, sndhwm, args.timeout)
+    for i, (name, transport, buttons, sndhwm) in enumerate(plan, 1):
+        trial = run_trial(name, transport, buttons, sndhwm, args.timeout)
         trials.append(trial)
         print(
-            f"[{i}/{len(plan)} {time.perf_counter() - t0:5.0f}s] {kernel:<11} {transport:<5} "
+            f"[{i}/{len(plan)} {time.perf_counter() - t0:5.0f}s] {name:<11} {transport:<5} "
             f"sndhwm={sndhwm if sndhwm is not None else 'default'} {buttons} Buttons: "
             f"{trial.comm_open}/{trial.expected} comm_open, display_data={trial.display_data},"
             f" idle={'yes' if trial.idle else 'LOST'}, {fmt(trial.seconds_to_idle)} s",
@@ -279,16 +265,14 @@ def main() -> None:
 
     rows = summarize(trials)
     print()
-    print_table(rows)
+    print_summary(rows)
     print_ratios(rows)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps({"trials": [asdict(t) for t in trials], "summary": rows}, indent=1)
-    )
-    print(f"\nraw results: {args.json}")
     if not args.no_plot and not args.sweep_only:
         plot(rows, PLOT_PATHS)
+    return {"trials": [asdict(t) for t in trials], "summary": rows}
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

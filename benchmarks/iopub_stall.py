@@ -20,17 +20,16 @@ with ``transport_encryption="required"``:
    low-water mark): a reader slower than ~(sndhwm / 2) per send timeout is treated as stalled
    and loses a whole queue's worth. This is what ``--iopub-sndhwm`` trades against memory.
 
-    python benchmarks/iopub_stall.py            # 3 trials
-    python benchmarks/iopub_stall.py --quick    # 1 trial, no slow-reader table
+    python -m benchmarks iopub_stall            # 3 trials
+    python -m benchmarks iopub_stall --quick    # 1 trial, no slow-reader table
+    python -m benchmarks iopub_stall --quick --messages 2000 --memory-messages 10000
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import queue
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,10 +37,21 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from tests.helpers import RawSubscriber  # the tests' own (the checkout is on sys.path)
+from benchmarks.harness import (
+    EXT,
+    KERNELS,
+    RESULTS,
+    STOCK,
+    alternate,
+    fmt,
+    kernel,
+    median,
+    print_table,
+)
+from tests.helpers import RawSubscriber, iopub_stats, start_kernel
 
-STOCK, EXT = "python3", "python3-ext"
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+TRIALS, QUICK_TRIALS = 3, 1
+RESULTS_FILE = RESULTS / "iopub_stall.json"
 
 COMM_BURST = """\
 import comm
@@ -61,29 +71,20 @@ for _i in range({n}):
 """
 
 
-def start(kernel: str, extra: list[str], iopub: bool = True) -> tuple[KernelManager, Any]:
-    km = KernelManager(kernel_name=kernel, transport_encryption="required")
-    km.start_kernel(extra_arguments=extra)
+def shell_client(km: KernelManager) -> BlockingKernelClient:
+    """A client with shell and control only (no IOPub: the slow reader is the subscriber)."""
     kc = BlockingKernelClient(connection_file=km.connection_file)
     kc.load_connection_file()
-    kc.start_channels(iopub=iopub, stdin=False, hb=False)
+    kc.start_channels(iopub=False, stdin=False, hb=False)
     deadline = time.monotonic() + 60
     while True:  # kernel_info until answered (wait_for_ready needs an IOPub channel)
         msg_id = kc.kernel_info()
         try:
             if kc.get_shell_msg(timeout=1)["parent_header"].get("msg_id") == msg_id:
-                break
+                return kc
         except queue.Empty:
             if time.monotonic() > deadline:
                 raise
-    if iopub:
-        kc.wait_for_ready(timeout=60)
-    return km, kc
-
-
-def stop(km: KernelManager, kc: Any) -> None:
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
 
 
 def memory(km: KernelManager) -> dict[str, int]:
@@ -95,18 +96,6 @@ def memory(km: KernelManager) -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             out[key] = int(value.split()[0])
     return out
-
-
-def iopub_stats(kc: Any) -> dict[str, Any] | None:
-    msg = kc.session.msg("iopub_stats_request", {})
-    kc.control_channel.send(msg)
-    try:
-        while True:
-            reply = kc.control_channel.get_msg(timeout=5)
-            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
-                return reply["content"] if reply["msg_type"] == "iopub_stats_reply" else None
-    except queue.Empty:
-        return None  # stock ipykernel ignores the request
 
 
 def read_burst(kc: Any, code: str, timeout: float = 600) -> tuple[float | None, int]:
@@ -148,22 +137,21 @@ class AddedTime:
     timeouts: int | None
 
 
-def added_time(kernel: str, messages: int, stalled: bool) -> AddedTime:
-    km, kc = start(kernel, [])
-    sub = None
-    try:
+def added_time(name: str, messages: int, stalled: bool) -> AddedTime:
+    with kernel(name) as (km, kc):
         read_burst(kc, COMM_BURST.format(n=10))  # warm up
-        before = iopub_stats(kc) if kernel == EXT else None
-        if stalled:
-            sub = RawSubscriber(km)
-        seconds, received = read_burst(kc, COMM_BURST.format(n=messages))
-        after = iopub_stats(kc) if kernel == EXT else None
+        # Stock ipykernel does not answer iopub_stats_request (unknown to it).
+        before = iopub_stats(kc) if name == EXT else None
+        sub = RawSubscriber(km) if stalled else None
+        try:
+            seconds, received = read_burst(kc, COMM_BURST.format(n=messages))
+            # Asked before the stalled subscriber goes, so every send it held up is counted.
+            after = iopub_stats(kc) if name == EXT else None
+        finally:
+            if sub is not None:
+                sub.close()
         timeouts = after["timeouts"] - before["timeouts"] if after and before else None
-        return AddedTime(kernel, stalled, messages, seconds, received, timeouts)
-    finally:
-        if sub is not None:
-            sub.close()
-        stop(km, kc)
+        return AddedTime(name, stalled, messages, seconds, received, timeouts)
 
 
 # --- 2. peak memory --------------------------------------------------------------------
@@ -181,19 +169,20 @@ class PeakMemory:
     seconds: float | None
 
 
-def peak_memory(kernel: str, sndhwm: int | None, messages: int) -> PeakMemory:
+def peak_memory(name: str, sndhwm: int | None, messages: int) -> PeakMemory:
     extra = [] if sndhwm is None else [f"--iopub-sndhwm={sndhwm}"]
-    km, kc = start(kernel, extra)
-    sub = None
-    try:
+    with kernel(name, extra) as (km, kc):
         read_burst(kc, SESSION_BURST.format(n=100))  # warm up the code path
         sub = RawSubscriber(km)
-        before = memory(km)
-        seconds, received = read_burst(kc, SESSION_BURST.format(n=messages))
-        after = memory(km)
-        label = "1000 (libzmq)" if kernel == STOCK else str(sndhwm if sndhwm is not None else "")
+        try:
+            before = memory(km)
+            seconds, received = read_burst(kc, SESSION_BURST.format(n=messages))
+            after = memory(km)
+        finally:
+            sub.close()
+        label = "1000 (libzmq)" if name == STOCK else str(sndhwm if sndhwm is not None else "")
         return PeakMemory(
-            kernel,
+            name,
             label,
             messages,
             before["VmRSS"] / 1024,
@@ -202,10 +191,6 @@ def peak_memory(kernel: str, sndhwm: int | None, messages: int) -> PeakMemory:
             received,
             seconds,
         )
-    finally:
-        if sub is not None:
-            sub.close()
-        stop(km, kc)
 
 
 # --- 3. slow readers -------------------------------------------------------------------
@@ -224,7 +209,8 @@ class SlowReader:
 
 def slow_reader(sndhwm: int, timeout_ms: int, rate: int, messages: int) -> SlowReader:
     extra = [f"--iopub-sndhwm={sndhwm}", f"--iopub-send-timeout={timeout_ms}"]
-    km, kc = start(EXT, extra, iopub=False)
+    km = start_kernel(EXT, extra)
+    kc = shell_client(km)
     sub = RawSubscriber(km, rcvhwm=1000, rcvbuf=0)
     try:
         msg_id = kc.execute(COMM_BURST.format(n=messages))
@@ -244,7 +230,7 @@ def slow_reader(sndhwm: int, timeout_ms: int, rate: int, messages: int) -> SlowR
                     time.sleep(lag)
             elif kind == "status" and b"idle" in bytes(msg["content"]):
                 break
-        stats = iopub_stats(kc) or {}
+        stats = iopub_stats(kc)
         return SlowReader(
             sndhwm,
             timeout_ms,
@@ -256,95 +242,98 @@ def slow_reader(sndhwm: int, timeout_ms: int, rate: int, messages: int) -> SlowR
         )
     finally:
         sub.close()
-        stop(km, kc)
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
 
 
-def median(xs: list[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return statistics.median(vals) if vals else None
-
-
-def fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="1 trial, no slow-reader table")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--messages", type=int, default=20_000, help="burst for added time")
     parser.add_argument("--memory-messages", type=int, nargs="+", default=[10_000, 50_000, 100_000])
-    parser.add_argument("--slow-reader", action=argparse.BooleanOptionalAction, default=None)
-    parser.add_argument("--json", type=Path, default=RESULTS / "iopub_stall.json")
-    args = parser.parse_args()
-    trials = 1 if args.quick else args.trials
+    parser.add_argument(
+        "--slow-reader",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the slow-reader table (default: on, off with --quick)",
+    )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     slow = (not args.quick) if args.slow_reader is None else args.slow_reader
     out: dict[str, Any] = {}
 
     print(f"1. Added time: one client reads a {args.messages}-message burst", flush=True)
     added: list[AddedTime] = []
-    for _ in range(trials):
-        for kernel in (STOCK, EXT):
-            for stalled in (False, True):
-                added.append(added_time(kernel, args.messages, stalled))
-                print(f"   {added[-1]}", flush=True)
-    print(
-        f"\n{'kernel':<12} {'alone s':>8} {'+stalled s':>10} {'added s':>8} "
-        f"{'lost (reader)':>13} {'timeouts':>8}"
-    )
-    for kernel in (STOCK, EXT):
-        alone = median([a.seconds for a in added if a.kernel == kernel and not a.stalled])
-        with_stall = median([a.seconds for a in added if a.kernel == kernel and a.stalled])
-        lost = max(args.messages - a.received for a in added if a.kernel == kernel)
-        timeouts = [a.timeouts for a in added if a.kernel == kernel and a.stalled]
+    for _, name in alternate(args.trials):
+        for stalled in (False, True):
+            added.append(added_time(name, args.messages, stalled))
+            print(f"   {added[-1]}", flush=True)
+    rows: list[list[Any]] = []
+    for name in KERNELS:
+        alone = median(a.seconds for a in added if a.kernel == name and not a.stalled)
+        with_stall = median(a.seconds for a in added if a.kernel == name and a.stalled)
+        lost = max(args.messages - a.received for a in added if a.kernel == name)
+        timeouts = [a.timeouts for a in added if a.kernel == name and a.stalled]
         diff = None if alone is None or with_stall is None else with_stall - alone
-        print(
-            f"{kernel:<12} {fmt(alone):>8} {fmt(with_stall):>10} {fmt(diff):>8} "
-            f"{lost:>13} {timeouts!s:>8}"
-        )
+        rows.append([name, fmt(alone), fmt(with_stall), fmt(diff), lost, timeouts])
+    print()
+    print_table(["kernel", "alone s", "+stalled s", "added s", "lost (reader)", "timeouts"], rows)
     out["added_time"] = [asdict(a) for a in added]
 
     print("\n2. Peak RSS of the kernel, a stalled subscriber and a reading client", flush=True)
     mem: list[PeakMemory] = []
     configs: list[tuple[str, int | None]] = [(STOCK, None), (EXT, 1000), (EXT, 10_000), (EXT, 0)]
-    for kernel, sndhwm in configs:
+    for name, sndhwm in configs:
         for messages in args.memory_messages:
-            mem.append(peak_memory(kernel, sndhwm, messages))
+            mem.append(peak_memory(name, sndhwm, messages))
             print(f"   {mem[-1]}", flush=True)
-    print(
-        f"\n{'kernel':<12} {'sndhwm':>13} {'messages':>8} {'RSS before MB':>13} "
-        f"{'peak MB':>8} {'growth MB':>9} {'lost (reader)':>13}"
+    print()
+    print_table(
+        ["kernel", "sndhwm", "messages", "RSS before MB", "peak MB", "growth MB", "lost (reader)"],
+        [
+            [
+                m.kernel,
+                m.sndhwm,
+                m.messages,
+                f"{m.rss_before_mb:.1f}",
+                f"{m.peak_mb:.1f}",
+                f"{m.growth_mb:.1f}",
+                m.messages - m.received,
+            ]
+            for m in mem
+        ],
     )
-    for m in mem:
-        print(
-            f"{m.kernel:<12} {m.sndhwm:>13} {m.messages:>8} {m.rss_before_mb:>13.1f} "
-            f"{m.peak_mb:>8.1f} {m.growth_mb:>9.1f} {m.messages - m.received:>13}"
-        )
     out["peak_memory"] = [asdict(m) for m in mem]
 
     if slow:
         print("\n3. One subscriber reading at a fixed rate (ipykernel_ext, send timeout 2 s)")
-        rows: list[SlowReader] = []
+        slow_rows: list[SlowReader] = []
         for sndhwm in (1000, 10_000):
             for rate in (1000, 4000):
                 messages = 2 * sndhwm + 5000
-                rows.append(slow_reader(sndhwm, 2000, rate, messages))
-                print(f"   {rows[-1]}", flush=True)
-        print(
-            f"\n{'sndhwm':>7} {'reads/s':>7} {'messages':>8} {'received':>8} {'lost':>6} "
-            f"{'timeouts':>8} {'seconds':>7}"
+                slow_rows.append(slow_reader(sndhwm, 2000, rate, messages))
+                print(f"   {slow_rows[-1]}", flush=True)
+        print()
+        print_table(
+            ["sndhwm", "reads/s", "messages", "received", "lost", "timeouts", "seconds"],
+            [
+                [
+                    r.sndhwm,
+                    r.rate,
+                    r.messages,
+                    r.received,
+                    r.messages - r.received,
+                    r.timeouts,
+                    f"{r.seconds:.1f}",
+                ]
+                for r in slow_rows
+            ],
+            align="r" * 7,
         )
-        for r in rows:
-            print(
-                f"{r.sndhwm:>7} {r.rate:>7} {r.messages:>8} {r.received:>8} "
-                f"{r.messages - r.received:>6} {r.timeouts:>8} {r.seconds:>7.1f}"
-            )
-        out["slow_reader"] = [asdict(r) for r in rows]
-
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(out, indent=1))
-    print(f"\nraw results: {args.json}")
+        out["slow_reader"] = [asdict(r) for r in slow_rows]
+    return out
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

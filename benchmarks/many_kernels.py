@@ -7,7 +7,7 @@ shell and control, three ways:
   started (a DEALER per kernel per channel; each client makes its own zmq Context, as
   jupyter_client does by default);
 * ``jupyter_client, one Context``: the same, all clients sharing one zmq Context;
-* ``RouterClient``: :class:`ipykernel_ext.router_client.RouterClient`, one ROUTER per channel
+* ``RouterClient``: :class:`ipykernel_ext.client.router.RouterClient`, one ROUTER per channel
   for all kernels, which needs kernels started with ``--router-identity=endpoint``.
 
 The jupyter_client client runs against N stock ipykernel kernels (``python3``) and against N
@@ -24,8 +24,9 @@ median over the trials (the four variants take turns, trial by trial, so load fr
 on the machine hits them alike), and the client process's CPU time for it (all its
 threads, libzmq's I/O threads included). ``lost``: replies that never came (must be 0).
 
-    python benchmarks/many_kernels.py            # 20 kernels, 15 trials
-    python benchmarks/many_kernels.py --quick    # 5 kernels, 5 trials
+    python -m benchmarks many_kernels            # 20 kernels, 15 trials
+    python -m benchmarks many_kernels --quick    # 5 kernels, 5 trials
+    python -m benchmarks many_kernels --quick --kernels 2
 """
 
 from __future__ import annotations
@@ -36,16 +37,18 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
 import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from ipykernel_ext.router_client import RouterClient
+from benchmarks.harness import EXT, STOCK, print_table
+from ipykernel_ext.client.router import RouterClient
+from tests.helpers import start_kernel
 
-STOCK, EXT = "python3", "python3-ext"
+TRIALS, QUICK_TRIALS = 15, 5
 FLAG = "--router-identity=endpoint"
 REPLY_TIMEOUT = 60.0
 
@@ -183,9 +186,7 @@ def start_kernels(kernel_name: str, n: int, extra: list[str]) -> list[KernelMana
     kms: list[KernelManager] = []
     try:
         for _ in range(n):
-            km = KernelManager(kernel_name=kernel_name, transport_encryption="required")
-            km.start_kernel(extra_arguments=extra)
-            kms.append(km)
+            kms.append(start_kernel(kernel_name, extra))
         # Until a kernel listens, its manager's own control socket is still reconnecting:
         # wait, so that connection is not counted as the first client's.
         probe = DealerClients(kms, None)
@@ -229,16 +230,14 @@ def run_trials(pairs: list[tuple[Variant, Row]], trials: int) -> None:
             row.lost += lost
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kernels", type=int, default=None, help="kernels (default 20)")
-    parser.add_argument("--trials", type=int, default=None, help="trials (default 15)")
-    parser.add_argument("--quick", action="store_true", help="5 kernels, 5 trials")
-    args = parser.parse_args()
-    n = args.kernels or (5 if args.quick else 20)
-    trials = args.trials or (5 if args.quick else 15)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernels", type=int, default=None, help="kernels (default 20; 5 quick)")
 
-    print(f"{n} stock + {n} ipykernel_ext kernels ({FLAG}), CurveZMQ, {trials} trials ...")
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    n = args.kernels or (5 if args.quick else 20)
+
+    print(f"{n} stock + {n} ipykernel_ext kernels ({FLAG}), CurveZMQ, {args.trials} trials ...")
     stock_kms = start_kernels(STOCK, n, [])
     ext_kms: list[KernelManager] = []
     shared: zmq.Context[Any] = zmq.Context()
@@ -249,7 +248,7 @@ def main() -> None:
         pairs.append(open_variant("ext", lambda: DealerClients(ext_kms, None)))
         pairs.append(open_variant("ext", lambda: DealerClients(ext_kms, shared)))
         pairs.append(open_variant("ext", lambda: RouterClients(ext_kms)))
-        run_trials(pairs, trials)
+        run_trials(pairs, args.trials)
     finally:
         for variant, _ in pairs:
             variant.close()
@@ -257,28 +256,31 @@ def main() -> None:
         stop_kernels(stock_kms + ext_kms)
     rows = [row for _, row in pairs]
 
-    print_table(rows, n)
+    print_summary(rows, n)
+    return {"kernels": n, "rows": [asdict(row) for row in rows]}
 
 
-def print_table(rows: list[Row], n: int) -> None:
-    head = (
-        f"{'kernel':6} {'client':28} {'fds':>5} {'sock':>5} {'evfd':>5} {'epoll':>5} "
-        f"{'other':>5} {'thr':>4} {'tcp':>4} {'zmq s':>5} {'ctx':>4} "
-        f"{'median ms':>9} {'min ms':>7} {'cpu ms':>6} {'lost':>4}"
-    )
+def print_summary(rows: list[Row], n: int) -> None:
     print(f"\nWhat the client process gains to drive {n} kernels (shell + control), and")
     print(f"kernel_info_request to all {n}, every reply awaited:\n")
-    print(head)
-    print("-" * len(head))
+    header = ["kernel", "client", "fds", "sock", "evfd", "epoll", "other", "thr", "tcp"]
+    table = []
     for row in rows:
         r = row.resources
-        print(
-            f"{row.kernel:6} {row.name:28} {r['total']:5d} {r['sockets']:5d} {r['eventfd']:5d} "
-            f"{r['epoll']:5d} {r['other']:5d} {r['threads']:4d} {r['tcp']:4d} "
-            f"{r['zmq sockets']:5d} {r['zmq contexts']:4d} "
-            f"{statistics.median(row.times) * 1000:9.1f} {min(row.times) * 1000:7.1f} "
-            f"{statistics.median(row.cpu) * 1000:6.1f} {row.lost:4d}"
+        table.append(
+            [
+                row.kernel,
+                row.name,
+                *(r[k] for k in ("total", "sockets", "eventfd", "epoll", "other", "threads")),
+                *(r[k] for k in ("tcp", "zmq sockets", "zmq contexts")),
+                f"{statistics.median(row.times) * 1000:.1f}",
+                f"{min(row.times) * 1000:.1f}",
+                f"{statistics.median(row.cpu) * 1000:.1f}",
+                row.lost,
+            ]
         )
+    header += ["zmq s", "ctx", "median ms", "min ms", "cpu ms", "lost"]
+    print_table(header, table, align="ll" + "r" * (len(header) - 2))
     stock = rows[0]
     by_name = {row.name: row for row in rows[1:]}
     router = by_name["RouterClient"]
@@ -300,5 +302,7 @@ def print_table(rows: list[Row], n: int) -> None:
     )
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

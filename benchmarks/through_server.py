@@ -12,26 +12,26 @@ the display_data or the idle did not arrive (a frontend would show "Error displa
 widget", an empty output or a cell stuck at ``[*]``). Kernels alternate trial by trial so
 that machine noise hits both alike.
 
-    python benchmarks/through_server.py              # 10 trials, 1000 and 3000 Buttons
-    python benchmarks/through_server.py --quick      # 3 trials
-    python benchmarks/through_server.py --buttons 1000 --trials 20 --json out.json
+    python -m benchmarks through_server              # 10 trials, 1000 and 3000 Buttons
+    python -m benchmarks through_server --quick      # 3 trials
+    python -m benchmarks through_server --buttons 1000 --trials 20 --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import EXT, STOCK, alternate, median, print_table, ratio
 
 # The server and websocket code is the end-to-end tests' own: an editable install
 # (pip install -e) puts the checkout on sys.path, so tests/ is importable as ``tests``.
 from tests.server_utils import JupyterServer
 
-STOCK, EXT = "python3", "python3-ext"
+TRIALS, QUICK_TRIALS = 10, 3
 RATE_LIMIT_TEXT = "IOPub message rate exceeded"
 
 BURST_CODE = """\
@@ -96,37 +96,36 @@ def run_trial(server: JupyterServer, kernel: str, n: int, timeout: float) -> Tri
     )
 
 
-def summarize(trials: list[Trial], kernels: list[str], sizes: list[int]) -> str:
-    header = (
-        "| kernel | buttons | lost trials | mean comm_open lost | no idle "
-        "| median time to idle | vs stock |"
-    )
-    lines = [header, "| --- | --- | --- | --- | --- | --- | --- |"]
+def summarize(trials: list[Trial], kernels: list[str], sizes: list[int]) -> None:
+    rows = []
     for n in sizes:
-        medians: dict[str, float | None] = {}
-        for kernel in kernels:
-            mine = [t for t in trials if t.kernel == kernel and t.buttons == n]
-            times = [t.seconds_to_idle for t in mine if t.seconds_to_idle is not None]
-            medians[kernel] = statistics.median(times) if times else None
-        for kernel in kernels:
-            mine = [t for t in trials if t.kernel == kernel and t.buttons == n]
-            lost = sum(t.lost for t in mine)
-            missing = statistics.mean(t.expected_comm_open - t.comm_open for t in mine)
-            no_idle = sum(not t.idle for t in mine)
-            median = medians[kernel]
-            stock = medians.get(STOCK)
-            ratio = f"{median / stock:.2f}x" if median and stock and kernel != STOCK else ""
-            lines.append(
-                f"| {kernel} | {n} | {lost}/{len(mine)} | {missing:.0f} | {no_idle} "
-                f"| {f'{median:.2f} s' if median is not None else 'n/a'} | {ratio} |"
+        medians = {
+            kernel: median(
+                t.seconds_to_idle for t in trials if (t.kernel, t.buttons) == (kernel, n)
             )
-    return "\n".join(lines)
+            for kernel in kernels
+        }
+        for kernel in kernels:
+            mine = [t for t in trials if t.kernel == kernel and t.buttons == n]
+            missing = statistics.mean(t.expected_comm_open - t.comm_open for t in mine)
+            seconds, vs_stock = medians[kernel], ratio(medians[kernel], medians.get(STOCK))
+            rows.append(
+                [
+                    kernel,
+                    n,
+                    f"{sum(t.lost for t in mine)}/{len(mine)}",
+                    f"{missing:.0f}",
+                    sum(not t.idle for t in mine),
+                    f"{seconds:.2f} s" if seconds is not None else "n/a",
+                    f"{vs_stock:.2f}x" if vs_stock and kernel != STOCK else "",
+                ]
+            )
+    header = ["kernel", "buttons", "lost trials", "mean comm_open lost", "no idle"]
+    # Markdown, as in the docs' tables of this benchmark.
+    print_table([*header, "median time to idle", "vs stock"], rows, markdown=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=10, help="trials per kernel and size")
-    parser.add_argument("--quick", action="store_true", help="3 trials (overrides --trials)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--buttons", default="1000,3000", help="comma-separated grid sizes (default 1000,3000)"
     )
@@ -134,34 +133,33 @@ def main(argv: list[str] | None = None) -> int:
         "--kernels", default=f"{STOCK},{EXT}", help=f"kernelspecs (default {STOCK},{EXT})"
     )
     parser.add_argument("--timeout", type=float, default=120, help="seconds to wait for idle")
-    parser.add_argument("--json", type=Path, help="also write every trial to this file")
-    args = parser.parse_args(argv)
-    trials_per = 3 if args.quick else args.trials
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.buttons.split(",")]
     kernels = args.kernels.split(",")
 
     trials: list[Trial] = []
     with JupyterServer(encryption=True) as server:
-        print(f"jupyter_server at {server.url} (CurveZMQ required), {trials_per} trials each")
+        print(f"jupyter_server at {server.url} (CurveZMQ required), {args.trials} trials each")
         for n in sizes:
-            for i in range(trials_per):
-                for kernel in kernels:
-                    trial = run_trial(server, kernel, n, args.timeout)
-                    trials.append(trial)
-                    took = f"{trial.seconds_to_idle:.2f} s" if trial.seconds_to_idle else "no idle"
-                    print(
-                        f"  {kernel:12} {n:5} buttons trial {i + 1:2}: "
-                        f"{trial.comm_open}/{trial.expected_comm_open} comm_open, "
-                        f"{trial.display_data} display_data, {took}"
-                        + (" (server rate limit hit)" if trial.rate_limited else ""),
-                        flush=True,
-                    )
+            for i, kernel in alternate(args.trials, kernels):
+                trial = run_trial(server, kernel, n, args.timeout)
+                trials.append(trial)
+                took = f"{trial.seconds_to_idle:.2f} s" if trial.seconds_to_idle else "no idle"
+                print(
+                    f"  {kernel:12} {n:5} buttons trial {i + 1:2}: "
+                    f"{trial.comm_open}/{trial.expected_comm_open} comm_open, "
+                    f"{trial.display_data} display_data, {took}"
+                    + (" (server rate limit hit)" if trial.rate_limited else ""),
+                    flush=True,
+                )
     print()
-    print(summarize(trials, kernels, sizes))
-    if args.json:
-        args.json.write_text(json.dumps([asdict(t) for t in trials], indent=1))
-    return 0
+    summarize(trials, kernels, sizes)
+    return {"trials": [asdict(t) for t in trials]}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.harness import script
+
+    script(__file__)

@@ -184,7 +184,7 @@ def fetch_per_widget(
 KERNEL_SIDE = """
 import json as _json, time as _time
 from ipywidgets.widgets import widget as _wm
-from ipykernel_ext.widget_state import build_widget_state_reply as _build
+from ipykernel_ext.kernel.widget_state import build_widget_state_reply as _build
 _pack = get_ipython().kernel.session.pack
 
 def _straightforward():

@@ -9,3 +9,6 @@ __version__ = "0.1.0"
 
 #: The kernelspec name ``pip install`` makes available.
 KERNEL_NAME = "python3-ext"
+
+#: The program as users type it; --help and usage errors name it (not ``__main__.py``).
+PROG = "python -m ipykernel_ext"

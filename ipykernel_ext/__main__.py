@@ -10,6 +10,6 @@ if __name__ == "__main__":
     if sys.path and (sys.path[0] == "" or Path(sys.path[0]) == Path.cwd()):
         del sys.path[0]
 
-    from ipykernel_ext.app import ExtKernelApp
+    from ipykernel_ext.kernel.kernelapp import ExtKernelApp
 
     ExtKernelApp.launch_instance()

@@ -25,6 +25,9 @@ from typing import Any
 
 from traitlets import Float, Integer, Unicode
 from traitlets.config import Application
+from traitlets.config.loader import KVArgParseConfigLoader
+
+from . import PROG
 
 BURST_CODE = """\
 import ipywidgets as widgets
@@ -57,6 +60,15 @@ class DemoApp(Application):
     stock_kernel = Unicode("python3", help="Kernelspec of stock ipykernel.").tag(config=True)
     ext_kernel = Unicode("python3-ext", help="Kernelspec of ipykernel_ext.").tag(config=True)
     timeout = Float(120.0, help="Seconds to wait for one cell.").tag(config=True)
+
+    def _create_loader(
+        self, argv: list[str] | None, aliases: Any, flags: Any, classes: Any
+    ) -> KVArgParseConfigLoader:
+        """Traitlets' own loader, with argparse's ``prog`` naming the command users type
+        (otherwise usage errors say ``__main__.py``)."""
+        return KVArgParseConfigLoader(
+            argv, aliases, flags, classes=classes, log=self.log, prog=f"{PROG} demo"
+        )
 
     aliases = {  # type: ignore[assignment]
         "buttons": "DemoApp.buttons",

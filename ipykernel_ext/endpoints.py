@@ -11,7 +11,7 @@ endpoint goes through this module:
   ``connect_shell`` / ``connect_iopub`` / ... (the shared channels use it);
 * :func:`endpoint` and :func:`channel_endpoint` give the URL string for code that needs the
   string itself: a routing id (``--router-identity=endpoint``) or one ROUTER that connects to
-  many kernels (:mod:`ipykernel_ext.router_client`);
+  many kernels (:mod:`ipykernel_ext.client.router`);
 * :func:`apply_curve_client` sets the CurveZMQ client options on a socket that connects to
   more than one kernel, before each ``connect()`` (libzmq copies them at connect time).
 
@@ -86,6 +86,31 @@ def channel_endpoint(connection_info: Mapping[str, Any], channel: str) -> str:
     )
 
 
+#: libzmq refuses longer routing ids (ZMQ_ROUTING_ID is 1 to 255 bytes).
+MAX_ROUTING_ID_BYTES = 255
+
+
+def routing_id(transport: str, ip: str, port: int) -> bytes:
+    """The routing id of a kernel ROUTER under ``--router-identity=endpoint``: its endpoint.
+
+    The one rule for both sides: the kernel sets it before bind
+    (:mod:`ipykernel_ext.kernel.router_identity`) and a client computes it from the connection
+    file (:mod:`ipykernel_ext.client.reach`); they must agree byte for byte. ``*`` as ip is
+    ``0.0.0.0``, as jupyter_client and ipykernel both read it; tcp and ipc only.
+    """
+    if transport not in ("tcp", "ipc"):
+        raise ValueError(
+            f"router_identity='endpoint' does not support transport {transport!r} (tcp or ipc)"
+        )
+    url = endpoint(transport, "0.0.0.0" if ip == "*" else ip, port).encode()
+    if len(url) > MAX_ROUTING_ID_BYTES:
+        raise ValueError(
+            f"router_identity='endpoint': {url.decode()!r} is {len(url)} bytes, longer than the "
+            f"{MAX_ROUTING_ID_BYTES} a ZMQ routing id may have; use a shorter ip or ipc path"
+        )
+    return url
+
+
 def curve_keys(connection_info: Mapping[str, Any]) -> tuple[bytes, bytes] | None:
     """The kernel's ``(public, secret)`` CurveZMQ keys from a connection dict, or None."""
     public = connection_info.get("curve_publickey")
@@ -121,4 +146,5 @@ __all__ = [
     "connect_channel",
     "curve_keys",
     "endpoint",
+    "routing_id",
 ]

@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
 
     kc = BlockingKernelClient(connection_file=args.connection_file)
     kc.load_connection_file()
-    kc.start_channels()
+    # No heartbeat channel: with no manager to ask, jupyter_client would judge the kernel's
+    # life from it, and one beat later than 1 s on a loaded machine reads as a dead kernel.
+    kc.start_channels(hb=False)
     try:
         kc.wait_for_ready(timeout=120)
         execute_and_collect(kc, "import ipywidgets", timeout=120)

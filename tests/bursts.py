@@ -17,7 +17,7 @@ from jupyter_client import BlockingKernelClient
 #: A comm target no client registers: for a client, a comm_open to it is just a message.
 UNKNOWN_TARGET = "ipykernel_ext.tests.nobody"
 
-#: The first words of the kernel's stall warning (ipykernel_ext/iopub.py).
+#: The first words of the kernel's stall warning (ipykernel_ext/kernel/iopub.py).
 STALL_WARNING = "subscriber stall(s): a frontend's queue stayed full"
 
 #: The stall kernel's options. A subscriber that reads is treated as stalled if it cannot

@@ -90,8 +90,15 @@ def start_kernel(
 
 
 def new_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
-    """A client with a session of its own, channels started and the kernel ready."""
-    kc = BlockingKernelClient(connection_file=km.connection_file)
+    """A client with a session of its own, channels started and the kernel ready.
+
+    ``parent=km``: jupyter_client then asks the manager whether the kernel process lives.
+    A client without a manager judges that from the heartbeat, which counts one reply
+    later than 1 s as a dead kernel: under load ``wait_for_ready`` then raised "Kernel died
+    before replying to kernel_info" for a kernel that was starting (seen in 4 of 6 starts
+    on 2 loaded cores). The session is still the client's own, not the manager's.
+    """
+    kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
     kc.load_connection_file()
     kc.start_channels()
     kc.wait_for_ready(timeout=timeout)
@@ -115,8 +122,11 @@ def running_kernel(
 
 
 def shell_and_control_client(km: KernelManager) -> BlockingKernelClient:
-    """A client that does not subscribe to IOPub, so a raw subscriber can be the only one."""
-    kc = BlockingKernelClient(connection_file=km.connection_file)
+    """A client that does not subscribe to IOPub, so a raw subscriber can be the only one.
+
+    ``parent=km`` for the same reason as in :func:`new_client`.
+    """
+    kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
     kc.load_connection_file()
     kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=True)
     deadline = time.monotonic() + 60

@@ -1,4 +1,4 @@
-"""A frontend reconnecting to a busy kernel is answered mid-cell (ipykernel_ext.reconnect).
+"""A frontend reconnecting to a busy kernel is answered mid-cell (kernel/busy_answers.py).
 
 Real kernels over CurveZMQ. Every "mid-cell" claim is made while a cell is provably running:
 the cell prints a marker, then waits for a file the test creates only after its checks, so a

@@ -69,8 +69,8 @@ from helpers import (
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
-from ipykernel_ext.iopub import ADOPTED, DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
-from ipykernel_ext.iopub_notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub import ADOPTED, DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
 
 os.environ["GP_SOCKET_TIMEOUT"] = "0"
 os.environ["GP_UNAUTHORIZED_USERS"] = "ipykernel-ext-tests-nobody"

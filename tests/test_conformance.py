@@ -1,12 +1,15 @@
 """jupyter_kernel_test's conformance suite against the ``python3-ext`` kernelspec.
 
-Run twice: as jupyter_kernel_test starts kernels (plain TCP), and with CurveZMQ required.
-The history "range" check is left out: stock ipykernel fails it too (an IPython behaviour).
+Run three times: as jupyter_kernel_test starts kernels (plain TCP), with CurveZMQ required,
+and with CurveZMQ and ``--no-answer-while-busy`` (the stock-behaviour switch of PROTOCOL.md
+section 5: the suite must pass in both modes). The history "range" check is left out: stock
+ipykernel fails it too (an IPython behaviour).
 """
 
 from __future__ import annotations
 
 import unittest
+from typing import Any
 
 import jupyter_kernel_test
 from helpers import EXT_KERNEL, new_client, start_kernel
@@ -52,6 +55,25 @@ class ExtKernelConformanceCurve(ExtKernelConformance):
     def setUpClass(cls) -> None:
         cls.km = start_kernel(EXT_KERNEL)
         cls.kc = new_client(cls.km)
+
+
+class ExtKernelConformanceNoAnswerWhileBusy(ExtKernelConformance):
+    """The same suite, CurveZMQ required, on a kernel started with --no-answer-while-busy."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.km = start_kernel(EXT_KERNEL, extra_arguments=["--no-answer-while-busy"])
+        cls.kc = new_client(cls.km)
+        # The flag reached the kernel (a typo would be a warning and a default-mode run).
+        printed: list[str] = []
+
+        def keep(msg: dict[str, Any]) -> None:
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+
+        code = "print(get_ipython().kernel.answer_while_busy)"
+        reply = cls.kc.execute_interactive(code, timeout=60, output_hook=keep)
+        assert reply["content"]["status"] == "ok" and printed == ["False\n"], printed
 
 
 class ExtKernelIopubWelcome(jupyter_kernel_test.IopubWelcomeTests):

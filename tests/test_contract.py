@@ -315,6 +315,14 @@ def _buffer_layout(get_buffer: Any) -> str | None:
     return None
 
 
+def _loader_passes_prog(loader_class: Any) -> str | None:
+    loader = loader_class([], {}, {}, prog="python -m ipykernel_ext")
+    loader.load_config()
+    if loader.parser.prog != "python -m ipykernel_ext":
+        return f"parser.prog is {loader.parser.prog!r}: extra keywords no longer reach argparse"
+    return None
+
+
 def _version_major_1(version: Any) -> str | None:
     return None if str(version).split(".")[0] == "1" else f"is {version!r}, not 1.x"
 
@@ -325,13 +333,13 @@ WIDGET = "ipywidgets.widgets.widget"
 WS = "jupyter_server.services.kernels.connection.channels:ZMQChannelsWebsocketConnection"
 MKM = "jupyter_server.services.kernels.kernelmanager:MappingKernelManager"
 
-KERNEL_PY = "ipykernel_ext/kernel.py"
-APP_PY = "ipykernel_ext/app.py"
-ECHO_PY = "ipykernel_ext/echo.py"
-WIDGET_STATE_PY = "ipykernel_ext/widget_state.py"
+KERNEL_PY = "ipykernel_ext/kernel/ipkernel.py"
+APP_PY = "ipykernel_ext/kernel/kernelapp.py"
+ECHO_PY = "ipykernel_ext/kernel/comm_echo.py"
+WIDGET_STATE_PY = "ipykernel_ext/kernel/widget_state.py"
 SERVER_PY = "ipykernel_ext/server.py"
-IOPUB_ADOPT_PY = "ipykernel_ext/iopub_adopt.py"
-RECONNECT_PY = "ipykernel_ext/reconnect.py"
+IOPUB_ADOPT_PY = "ipykernel_ext/kernel/iopub_adopt.py"
+RECONNECT_PY = "ipykernel_ext/kernel/busy_answers.py"
 
 CONTRACT: list[Row] = [
     # ipykernel: the kernel ---------------------------------------------------------------
@@ -394,7 +402,7 @@ CONTRACT: list[Row] = [
     Row(f"{APP}._bind_socket", [Function(("self", "s", "port"))], (APP_PY,),
         "binds with stock's port retries"),
     Row(f"{APP}._try_bind_socket", [Function(("self", "s", "port"))],
-        (APP_PY, "ipykernel_ext/router_identity.py"),
+        (APP_PY, "ipykernel_ext/kernel/router_identity.py"),
         "overridden to bind shell/control with their endpoint as routing id"),
     Row(f"{APP}.configure_tornado_logger", [Function(("self",))], (APP_PY,),
         "called where stock's init_iopub calls it"),
@@ -424,6 +432,14 @@ CONTRACT: list[Row] = [
         "closing the IOPub thread closes IOPubThread.socket: the adopted one closes its owner"),
     Row("ipykernel.iostream:IOPubThread.schedule", [Function(("self", "f"))], (IOPUB_ADOPT_PY,),
         "runs the adoption on the IOPub thread"),
+    Row("ipykernel.iostream:IOPubThread.__init__",
+        [Source((r"self\.io_loop\s*=", r"self\.thread\s*=\s*threading\.Thread\("))],
+        ("tests/test_launchers.py",), "the tests stop the thread's loop, then join the thread"),
+    Row("ipykernel.iostream:IOPubThread._thread_main",
+        [Source((r"if not self\._stopped:\s*self\.io_loop\.run_sync\(_cancel\)",
+                 r"self\.io_loop\.close\(all_fds=True\)"))],
+        ("tests/test_launchers.py",),
+        "a loop stopped before stop() runs the gc task's cancel on the loop (no pending task)"),
     Row("ipykernel.kernelspec:make_ipkernel_cmd",
         [Accepts(("mod", "executable", "extra_arguments", "python_arguments"))],
         ("ipykernel_ext/install.py",), "the kernelspec's argv"),
@@ -471,6 +487,15 @@ CONTRACT: list[Row] = [
         "a trait whose class does not override get reads _trait_values plainly"),
     Row("traitlets:TraitType.__get__", [Function(("self", "obj", "cls"))], (WIDGET_STATE_PY,),
         "same, for the descriptor protocol"),
+    Row("traitlets.config.application:Application._create_loader",
+        [Function(("self", "argv", "aliases", "flags", "classes"))],
+        (APP_PY, "ipykernel_ext/demo.py"),
+        "overridden to give argparse the program name users type (usage errors)"),
+    Row("traitlets.config.loader:KVArgParseConfigLoader",
+        [Probe("passes extra keywords (prog) to argparse.ArgumentParser", _loader_passes_prog)],
+        (APP_PY, "ipykernel_ext/demo.py"), "built with prog=PROG"),
+    Row("traitlets.config.application:Application.subcommand_description", [Trait("Unicode")],
+        (APP_PY,), "names the program in --help (stock formats it with the app's name)"),
     # jupyter_server ------------------------------------------------------------------------
     Row(f"{WS}._open_sockets", [Value(MutableSet)], (SERVER_PY,),
         "close_all() closes the connections registered there"),
@@ -529,7 +554,7 @@ CONTRACT: list[Row] = [
         [Trait("Bool"), Attribute(bool, _new_kernel_client)], ("benchmarks/many_kernels.py",),
         "whether the client owns its context, so the benchmark may destroy it"),
     Row("jupyter_client.session:json_packer", [Source((r"allow_nan=False", r"json_clean"))],
-        ("ipykernel_ext/widget_buffers.py",),
+        ("ipykernel_ext/kernel/widget_buffers.py",),
         "check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
     # pyzmq -----------------------------------------------------------------------------------
     Row("zmq:Context._sockets", [Attribute(MutableSet, _new_zmq_context)],

@@ -371,7 +371,7 @@ def _open_msg_close(pair: Pair, target: str = "echo_test") -> list[list[dict[str
 
 def test_runtime_switch_off_and_on(pair: Pair) -> None:
     try:
-        pair.run("get_ipython().kernel.comm_echo = False")
+        pair.run("get_ipython().kernel.echo_enabled = False")
         assert "comm_echo" not in pair.features()
         seen = _open_msg_close(pair)
         assert [types(s) for s in seen] == [
@@ -379,11 +379,11 @@ def test_runtime_switch_off_and_on(pair: Pair) -> None:
             ["status:busy", "comm_msg", "status:idle"],  # the handler still runs
             ["status:busy", "stream", "status:idle"],
         ]
-        pair.run("get_ipython().kernel.comm_echo = True")
+        pair.run("get_ipython().kernel.echo_enabled = True")
         assert pair.features().count("comm_echo") == 1
         assert [len(echoes(s)) for s in _open_msg_close(pair)] == [1, 1, 1]
     finally:
-        pair.run("get_ipython().kernel.comm_echo = True")
+        pair.run("get_ipython().kernel.echo_enabled = True")
     assert pair.features().count("comm_echo") == 1
 
 
@@ -398,8 +398,8 @@ def test_no_comm_echo_flag() -> None:
     with pair_of(["--no-comm-echo"]) as pair:
         assert "comm_echo" not in pair.features()
         assert [len(echoes(s)) for s in _open_msg_close(pair)] == [0, 0, 0]
-        assert pair.run("get_ipython().kernel.comm_echo").strip() == "False"
-        pair.run("get_ipython().kernel.comm_echo = True")
+        assert pair.run("get_ipython().kernel.echo_enabled").strip() == "False"
+        pair.run("get_ipython().kernel.echo_enabled = True")
         assert "comm_echo" in pair.features()
         assert [len(echoes(s)) for s in _open_msg_close(pair)] == [1, 1, 1]
 

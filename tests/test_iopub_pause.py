@@ -77,7 +77,7 @@ from jupyter_client import BlockingKernelClient
 from jupyter_client.session import Session
 from server_utils import JupyterServer, KernelWebsocket
 
-from ipykernel_ext.iopub import ADOPTED
+from ipykernel_ext.kernel.iopub import ADOPTED
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 

@@ -174,8 +174,41 @@ def test_help_all_lists_every_flag() -> None:
         "--no-comm-echo",
         "--router-identity",
         "ExtKernel.comm_echo_exclude_targets",
+        "ExtKernel.echo_enabled",
+        "--ExtKernel.echo_enabled=False",  # what --no-comm-echo stands for
     ):
         assert flag in out, flag
+
+
+def _launcher(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ipykernel_ext", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_help_names_the_program_as_typed() -> None:
+    """--help tells users to run ``python -m ipykernel_ext cmd``, not stock's app name."""
+    done = _launcher("--help")
+    assert done.returncode == 0, done.stderr
+    assert "Subcommands are launched as `python -m ipykernel_ext cmd [args]`" in done.stdout
+    assert "ipython-kernel" not in done.stdout
+    assert "python -m ipykernel_ext install --user --as-default" in done.stdout  # examples
+
+
+@pytest.mark.parametrize("subcommand", [[], ["demo"]])
+def test_bad_flag_fails_naming_the_program(subcommand: list[str]) -> None:
+    """An unknown flag stops at once, with usage naming the program (argparse's ``prog``),
+    not ``__main__.py``. (An unknown ``--name=value`` is stock's "Unrecognized alias"
+    warning and the kernel starts, as with stock ipykernel, so it is not tried here.)"""
+    prog = " ".join(["python -m ipykernel_ext", *subcommand])
+    done = _launcher(*subcommand, "--no-such-flag")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.startswith(f"usage: {prog} [-h]"), done.stderr
+    assert f"{prog}: error: unrecognized arguments: --no-such-flag" in done.stderr
+    assert "__main__.py" not in done.stderr
 
 
 def test_working_directory_does_not_shadow_the_kernel(tmp_path: Any) -> None:

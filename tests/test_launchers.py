@@ -31,13 +31,13 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
-from ipykernel_ext.iopub import (
+from ipykernel_ext.kernel.iopub import (
     ADOPTED,
     BOUND_BY_EXT_APP,
     DEFAULT_BACKLOG_LIMIT_BYTES,
     DEFAULT_SEND_TIMEOUT_MS,
 )
-from ipykernel_ext.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
+from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -249,6 +249,23 @@ class CapturedLog(logging.Handler):
         return [r.getMessage() for r in self.records if r.levelno == logging.WARNING]
 
 
+def stop_iopub_thread(thread: IOPubThread) -> None:
+    """Stop the thread's loop, wait for the thread, then ``stop()`` (which marks it stopped).
+
+    ``IOPubThread.stop()`` sets ``_stopped`` before it stops the loop, and ``_thread_main``
+    then cancels its event-pipe gc task without running the loop again, so the task is
+    never finished: asyncio prints "Task was destroyed but it is pending!" when it is
+    collected (three such lines at the end of every pytest run). With the loop stopped
+    first, ``_thread_main`` takes its other branch and runs the cancel on the loop. The
+    event pipes ``stop()`` would close are closed with the context by the caller.
+    """
+    if thread.thread.is_alive():
+        thread.io_loop.add_callback(thread.io_loop.stop)
+        thread.thread.join(timeout=30)
+        assert not thread.thread.is_alive(), "IOPub thread did not stop in 30 s"
+    thread.stop()
+
+
 @pytest.fixture
 def iopub_pair() -> Iterator[tuple[IOPubThread, zmq.Socket[Any], zmq.Socket[Any]]]:
     """A started IOPubThread over a bound XPUB (as IPKernelApp makes it), and a SUB on it
@@ -269,8 +286,7 @@ def iopub_pair() -> Iterator[tuple[IOPubThread, zmq.Socket[Any], zmq.Socket[Any]
         yield thread, xpub, sub
     finally:
         sub.close()
-        if thread.thread.is_alive():
-            thread.stop()
+        stop_iopub_thread(thread)
         thread.close()
         ctx.destroy(linger=0)
 
@@ -311,7 +327,7 @@ def test_adopted_socket_closes_the_libzmq_socket_once(iopub_pair: Any) -> None:
     thread, xpub, _sub = iopub_pair
     adopted = adopt(thread, CapturedLog())
     assert adopted is not None
-    thread.stop()  # ipykernel's loop closes the socket it watches (the app's) on the way out
+    stop_iopub_thread(thread)  # ipykernel's loop closes the socket it watches (the app's)
     assert xpub.closed and adopted.closed
     # A late send (an output flush at exit) after the loop is gone: refused, not a crash.
     thread.send_multipart([b"late"])

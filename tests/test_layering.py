@@ -1,13 +1,17 @@
-"""The package's layering, as README states it, read from the imports themselves (ast).
+"""The package's layering, read from the imports themselves (ast); docs/ARCHITECTURE.md.
 
-* Kernel-side feature modules are leaves: they import no other module of the package,
-  except the few feature-on-feature edges listed in ``FEATURE_EDGES`` (each a deliberate
-  design decision), and never the wiring.
-* ``app`` and ``kernel`` wire the features together; only the launcher imports ``app``.
-* Client-side modules never import the kernel side (and the kernel side never imports
-  client-side modules).
-* ``endpoints`` (the connection rule) and the package ``__init__`` (names and version) are
-  shared leaves: they import nothing of ours, and either side may import them.
+A package per side, and leaves at the top:
+
+* ``kernel/`` runs in the kernel process. It never imports ``client/``, ``shared_channels/``
+  or ``server``. Inside it, the feature modules are leaves: they import no other module of
+  the package, except the feature-on-feature edges listed in ``FEATURE_EDGES`` (each a design
+  decision), and never the wiring (``ipkernel``, ``kernelapp``); only ``__main__`` and the
+  package face import the launcher.
+* ``shared_channels/`` (the relay for servers) and ``client/`` (helpers for frontends and
+  scripts) never import the kernel side; ``shared_channels/`` never imports jupyter_server
+  (``server`` puts jupyter_server's websockets on it) nor ``client/``.
+* ``endpoints`` (the connection rule), ``protocol`` (message names and frames) and the
+  package ``__init__`` are shared leaves: they import nothing of ours; any side may use them.
 
 A new module must be put in one of the groups below; the test says so if it is not.
 """
@@ -22,121 +26,145 @@ import pytest
 PACKAGE = "ipykernel_ext"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 
-WIRING = {"app", "kernel", "__main__"}
-KERNEL_FEATURES = {
-    "echo",
-    "widget_state",
-    "widget_buffers",
-    "iopub",
-    "iopub_adopt",
-    "iopub_notice",
-    "reconnect",
-    "router_identity",
-    "install",
-}
-CLIENT_SIDE = {
-    "client",
-    "demo",
-    "router_client",
-    "router_reach",
-    "server",
-    "shared_channels",
-    "shared_clients",
-    "shared_messages",
-    "shared_readiness",
-    "shared_sockets",
-}
-SHARED_LEAVES = {"__init__", "endpoints"}
+SIDES = {"kernel", "shared_channels", "client"}
+TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install", "demo", "server"}
+SHARED_LEAVES = {"__init__", "endpoints", "protocol"}
 
+KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp"}
+KERNEL_FEATURES = {
+    "kernel.comm_echo",
+    "kernel.busy_answers",
+    "kernel.iopub",
+    "kernel.iopub_adopt",
+    "kernel.iopub_notice",
+    "kernel.router_identity",
+    "kernel.widget_buffers",
+    "kernel.widget_state",
+}
 #: The kernel-side features built on another feature (importer -> what it may import).
 FEATURE_EDGES = {
-    "iopub_adopt": {"iopub"},  # the same no-loss socket, adopted when another app bound it
-    "iopub_notice": {"iopub"},  # tells a cell what the socket's counters say it missed
-    "reconnect": {"widget_state"},  # the busy-kernel answer sends widget_state's snapshot
-    "widget_state": {"widget_buffers"},  # the snapshot splits buffers as ipywidgets does
+    "kernel.iopub_adopt": {"kernel.iopub"},  # the no-loss socket, adopted under another app
+    "kernel.iopub_notice": {"kernel.iopub"},  # tells a cell what the socket says it missed
+    "kernel.busy_answers": {"kernel.widget_state"},  # the busy answer sends the snapshot
+    "kernel.widget_state": {"kernel.widget_buffers"},  # splits buffers as ipywidgets does
 }
 
 
 def modules() -> list[str]:
-    return sorted(path.stem for path in PACKAGE_DIR.glob("*.py"))
+    """Every module of the package, dotted below it (``kernel.iopub``, ``server``)."""
+    return sorted(
+        ".".join(path.relative_to(PACKAGE_DIR).with_suffix("").parts)
+        for path in PACKAGE_DIR.rglob("*.py")
+    )
+
+
+def side_of(module: str) -> str:
+    return module.split(".")[0] if "." in module else module
 
 
 def imports_of(module: str) -> set[str]:
     """The package modules ``module`` imports, anywhere in it (functions included)."""
-    return imports_in((PACKAGE_DIR / f"{module}.py").read_text(), module)
+    path = PACKAGE_DIR / (module.replace(".", "/") + ".py")
+    return imports_in(path.read_text(), module)
 
 
 def imports_in(source: str, module: str) -> set[str]:
-    """The package modules that ``source`` (the text of ``module``) imports."""
+    """The package modules (dotted below the package) that ``source``, of ``module``, imports.
+
+    ``from .x import y`` counts as importing ``x`` (and ``x.y`` where that is a module).
+    """
     own = set(modules())
-    tree = ast.parse(source)
+    here = [PACKAGE, *module.split(".")[:-1]]
+    if module.endswith("__init__"):
+        here = [PACKAGE, *module.split(".")[:-1]]
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            bases, names = [alias.name for alias in node.names], []
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0:
-                names = [node.module or ""]
                 base = node.module or ""
             else:
-                base = ".".join([PACKAGE, node.module] if node.module else [PACKAGE])
-                names = [base]
-            # `from ipykernel_ext import echo` / `from . import echo` import the submodule.
-            if base == PACKAGE:
-                names += [f"{PACKAGE}.{alias.name}" for alias in node.names]
+                parent = here[: len(here) - (node.level - 1)]
+                base = ".".join([*parent, *([node.module] if node.module else [])])
+            bases, names = [base], [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
-        for name in names:
+        for name in bases + names:
             parts = name.split(".")
             if parts[0] != PACKAGE:
                 continue
-            target = parts[1] if len(parts) > 1 else "__init__"
-            if target in own:
-                found.add(target)
-            elif len(parts) == 1:
-                found.add("__init__")
+            dotted = ".".join(parts[1:]) or "__init__"
+            if dotted in own:
+                found.add(dotted)
+            elif f"{dotted}.__init__" in own:
+                found.add(f"{dotted}.__init__")
     found.discard(module)
     return found
 
 
+def imports_outside(module: str) -> set[str]:
+    """The top-level names of the other packages ``module`` imports."""
+    path = PACKAGE_DIR / (module.replace(".", "/") + ".py")
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
 def test_every_module_is_in_a_group() -> None:
-    grouped = WIRING | KERNEL_FEATURES | CLIENT_SIDE | SHARED_LEAVES
-    unknown = sorted(set(modules()) - grouped)
-    assert not unknown, f"put {unknown} in a group of tests/test_layering.py (see README)"
-    gone = sorted(grouped - set(modules()))
+    unknown = sorted(
+        m
+        for m in modules()
+        if (side_of(m) not in SIDES and m not in TOP_MODULES)
+        or (m.startswith("kernel.") and m not in KERNEL_WIRING | KERNEL_FEATURES)
+    )
+    assert not unknown, f"put {unknown} in a group of tests/test_layering.py"
+    gone = sorted((KERNEL_WIRING | KERNEL_FEATURES | TOP_MODULES) - set(modules()))
     assert not gone, f"{gone} no longer exist: drop them from tests/test_layering.py"
 
 
+@pytest.mark.parametrize("module", sorted(m for m in modules() if side_of(m) == "kernel"))
+def test_the_kernel_side_imports_no_other_side(module: str) -> None:
+    others = {m for m in imports_of(module) if side_of(m) in {"client", "shared_channels"}}
+    others |= imports_of(module) & {"server", "demo", "install"}
+    assert not others, f"{module} (kernel side) imports {sorted(others)}"
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in modules() if side_of(m) in {"client", "shared_channels"})
+)
+def test_relay_and_clients_never_import_the_kernel_side(module: str) -> None:
+    kernel = {m for m in imports_of(module) if side_of(m) == "kernel"}
+    assert not kernel, f"{module} imports the kernel side: {sorted(kernel)}"
+    assert "server" not in imports_of(module)
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in modules() if side_of(m) == "shared_channels")
+)
+def test_the_relay_needs_no_jupyter_server_and_no_client_helpers(module: str) -> None:
+    assert "jupyter_server" not in imports_outside(module)
+    assert not {m for m in imports_of(module) if side_of(m) == "client"}
+
+
 @pytest.mark.parametrize("module", sorted(KERNEL_FEATURES))
-def test_feature_modules_are_leaves(module: str) -> None:
+def test_kernel_features_are_leaves(module: str) -> None:
     allowed = SHARED_LEAVES | FEATURE_EDGES.get(module, set())
     extra = imports_of(module) - allowed
     assert not extra, (
-        f"{PACKAGE}.{module} is a feature module but imports {sorted(extra)}: features are "
-        "leaves (app and kernel wire them). Move the shared part into its own module, or "
+        f"{module} is a feature module but imports {sorted(extra)}: features are leaves "
+        "(ipkernel and kernelapp wire them). Move the shared part into its own module, or "
         "add the edge to FEATURE_EDGES if one feature is really built on the other."
     )
 
 
-def test_only_the_launcher_imports_the_app_and_only_wiring_imports_the_kernel() -> None:
-    importers = {m: imports_of(m) for m in modules()}
-    assert {m for m, found in importers.items() if "app" in found} <= {"__main__"}
-    assert {m for m, found in importers.items() if "kernel" in found} <= {"app", "__main__"}
-
-
-@pytest.mark.parametrize("module", sorted(CLIENT_SIDE))
-def test_client_side_never_imports_the_kernel_side(module: str) -> None:
-    kernel_side = WIRING | KERNEL_FEATURES
-    assert not imports_of(module) & kernel_side, (
-        f"{PACKAGE}.{module} (client side) imports {sorted(imports_of(module) & kernel_side)}"
-    )
-
-
-@pytest.mark.parametrize("module", sorted(WIRING | KERNEL_FEATURES))
-def test_kernel_side_never_imports_the_client_side(module: str) -> None:
-    assert not imports_of(module) & CLIENT_SIDE, (
-        f"{PACKAGE}.{module} (kernel side) imports {sorted(imports_of(module) & CLIENT_SIDE)}"
-    )
+def test_only_the_launcher_and_the_face_import_the_app() -> None:
+    importers = {m for m in modules() if "kernel.kernelapp" in imports_of(m)}
+    assert importers <= {"__main__", "kernel.__init__"}, importers
 
 
 @pytest.mark.parametrize("module", sorted(SHARED_LEAVES))
@@ -148,17 +176,23 @@ def test_the_reader_sees_relative_absolute_and_nested_imports() -> None:
     """The import reader itself: a layering test that cannot see an import cannot fail."""
     source = """
 import json
-import ipykernel_ext.echo
-from ipykernel_ext import widget_state, __version__
+import ipykernel_ext.kernel.comm_echo
+from ipykernel_ext import endpoints, __version__
 from . import iopub
-from .endpoints import endpoint
+from ..client import RouterClient
+from .widget_state import build_widget_state_reply
 
 def later():
-    from .kernel import ExtKernel
+    from ..shared_channels.channels import SharedChannels
     import ipykernel_ext
 """
-    assert imports_in(source, "probe") == {
-        "echo", "widget_state", "iopub", "endpoints", "kernel", "__init__"
+    assert imports_in(source, "kernel.probe") == {
+        "kernel.comm_echo",
+        "endpoints",
+        "kernel.__init__",  # `from . import iopub` runs the package's face first
+        "kernel.iopub",
+        "client.__init__",
+        "kernel.widget_state",
+        "shared_channels.channels",
+        "__init__",
     }
-    assert imports_of("install") == {"__init__"}  # `from . import KERNEL_NAME`
-    assert imports_of("__main__") == {"app"}

@@ -22,7 +22,7 @@ import zmq
 from helpers import EXT_KERNEL, new_client, start_kernel
 from jupyter_client import KernelManager
 
-from ipykernel_ext.router_client import (
+from ipykernel_ext.client.router import (
     CHANNELS,
     KernelUnreachable,
     RouterClient,

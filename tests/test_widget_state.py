@@ -11,18 +11,22 @@ import contextlib
 import queue
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import (
     EXT_KERNEL,
+    busy_cell,
     control_request,
     drain_iopub,
     evaluate,
     execute_and_collect,
     fetch_update_states,
+    iopub_until_barrier,
     new_client,
     running_kernel,
+    shell_reply,
 )
 from jupyter_client import AsyncKernelClient
 
@@ -315,40 +319,33 @@ def test_empty_kernel_and_no_ipywidgets() -> None:
 # --- on the control thread, to the requester only ------------------------------------------
 
 
-def test_full_reply_while_a_cell_sleeps(ext: Any) -> None:
-    km, kc = ext
-    drain_iopub(kc)
-    msg_id = kc.execute("import time; time.sleep(10)")
-    try:
-        # wait until the cell is running (its busy and execute_input are out)
-        while True:
-            msg = kc.get_iopub_msg(timeout=30)
-            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
-                break
-        started = time.monotonic()
-        reply = fetch_widget_states(kc, timeout=5)
-        elapsed = time.monotonic() - started
+def test_full_reply_while_a_cell_runs(ext: Any, tmp_path: Path) -> None:
+    """The reply comes while the cell is still running: the cell cannot end before it is
+    released, after the reply (a barrier, not a time limit on the reply)."""
+    _km, kc = ext
+    iopub_until_barrier(kc)
+    with busy_cell(kc, tmp_path) as cell:
+        reply = fetch_widget_states(kc, timeout=60)
         assert len(reply["states"]) >= 3002
-        assert elapsed < 1.0, f"reply took {elapsed:.2f} s while a cell ran"
-    finally:
-        km.interrupt_kernel()
-        while kc.get_shell_msg(timeout=30)["parent_header"].get("msg_id") != msg_id:
-            pass
-        drain_iopub(kc)
+    shell_reply(kc, cell.msg_id)
 
 
 def test_only_the_requester_gets_it(ext: Any) -> None:
     km, kc = ext
     other = new_client(km)
     try:
-        drain_iopub(kc)
-        drain_iopub(other)
+        iopub_until_barrier(kc)
+        iopub_until_barrier(other)
         reply = request(kc)
         assert len(reply["content"]["states"]) >= 3002
         msg_id = reply["parent_header"]["msg_id"]
-        with pytest.raises(queue.Empty):
-            other.control_channel.get_msg(timeout=1)
-        for seen in (drain_iopub(other), drain_iopub(kc)):
+        # The control thread answers one request at a time: a copy of kc's reply sent to
+        # `other` would reach it before the reply to other's own later request.
+        barrier = other.session.msg("kernel_info_request", {})
+        other.control_channel.send(barrier)
+        first = other.control_channel.get_msg(timeout=30)
+        assert first["parent_header"]["msg_id"] == barrier["header"]["msg_id"], first
+        for seen in (iopub_until_barrier(other), iopub_until_barrier(kc)):
             about_it = [m for m in seen if m["parent_header"].get("msg_id") == msg_id]
             assert about_it == []  # no status busy/idle, nothing else
             assert not [m for m in seen if m["msg_type"] in ("comm_msg", "comm_echo")]
@@ -361,7 +358,8 @@ def test_async_client(ext: Any) -> None:
     grid = evaluate(kc, "grid.model_id")
 
     async def go() -> dict[str, Any]:
-        akc = AsyncKernelClient(connection_file=km.connection_file)
+        # parent=km: liveness from the process, not a 1 s heartbeat (see helpers.new_client)
+        akc = AsyncKernelClient(parent=km, connection_file=km.connection_file)
         akc.load_connection_file()
         akc.start_channels()
         try:
@@ -384,7 +382,10 @@ def test_timeout_raises() -> None:
 
 
 @pytest.mark.timeout(240)
-def test_50_requests_while_widgets_come_and_go() -> None:
+def test_50_requests_while_widgets_come_and_go(tmp_path: Path) -> None:
+    # The cell says when its first round is done, so the requests meet widgets coming and
+    # going however slowly the loop starts (it was a 1 s sleep).
+    first_round = tmp_path / "first-round-done"
     with running_kernel(EXT_KERNEL) as (km, kc):
         run(
             kc,
@@ -407,6 +408,7 @@ def test_50_requests_while_widgets_come_and_go() -> None:
             "    for s in made:\n"
             "        s.style.close(); s.layout.close(); s.close()\n"
             "    rounds += 1\n"
+            f"    if rounds == 1: open({str(first_round)!r}, 'w').close()\n"
         )
         # IOPub must be read or the kernel's sends wait: a thread drains it meanwhile.
         stop = threading.Event()
@@ -419,7 +421,10 @@ def test_50_requests_while_widgets_come_and_go() -> None:
         drainer = threading.Thread(target=drain_until_stopped, daemon=True)
         drainer.start()
         try:
-            time.sleep(1)  # the loop is under way
+            deadline = time.monotonic() + 120
+            while not first_round.exists():
+                assert time.monotonic() < deadline, "the churn loop did not start in 120 s"
+                time.sleep(0.01)
             for _ in range(50):
                 content = request(kc)["content"]
                 assert content["status"] == "ok", content

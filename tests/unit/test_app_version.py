@@ -6,7 +6,7 @@ import ipykernel
 import pytest
 
 import ipykernel_ext
-from ipykernel_ext.app import ExtKernelApp
+from ipykernel_ext.kernel.kernelapp import ExtKernelApp
 
 
 def test_version_names_ipykernel_ext_and_ipykernel(capsys: pytest.CaptureFixture[str]) -> None:

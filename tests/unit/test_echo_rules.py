@@ -16,7 +16,7 @@ import pytest
 import zmq
 from jupyter_client.session import Session
 
-from ipykernel_ext.echo import CommEcho, malformed_reason
+from ipykernel_ext.kernel.comm_echo import CommEcho, malformed_reason
 
 
 def client_msg(msg_type: str, content: Any, metadata: Any = None) -> dict[str, Any]:

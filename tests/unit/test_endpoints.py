@@ -10,15 +10,14 @@ import zmq.asyncio
 from jupyter_client import KernelManager
 from jupyter_client.connect import ConnectionFileMixin
 
+from ipykernel_ext.client.reach import endpoint_identity
 from ipykernel_ext.endpoints import (
     apply_curve_client,
     channel_endpoint,
     connect_channel,
     curve_keys,
-    endpoint,
+    routing_id,
 )
-from ipykernel_ext.router_identity import endpoint as bind_endpoint
-from ipykernel_ext.router_reach import endpoint_identity
 
 CHANNELS = ("shell", "control", "stdin", "iopub", "hb")
 PUBLIC, SECRET = zmq.curve_keypair()
@@ -58,19 +57,21 @@ def test_channel_endpoint_is_jupyter_clients_url(info: dict) -> None:
     full = {**info, **PORTS}
     for channel in CHANNELS:
         assert channel_endpoint(full, channel) == jupyter_client_url(info, channel)
-        if info["ip"] != "*":  # a kernel binds what ipykernel already turned into 0.0.0.0
-            port = full[f"{channel}_port"]
-            assert bind_endpoint(info["transport"], info["ip"], port) == endpoint(
-                info["transport"], info["ip"], port
-            )
-    assert endpoint_identity(full, "shell") == channel_endpoint(full, "shell").encode()
+        # One rule makes the routing id on both sides: the kernel's, from its own ip and
+        # port, is the client's, from the connection file, and is the URL clients connect to.
+        port = full[f"{channel}_port"]
+        kernel_side = routing_id(info["transport"], info["ip"], port)
+        assert kernel_side == endpoint_identity(full, channel)
+        assert kernel_side == channel_endpoint(full, channel).encode()
 
 
 def test_routing_ids_only_for_tcp_and_ipc() -> None:
     with pytest.raises(ValueError, match="inproc"):
         endpoint_identity({"transport": "inproc", "ip": "x", "shell_port": 1}, "shell")
     with pytest.raises(ValueError, match="inproc"):
-        bind_endpoint("inproc", "x", 1)
+        routing_id("inproc", "x", 1)
+    with pytest.raises(ValueError, match="255"):
+        routing_id("ipc", "/tmp/" + "x" * 300, 1)
 
 
 def curve_server(ctx: zmq.Context) -> tuple[zmq.Socket, int]:

@@ -18,7 +18,7 @@ import pytest
 import zmq
 from ipykernel.iostream import IOPubThread
 
-from ipykernel_ext.iopub import NoDropXPubSocket
+from ipykernel_ext.kernel.iopub import NoDropXPubSocket
 
 SNDHWM = 4
 RCVHWM = 2

@@ -7,17 +7,17 @@ four sockets per client, and the kernel sends every IOPub message once per clien
 * shell, control and stdin messages go to the client whose session id is in the message's
   ``parent_header.session`` (only that frame is decoded), so an ``input_request`` reaches
   only the asker; a session id belongs to one client at a time
-  (:mod:`ipykernel_ext.shared_clients`); attaching with a session id takes it over;
+  (:mod:`ipykernel_ext.shared_channels.clients`); attaching with a session id takes it over;
 * IOPub goes to every client, except that a ``comm_echo`` (PROTOCOL.md section 2) skips
   the client whose session caused it (per client, configurable);
 * a client that attaches to running channels gets the kernel's last tracked ``status``
   (``track_status``): it joins an IOPub subscription the kernel already knows;
-* if a receiving loop stops for any reason (:mod:`ipykernel_ext.shared_sockets`), the set
+* if a receiving loop stops for any reason (:mod:`ipykernel_ext.shared_channels.sockets`), the set
   closes and every attached client is told (``on_lost``): nobody waits on a deaf channel;
 * the sockets close a grace period after the last client leaves (a reload comes back).
 
 Clients sign their own messages (``Session.send`` accepts :meth:`SharedClient.stream`);
-the channels' own requests (:mod:`ipykernel_ext.shared_readiness`) have their own session,
+the channels' own requests (:mod:`ipykernel_ext.shared_channels.readiness`) have their own session,
 whose replies are consumed here. Usage (inside a running asyncio loop)::
 
     channels = SharedChannels(km.get_connection_info())
@@ -41,33 +41,17 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import Session
 
-from .endpoints import as_bytes, channel_endpoint
-from .shared_clients import RETIRED_SESSIONS, ChannelStream, OnLost, SessionOwners, SharedClient
-from .shared_messages import (
-    CHANNELS,
-    ROUTED_CHANNELS,
+from ..endpoints import as_bytes, channel_endpoint
+from .clients import OnLost, SessionOwners, SharedClient
+from .messages import (
     Deliver,
     KernelMessage,
-    RefusedMessage,
-    SessionInUse,
     Unpack,
 )
-from .shared_readiness import NUDGE_INTERVAL, OwnRequests, Readiness
-from .shared_sockets import RECV_BATCH, KernelSockets
+from .readiness import OwnRequests, Readiness
+from .sockets import KernelSockets
 
-__all__ = [
-    "CHANNELS",
-    "NUDGE_INTERVAL",
-    "RECV_BATCH",
-    "RETIRED_SESSIONS",
-    "ROUTED_CHANNELS",
-    "ChannelStream",
-    "KernelMessage",
-    "RefusedMessage",
-    "SessionInUse",
-    "SharedChannels",
-    "SharedClient",
-]
+__all__ = ["DEFAULT_GRACE_PERIOD", "SharedChannels"]
 
 DEFAULT_GRACE_PERIOD = 5.0
 
@@ -197,7 +181,7 @@ class SharedChannels:
     ) -> asyncio.Future[Any]:
         """A future done once the kernel answered on shell or control and IOPub delivered.
 
-        Like jupyter_server's nudge (:mod:`ipykernel_ext.shared_readiness`): kernel_info
+        Like jupyter_server's nudge (:mod:`ipykernel_ext.shared_channels.readiness`): kernel_info
         requests are sent every half second until then (and until ``settled()`` is true, if
         given). Shared by every caller until the sockets change. ``nudge=False`` (a busy
         kernel, whose queued shell would delay the answer) resolves at once.

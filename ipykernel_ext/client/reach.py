@@ -1,4 +1,4 @@
-"""How a :class:`~ipykernel_ext.router_client.RouterClient` reaches one kernel, and why not.
+"""How a :class:`~ipykernel_ext.client.router.RouterClient` reaches one kernel, and why not.
 
 * :func:`endpoint_identity`: the routing id of a kernel's shell or control socket when it
   runs with ``--router-identity=endpoint``: the URL jupyter_client connects to
@@ -22,7 +22,7 @@ import zmq
 from jupyter_client.session import Session
 from zmq.utils.monitor import recv_monitor_message
 
-from .endpoints import apply_curve_client, channel_endpoint
+from ..endpoints import apply_curve_client, routing_id
 
 #: How long the diagnosis of an unreachable kernel waits for a probe handshake.
 PROBE_TIMEOUT = 1.0
@@ -56,10 +56,11 @@ def endpoint_identity(connection_info: Mapping[str, Any], channel: str) -> bytes
     ``tcp://{ip}:{port}`` with ``ip`` exactly as in the connection file (``*`` is read as
     ``0.0.0.0``, as jupyter_client and ipykernel both do), or ``ipc://{ip}-{port}``.
     """
-    transport = connection_info.get("transport", "tcp")
-    if transport not in ("tcp", "ipc"):
-        raise ValueError(f"transport {transport!r} has no endpoint routing id (tcp or ipc only)")
-    return channel_endpoint(connection_info, channel).encode()
+    return routing_id(
+        connection_info.get("transport", "tcp"),
+        connection_info["ip"],
+        int(connection_info[f"{channel}_port"]),
+    )
 
 
 def load_connection_info(connection: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,8 @@
-"""Helpers for clients of an ipykernel_ext kernel (jupyter_client clients, blocking or async).
+"""Every widget model's state in one control-channel round trip (PROTOCOL.md section 3).
 
-* :func:`is_own_echo`: tell a client's own ``comm_echo`` from the other frontends'.
-* :func:`fetch_widget_states`: every widget model in one control-channel round trip.
-* :class:`RouterClient` (from :mod:`ipykernel_ext.router_client`): one ROUTER socket per
-  channel for many kernels started with ``--router-identity=endpoint``.
-
-Client side only: nothing here imports the kernel side.
+:func:`fetch_widget_states` sends a ``widget_state_request`` from a jupyter_client client
+(blocking or async) and returns the reply with each binary buffer put back at its path;
+:class:`WidgetStateError` is an error reply.
 """
 
 from __future__ import annotations
@@ -14,34 +11,6 @@ import inspect
 import time
 from queue import Empty
 from typing import Any
-
-from .router_client import KernelUnreachable, RouterClient
-
-__all__ = [
-    "KernelUnreachable",
-    "RouterClient",
-    "WidgetStateError",
-    "async_fetch_widget_states",
-    "fetch_widget_states",
-    "is_own_echo",
-]
-
-
-def is_own_echo(msg: dict[str, Any], session_id: str) -> bool:
-    """True if ``msg`` is a ``comm_echo`` of a message sent by the session ``session_id``.
-
-    A frontend skips its own echoes (it already knows what it sent) and acts on the others'::
-
-        msg = kc.get_iopub_msg()
-        if msg["msg_type"] == "comm_echo" and not is_own_echo(msg, kc.session.session):
-            ...  # another frontend opened, updated or closed a comm
-    """
-    return msg.get("msg_type") == "comm_echo" and (
-        msg.get("parent_header", {}).get("session") == session_id
-    )
-
-
-# --- widget state over the control channel (PROTOCOL.md section 3) ---------------------------
 
 
 class WidgetStateError(RuntimeError):

@@ -2,9 +2,9 @@
 
 Wiring only. What each feature does lives in its own module:
 
-* :mod:`ipykernel_ext.echo` publishes ``comm_echo`` for the comm messages clients send;
-* :mod:`ipykernel_ext.widget_state` snapshots every ipywidgets model for one reply;
-* :mod:`ipykernel_ext.iopub` owns the IOPub socket whose counters ``iopub_stats_request``
+* :mod:`ipykernel_ext.kernel.comm_echo` publishes ``comm_echo`` for the comm messages clients send;
+* :mod:`ipykernel_ext.kernel.widget_state` snapshots every ipywidgets model for one reply;
+* :mod:`ipykernel_ext.kernel.iopub` owns the IOPub socket whose counters ``iopub_stats_request``
   reports.
 
 The two queries (``widget_state_request``, ``iopub_stats_request``) are answered on the
@@ -23,11 +23,11 @@ from typing import Any
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Unicode, observe
 
-from .echo import CommEcho
+from .busy_answers import CONTROL_COMM_TARGET, BusyAnswers, MainShellStatus
+from .comm_echo import CommEcho
 from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
 from .iopub_notice import MissedNotice
-from .reconnect import CONTROL_COMM_TARGET, BusyAnswers, MainShellStatus
 from .widget_state import WidgetStateError, build_widget_state_reply
 
 #: Control requests that only read state: answered without busy/idle on IOPub.
@@ -49,11 +49,12 @@ def error_content(exc: BaseException) -> dict[str, Any]:
 class ExtKernel(IOPubOptions, IPythonKernel):
     """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
 
-    comm_echo = Bool(
+    echo_enabled = Bool(
         True,
         help="""Publish a comm_echo on IOPub for every comm_open, comm_msg and comm_close a
         client sends, so every frontend of this kernel sees what the others sent.
-        Also the run-time switch: ``get_ipython().kernel.comm_echo = False``.""",
+        Also the run-time switch: ``get_ipython().kernel.echo_enabled = False``.
+        Launcher flag: ``--no-comm-echo``.""",
     ).tag(config=True)
 
     comm_echo_exclude_targets = List(
@@ -88,7 +89,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             topic=self._topic("comm_echo"),
             comm_manager=self.comm_manager,
             log=self.log,
-            enabled=self.comm_echo,
+            enabled=self.echo_enabled,
             exclude_targets=self._echo_exclusions(self.comm_echo_exclude_targets),
         )
         self.missed_notice = MissedNotice(
@@ -104,8 +105,8 @@ class ExtKernel(IOPubOptions, IPythonKernel):
                 self.shell_handlers[msg_type]
             )
 
-    @observe("comm_echo")
-    def _comm_echo_changed(self, change: dict[str, Any]) -> None:
+    @observe("echo_enabled")
+    def _echo_enabled_changed(self, change: dict[str, Any]) -> None:
         if hasattr(self, "comm_echo_publisher"):
             self.comm_echo_publisher.enabled = change["new"]
 
@@ -190,7 +191,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
     def kernel_info(self) -> dict[str, Any]:
         info = super().kernel_info
         features: list[str] = info["supported_features"]
-        if self.comm_echo:
+        if self.echo_enabled:
             features.append("comm_echo")
         features += ["widget_state", "iopub_stats"]
         if getattr(self.parent, "router_identity", "off") == "endpoint":

@@ -18,8 +18,8 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
-from .endpoints import connect_channel
-from .shared_messages import CHANNELS
+from ..endpoints import connect_channel
+from .messages import CHANNELS
 
 #: Messages taken from one socket per event-loop iteration. One, as ``ZMQStream`` does: the
 #: server's other streams (its IOPub activity monitor, other kernels' channels) read one

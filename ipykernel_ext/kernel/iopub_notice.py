@@ -1,6 +1,6 @@
 """The missed-messages notice: a cell is told, in its own output, that a frontend missed some.
 
-When the IOPub socket gives a subscriber up (:mod:`ipykernel_ext.iopub`: its queue stayed
+When the IOPub socket gives a subscriber up (:mod:`ipykernel_ext.kernel.iopub`: its queue stayed
 full past the send timeout, or the backlog outgrew its budget), that frontend misses
 messages. The kernel log says so, but a user reading the notebook never sees the log; so the
 cell during which it happened gets a ``stream`` message on ``stderr``, published just before

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.session import Session
 
-from .shared_messages import KernelMessage
+from .messages import KernelMessage
 
 if TYPE_CHECKING:
-    from .shared_channels import SharedChannels
+    from .channels import SharedChannels
 
 #: How often the readiness check re-sends its kernel_info_request (as jupyter_server's nudge).
 NUDGE_INTERVAL = 0.5

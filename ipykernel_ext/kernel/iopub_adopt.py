@@ -1,6 +1,6 @@
 """IOPub under any launcher: the kernel adopts an IOPub socket another app bound.
 
-``ExtKernelApp`` makes the IOPub socket itself (:class:`~ipykernel_ext.iopub.NoDropXPubSocket`,
+``ExtKernelApp`` makes the IOPub socket itself (:class:`~.iopub.NoDropXPubSocket`,
 configured before bind). Other apps bind a plain XPUB and hand the kernel an ``IOPubThread``
 around it: stock ``IPKernelApp`` (``--IPKernelApp.kernel_class=ipykernel_ext.kernel.ExtKernel``),
 the cluster launchers of gateway_provisioners and Enterprise Gateway (``launch_ipykernel.py

@@ -3,11 +3,11 @@
 Wiring only: it starts :class:`ipykernel_ext.kernel.ExtKernel` exactly as ``IPKernelApp``
 starts ``IPythonKernel``, with two differences in how sockets are made:
 
-* the IOPub socket is a :class:`ipykernel_ext.iopub.NoDropXPubSocket`, configured (queue
+* the IOPub socket is a :class:`ipykernel_ext.kernel.iopub.NoDropXPubSocket`, configured (queue
   size, NODROP, send timeout, CurveZMQ) *before* it is bound, because libzmq copies those
   options into each subscriber's pipe at bind/connect time;
 * with ``router_identity = "endpoint"`` the shell and control ROUTER sockets take the
-  endpoint they bind as their routing id (:mod:`ipykernel_ext.router_identity`).
+  endpoint they bind as their routing id (:mod:`ipykernel_ext.kernel.router_identity`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from traitlets import (
     validate,
 )
 from traitlets.config import Application
-from traitlets.config.loader import ConfigFileNotFound
+from traitlets.config.loader import ConfigFileNotFound, KVArgParseConfigLoader
 
-from . import __version__
+from .. import PROG, __version__
 from .iopub import (
     DEFAULT_BACKLOG_LIMIT_BYTES,
     DEFAULT_SEND_TIMEOUT_MS,
@@ -43,7 +43,7 @@ from .iopub import (
     check_send_timeout,
     check_sndhwm,
 )
-from .kernel import ExtKernel
+from .ipkernel import ExtKernel
 from .router_identity import bind_with_endpoint_identity
 
 #: Looked up in every directory of ``jupyter --paths`` (config), besides IPython's files.
@@ -63,8 +63,9 @@ ext_flags = {
         {"ExtKernelApp": {"iopub_nodrop": False}},
         "Let IOPub drop messages for a full subscriber without waiting (stock ipykernel).",
     ),
+    # Named for what it turns off (the comm_echo message); it sets ExtKernel.echo_enabled.
     "no-comm-echo": (
-        {"ExtKernel": {"comm_echo": False}},
+        {"ExtKernel": {"echo_enabled": False}},
         "Do not publish comm_echo for the comm messages clients send.",
     ),
     "no-iopub-missed-notice": (
@@ -83,7 +84,17 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
     """The ipykernel_ext application: ``python -m ipykernel_ext -f {connection_file}``."""
 
     # The name picks the config file: keep stock's so ipython_kernel_config.py still applies.
+    # It is not what users type, so the help and usage texts below name PROG instead.
     name = "ipython-kernel"
+    subcommand_description = Unicode(
+        f"Subcommands are launched as `{PROG} cmd [args]`. For information on using "
+        f"subcommand 'cmd', do: `{PROG} cmd -h`."
+    )
+    examples = Unicode(
+        f"{PROG} -f kernel-1234.json           # what a kernelspec runs\n"
+        f"{PROG} install --user --as-default   # the drop-in: the kernelspec python3\n"
+        f"{PROG} --help-all                    # every option\n"
+    )
     description = "An IPython kernel for Jupyter whose IOPub never loses a message silently."
     # What --version prints: ours and the ipykernel underneath (stock's app prints IPython's).
     version = Unicode(f"{__version__} (ipykernel {ipykernel.__version__})")
@@ -174,6 +185,25 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
                 value = self.config[section][name]
         trait = self.traits()[name]
         return {"trait": trait, "value": trait.validate(self, value), "owner": self}
+
+    def _create_loader(
+        self,
+        argv: list[str] | None,
+        aliases: Any,
+        flags: Any,
+        classes: Any,
+    ) -> KVArgParseConfigLoader:
+        """Traitlets' own loader; only argparse's ``prog`` (otherwise ``__main__.py`` under
+        ``python -m``) names the program in usage errors."""
+        return KVArgParseConfigLoader(
+            argv,
+            aliases,
+            flags,
+            classes=classes,
+            log=self.log,
+            subcommands=self.subcommands,
+            prog=PROG,
+        )
 
     def load_config_file(self, *args: Any, **kwargs: Any) -> None:
         """Load stock's config files, then ``jupyter_kernel_config.py`` from Jupyter's config path.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .shared_messages import (
+from .messages import (
     CHANNELS,
     ROUTED_CHANNELS,
     Deliver,
@@ -24,7 +24,7 @@ from .shared_messages import (
 )
 
 if TYPE_CHECKING:
-    from .shared_channels import SharedChannels
+    from .channels import SharedChannels
 
 #: How many session ids of departed clients are remembered (and refused to other clients).
 RETIRED_SESSIONS = 65536

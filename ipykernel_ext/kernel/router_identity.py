@@ -27,21 +27,10 @@ from typing import Any
 
 import zmq
 
-from .endpoints import endpoint as kernel_url
+from ..endpoints import endpoint, routing_id
 
 #: The range pyzmq's ``bind_to_random_port`` picks from when it cannot let the OS choose.
 RANDOM_PORT_RANGE = (49152, 65535)
-
-#: libzmq refuses longer routing ids (ZMQ_ROUTING_ID is 1 to 255 bytes).
-MAX_ROUTING_ID_BYTES = 255
-
-
-def endpoint(transport: str, ip: str, port: int) -> str:
-    """The endpoint a kernel binds for ``port``, which is also its routing id when enabled."""
-    if transport not in ("tcp", "ipc"):
-        raise ValueError(f"router_identity='endpoint' does not support transport {transport!r}")
-    return kernel_url(transport, ip, port)
-
 
 def bind_with_endpoint_identity(socket: zmq.Socket[Any], transport: str, ip: str, port: int) -> int:
     """Bind ``socket`` once, its routing id set to the endpoint it binds; return the port.
@@ -52,17 +41,10 @@ def bind_with_endpoint_identity(socket: zmq.Socket[Any], transport: str, ip: str
     """
     if port <= 0:
         port = _free_ipc_index(ip) if transport == "ipc" else random.randint(*RANDOM_PORT_RANGE)
-    url = endpoint(transport, ip, port)
-    routing_id = url.encode()
-    if len(routing_id) > MAX_ROUTING_ID_BYTES:
-        raise ValueError(
-            f"router_identity='endpoint': {url!r} is {len(routing_id)} bytes, longer than the "
-            f"{MAX_ROUTING_ID_BYTES} a ZMQ routing id may have; use a shorter ip or ipc path"
-        )
     # Set before bind: libzmq copies the options into the listener, and every peer that
     # connects later gets this routing id in its ZMTP handshake.
-    socket.setsockopt(zmq.ROUTING_ID, routing_id)
-    socket.bind(url)
+    socket.setsockopt(zmq.ROUTING_ID, routing_id(transport, ip, port))
+    socket.bind(endpoint(transport, ip, port))
     return port
 
 
@@ -74,4 +56,4 @@ def _free_ipc_index(prefix: str) -> int:
     return index
 
 
-__all__ = ["bind_with_endpoint_identity", "endpoint"]
+__all__ = ["bind_with_endpoint_identity"]

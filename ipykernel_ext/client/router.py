@@ -6,7 +6,7 @@ then reach all of them through one socket by putting that endpoint in front of e
 instead of holding a DEALER per kernel per channel (and, with jupyter_client's defaults, a
 zmq Context with its two threads per kernel)::
 
-    from ipykernel_ext.router_client import RouterClient
+    from ipykernel_ext.client.router import RouterClient
 
     with RouterClient() as client:
         for cf in connection_files:
@@ -16,7 +16,7 @@ zmq Context with its two threads per kernel)::
 
 What the client takes care of:
 
-* **Routing ids.** :func:`~ipykernel_ext.router_reach.endpoint_identity` computes them from
+* **Routing ids.** :func:`~ipykernel_ext.client.reach.endpoint_identity` computes them from
   the connection info alone, with jupyter_client's URL rule (:mod:`ipykernel_ext.endpoints`):
   ``tcp://{ip}:{port}`` with ``ip`` as written in the connection file, or ``ipc://{ip}-{port}``.
 * **CurveZMQ.** A socket takes its CurveZMQ options at each ``connect()``, so before each
@@ -30,7 +30,7 @@ What the client takes care of:
   to an unknown peer fails with ``EHOSTUNREACH``; the client retries until the kernel is
   connected or the deadline passes, then raises :class:`KernelUnreachable` saying why (nothing
   listening, handshake refused, or a kernel that is there but does not use its endpoint as
-  routing id; :mod:`ipykernel_ext.router_reach`).
+  routing id; :mod:`ipykernel_ext.client.reach`).
 
 Only shell and control. IOPub is PUB/SUB and has no routing ids. stdin is left out: a kernel
 sends ``input_request`` to the routing id its shell request came from, which has no stdin
@@ -50,8 +50,8 @@ from typing import Any
 import zmq
 from jupyter_client.session import Session
 
-from .endpoints import curve_keys, endpoint
-from .router_reach import (
+from ..endpoints import curve_keys, endpoint
+from .reach import (
     KernelUnreachable,
     RoutedKernel,
     diagnose,

@@ -36,7 +36,7 @@ nothing waits: what is left goes out at once, to the subscribers with room.
 
 Under ``ExtKernelApp`` this socket is made and bound by the app (``"socket":
 "bound-by-ext-app"`` in ``iopub_stats_reply``). Under any other app that binds a plain XPUB
-(stock ``IPKernelApp``, cluster launchers, ``embed_kernel``) :mod:`ipykernel_ext.iopub_adopt`
+(stock ``IPKernelApp``, cluster launchers, ``embed_kernel``) :mod:`ipykernel_ext.kernel.iopub_adopt`
 puts the same send path over the socket that app bound (``"adopted"``).
 """
 
@@ -162,7 +162,7 @@ class IOPubStats:
     #: backlog behind it. It goes on missing messages, uncounted, until it has read about
     #: half its queue.
     missed: int = 0
-    #: stderr notices published to the affected cells (see ipykernel_ext.iopub_notice)
+    #: stderr notices published to the affected cells (see ipykernel_ext.kernel.iopub_notice)
     notices: int = 0
     #: messages and bytes waiting now, and the most bytes that ever waited
     backlog_messages: int = 0

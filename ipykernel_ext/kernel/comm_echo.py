@@ -34,8 +34,8 @@ What is echoed, and what is not:
   target is looked up in ``comm_manager.comms[comm_id].target_name`` each time, so a change
   of the exclusion list applies to comms that are already open.
 
-Switches: :attr:`CommEcho.enabled` (``ExtKernel.comm_echo`` sets it, in config and at run
-time: ``get_ipython().kernel.comm_echo = False``) and :attr:`CommEcho.exclude_targets`. Both
+Switches: :attr:`CommEcho.enabled` (``ExtKernel.echo_enabled`` sets it, in config and at run
+time: ``get_ipython().kernel.echo_enabled = False``) and :attr:`CommEcho.exclude_targets`. Both
 live on this object: nothing is added to the comm package's CommManager, which is a
 process-wide singleton created by ipykernel through ``comm.get_comm_manager()``, not by a
 method a kernel subclass could override.
@@ -48,8 +48,10 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
-#: The client messages that are echoed.
-ECHOED_MSG_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
+from ..protocol import COMM_MSG_TYPES
+
+#: The client messages that are echoed: every comm message a client sends.
+ECHOED_MSG_TYPES = COMM_MSG_TYPES
 
 ShellHandler = Callable[[Any, list[bytes], dict[str, Any]], Any]
 
@@ -87,7 +89,7 @@ class CommEcho:
         echo = CommEcho(session=kernel.session, iopub_socket=kernel.iopub_socket,
                         topic=kernel._topic("comm_echo"), comm_manager=kernel.comm_manager,
                         log=kernel.log, enabled=True, exclude_targets=["big.upload"])
-        for msg_type in ("comm_open", "comm_msg", "comm_close"):
+        for msg_type in ECHOED_MSG_TYPES:
             kernel.shell_handlers[msg_type] = echo.wrap(kernel.shell_handlers[msg_type])
 
     ``comm_manager`` is only read (its ``comms``, to find a comm's target). ``enabled`` and

@@ -16,7 +16,7 @@ first on its shell-channel thread (which then routes it to the main shell or a s
   verification is refused with a log line, as stock drops it;
 * the answers: the stock ``kernel_info_reply`` and ``comm_info_reply`` (with the stock
   ``busy``/``idle`` pair around them, whose parent types jupyter_server does not track), and
-  ipywidgets' ``update_states`` reply on IOPub, built by :mod:`ipykernel_ext.widget_state`,
+  ipywidgets' ``update_states`` reply on IOPub, built by :mod:`ipykernel_ext.kernel.widget_state`,
   without any status (as stock does for comm messages handled beside a running cell);
 * consistency at rest: a value the cell changes between the snapshot and the frontend
   registering the models can be dropped by the frontend (it ignores ``update`` for a model it

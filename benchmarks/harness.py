@@ -1,0 +1,121 @@
+"""What every benchmark shares: kernels, alternating trials, medians and ratios, a table, JSON.
+
+A benchmark module (see ``benchmarks/__main__.py`` for what the runner asks of one) keeps only
+its trial and its summary; everything below is the same for all of them, so it lives here once:
+
+* the kernel names (``STOCK`` is stock ipykernel, ``EXT`` is ipykernel_ext) and kernel start
+  through the tests' own helpers (:func:`kernel`; ``tests.helpers`` is importable because the
+  editable install puts the checkout on sys.path, as the tests rely on too);
+* :func:`alternate`, the trial order: kernels take turns trial by trial, so that load from
+  elsewhere on the machine hits both alike;
+* :func:`median`, :func:`ratio` and :func:`fmt`, which all treat ``None`` (a lost idle, a
+  trial with no time) as missing instead of failing;
+* :func:`print_table`, the one table printer, and :func:`write_json`, the common ``--json``;
+* :func:`script`, so that ``python benchmarks/NAME.py`` still runs (through the runner).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+from jupyter_client import BlockingKernelClient, KernelManager
+
+from tests.helpers import EXT_KERNEL, STOCK_KERNEL, running_kernel
+
+STOCK, EXT = STOCK_KERNEL, EXT_KERNEL
+KERNELS = (STOCK, EXT)
+ROOT = Path(__file__).resolve().parents[1]
+#: Where benchmarks that always keep their raw results write them (git-ignored).
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+@contextmanager
+def kernel(
+    name: str, extra: list[str] | None = None, curve: bool = True
+) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """A fresh kernel and one ready client with a session of its own; both shut down on exit.
+
+    ``curve=False`` asks for plain TCP explicitly ("disabled"), not the manager's default,
+    so that a plain-TCP row is plain TCP whatever the environment configures.
+    """
+    kwargs: dict[str, Any] = {} if curve else {"transport_encryption": "disabled"}
+    with running_kernel(name, extra, encryption=curve, **kwargs) as pair:
+        yield pair
+
+
+def alternate(trials: int, kernels: Sequence[str] = KERNELS) -> Iterator[tuple[int, str]]:
+    """``(trial, kernel)`` with the kernels taking turns in every trial."""
+    for trial in range(trials):
+        for name in kernels:
+            yield trial, name
+
+
+def median(xs: Iterable[float | None]) -> float | None:
+    """The median of the values that are not None; None if there are none."""
+    values = [x for x in xs if x is not None]
+    return statistics.median(values) if values else None
+
+
+def ratio(ours: float | None, theirs: float | None) -> float | None:
+    """``ours / theirs``, None if either is missing or ``theirs`` is 0."""
+    return None if ours is None or not theirs else ours / theirs
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    """A number with ``digits`` decimals, ``-`` for a missing one."""
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def print_table(
+    header: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    align: str | None = None,
+    markdown: bool = False,
+) -> None:
+    """Print ``rows`` under ``header``, each column as wide as its widest cell.
+
+    ``align`` has one letter per column, ``l`` or ``r`` (default: the first column left, the
+    rest right). Cells are printed with ``str``: format numbers before passing them.
+    ``markdown=True`` prints a Markdown table (for results pasted into the docs).
+    """
+    cells = [[str(c) for c in row] for row in rows]
+    align = align or "l" + "r" * (len(header) - 1)
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+
+    def line(row: Sequence[str]) -> str:
+        padded = [
+            c.ljust(w) if a == "l" else c.rjust(w)
+            for c, w, a in zip(row, widths, align, strict=True)
+        ]
+        return "| " + " | ".join(padded) + " |" if markdown else " ".join(padded).rstrip()
+
+    print(line(header))
+    if markdown:
+        print("| " + " | ".join("-" * w for w in widths) + " |")
+    else:
+        print("-" * len(line(header)))
+    for row in cells:
+        print(line(row))
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` (directories made) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+    print(f"\nraw results: {path}")
+
+
+def script(file: str) -> NoReturn:
+    """``python benchmarks/NAME.py ARGS``: the same as ``python -m benchmarks NAME ARGS``.
+
+    Imported here, not at the top: the runner imports this module.
+    """
+    from benchmarks.__main__ import main
+
+    sys.exit(main([Path(file).stem, *sys.argv[1:]]))

@@ -1,0 +1,19 @@
+"""Telling a client's own ``comm_echo`` from the other frontends' (PROTOCOL.md section 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def is_own_echo(msg: dict[str, Any], session_id: str) -> bool:
+    """True if ``msg`` is a ``comm_echo`` of a message sent by the session ``session_id``.
+
+    A frontend skips its own echoes (it already knows what it sent) and acts on the others'::
+
+        msg = kc.get_iopub_msg()
+        if msg["msg_type"] == "comm_echo" and not is_own_echo(msg, kc.session.session):
+            ...  # another frontend opened, updated or closed a comm
+    """
+    return msg.get("msg_type") == "comm_echo" and (
+        msg.get("parent_header", {}).get("session") == session_id
+    )

@@ -1,0 +1,53 @@
+"""The Jupyter protocol facts ipykernel_ext relies on, each written once.
+
+Message names and targets (docs/PROTOCOL.md), where each part sits in a framed message, how a
+part is read before the message is verified, and the content of an error reply. A leaf: any
+side may import it (tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+#: The comm messages a client sends on shell (comm_echo echoes them; busy answers route them).
+COMM_MSG_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
+
+#: ipywidgets' control comm: ``request_states`` -> ``update_states`` for every model.
+CONTROL_COMM_TARGET = "jupyter.widget.control"
+
+#: Our control-channel queries (PROTOCOL.md sections 1 and 3): answered without busy/idle.
+QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
+
+#: Where each part sits in a message's frames after the ``<IDS|MSG>`` delimiter.
+SIGNATURE, HEADER, PARENT_HEADER, METADATA, CONTENT = range(5)
+
+
+def peek(session: Any, frames: list[Any], index: int) -> Any:
+    """One part of framed message ``frames`` (after the delimiter), unpacked, or None.
+
+    Read *before* the signature is checked, so only to choose a path: whatever is answered
+    is deserialized (and so verified) first.
+    """
+    try:
+        frame = frames[index]
+        return session.unpack(getattr(frame, "bytes", frame))
+    except Exception:
+        return None
+
+
+def peek_msg_type(session: Any, frames: list[Any]) -> str | None:
+    """The ``msg_type`` in the header of framed message ``frames``, unverified, or None."""
+    header = peek(session, frames, HEADER)
+    msg_type = header.get("msg_type") if isinstance(header, dict) else None
+    return msg_type if isinstance(msg_type, str) else None
+
+
+def error_content(exc: BaseException) -> dict[str, Any]:
+    """A standard Jupyter error reply content for ``exc``."""
+    return {
+        "status": "error",
+        "ename": type(exc).__name__,
+        "evalue": str(exc),
+        "traceback": traceback.format_exception(exc),
+    }

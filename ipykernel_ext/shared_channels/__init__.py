@@ -1,0 +1,25 @@
+"""The relay: one set of ZMQ channels to a kernel, shared by many logical clients (asyncio).
+
+No jupyter_server import here: :mod:`ipykernel_ext.server` puts jupyter_server's websockets
+on it. :mod:`.channels` (:class:`SharedChannels`) is the one module that ties the parts
+together; each part gets what it needs passed in:
+
+* :mod:`.sockets`: the kernel's four sockets and their receiving loops;
+* :mod:`.messages`: a kernel message decoded once for every client, refusals;
+* :mod:`.clients`: one logical client, and which client owns which session id;
+* :mod:`.readiness`: the channels' own requests, and when a fresh set is live.
+"""
+
+from .channels import DEFAULT_GRACE_PERIOD, SharedChannels
+from .clients import SharedClient
+from .messages import CHANNELS, KernelMessage, RefusedMessage, SessionInUse
+
+__all__ = [
+    "CHANNELS",
+    "DEFAULT_GRACE_PERIOD",
+    "KernelMessage",
+    "RefusedMessage",
+    "SessionInUse",
+    "SharedChannels",
+    "SharedClient",
+]
