@@ -18,9 +18,9 @@ Columns: comm_open lost, idle received, time to idle, and the kernel's RSS growt
 burst (psutil, sampled every 50 ms). Kernels alternate row by row; each trial has a fresh
 kernel. Nothing here is a verdict: the tests (tests/test_iopub_pause.py) hold the counts.
 
-    python benchmarks/iopub_pause.py                  # every row, 1 trial
-    python benchmarks/iopub_pause.py --quick          # of the pauses only 4 s block and SIGSTOP
-    python benchmarks/iopub_pause.py --json out.json --plot docs/iopub_pause.png
+    python -m benchmarks iopub_pause                  # every row, 1 trial
+    python -m benchmarks iopub_pause --quick          # of the pauses only 4 s block and SIGSTOP
+    python -m benchmarks iopub_pause --only link cosub --json out.json --plot /tmp/p.png
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import queue
 import shutil
 import subprocess
@@ -43,18 +42,19 @@ from typing import Any
 
 import psutil
 
-# The tests' own harness (the checkout is on sys.path; tests/ for their flat imports).
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.harness import EXT, RESULTS, ROOT, STOCK, print_table, script
+
+# The tests' harness modules import each other flat (tests/ on sys.path, as under pytest).
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bursts import (  # noqa: E402
+from bursts import (
     PAUSE_AFTER_COMM_OPEN,
     SEED_BUTTONS,
     SEED_COMM_OPEN,
     comm_loop_code,
     widget_grid_code,
 )
-from helpers import (  # noqa: E402
+from helpers import (
     EXT_KERNEL_CLASS,
     RawSubscriber,
     can_make_namespaces,
@@ -65,11 +65,11 @@ from helpers import (  # noqa: E402
     start_kernel,
     veth_namespace,
 )
-from server_utils import JupyterServer, KernelWebsocket, ServerPause  # noqa: E402
+from server_utils import JupyterServer, KernelWebsocket, ServerPause
 
-STOCK, EXT = "python3", "python3-ext"
+TRIALS, QUICK_TRIALS = 1, 1
+RESULTS_FILE = RESULTS / "iopub_pause.json"
 KERNELS = {STOCK: "stock ipykernel", EXT: "ipykernel_ext"}
-RESULTS = ROOT / "benchmarks" / "results"
 PLOT = ROOT / "docs" / "iopub_pause.png"
 
 #: As in tests/test_iopub_pause.py: ~170 Button comm_open a second.
@@ -439,12 +439,19 @@ def fmt(x: float | None, unit: str = "") -> str:
     return "-" if x is None else f"{x:.1f}{unit}"
 
 
-def table(rows: list[Row]) -> str:
-    lines = [
-        "| scenario | kernel | comm_open lost | idle | time to idle | extra wait "
-        "| kernel RSS growth | stalls / timeouts / missed |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+HEADER = (
+    "scenario",
+    "kernel",
+    "comm_open lost",
+    "idle",
+    "time to idle",
+    "extra wait",
+    "kernel RSS growth",
+    "stalls / given up / missed",
+)
+
+
+def table_rows(rows: list[Row]) -> Iterator[list[str]]:
     for r in rows:
         extra = (
             fmt(r.seconds_to_idle - r.baseline_seconds, " s")
@@ -452,17 +459,20 @@ def table(rows: list[Row]) -> str:
             else ""
         )
         s = r.stats or {}
+        given_up = s.get("timeouts", 0) + s.get("over_budget", 0)
         counters = (
-            f"{s.get('stalls', '?')} / {s.get('timeouts', '?')} / {s.get('missed', '?')}"
-            if r.stats
-            else "n/a"
+            f"{s.get('stalls', '?')} / {given_up} / {s.get('missed', '?')}" if r.stats else "n/a"
         )
-        lines.append(
-            f"| {r.scenario} | {KERNELS[r.kernel]} | {r.lost} of {r.expected} "
-            f"| {'yes' if r.idle else '**lost**'} | {fmt(r.seconds_to_idle, ' s')} | {extra} "
-            f"| {fmt(r.rss_growth_mb, ' MB')} | {counters} |"
-        )
-    return "\n".join(lines)
+        yield [
+            r.scenario,
+            KERNELS[r.kernel],
+            f"{r.lost} of {r.expected}",
+            "yes" if r.idle else "**lost**",
+            fmt(r.seconds_to_idle, " s"),
+            extra,
+            fmt(r.rss_growth_mb, " MB"),
+            counters,
+        ]
 
 
 def plot(rows: list[Row], path: Path) -> None:
@@ -500,22 +510,26 @@ def plot(rows: list[Row], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="only the 4 s block and SIGSTOP")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=300, help="seconds per burst at most")
-    parser.add_argument("--json", type=Path, default=RESULTS / "iopub_pause.json")
-    parser.add_argument("--plot", type=Path, default=PLOT)
+    parser.add_argument("--plot", type=Path, default=PLOT, help=f"the figure (default {PLOT})")
     parser.add_argument(
         "--only",
         nargs="+",
-        default=["pause", "gateway", "link", "cosub"],
-        choices=["pause", "gateway", "link", "cosub"],
+        default=list(GROUPS),
+        choices=list(GROUPS),
+        help="row groups to run (default: all)",
     )
-    args = parser.parse_args(argv)
+
+
+#: The row groups, in the order they run.
+GROUPS = ("pause", "gateway", "link", "cosub")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every row of ``--only``, ``--trials`` times; the table, the plot, the JSON."""
     blocks = [4.0] if args.quick else [1.0, 4.0, 10.0, 30.0]
     stops = [4.0] if args.quick else [4.0, 10.0]
-
     groups: dict[str, Callable[[], Iterator[Row]]] = {
         "pause": lambda: pause_rows(blocks, stops, args.timeout),
         "gateway": lambda: gateway_rows(args.timeout),
@@ -523,26 +537,30 @@ def main(argv: list[str] | None = None) -> int:
         "cosub": lambda: cosubscriber_rows(args.timeout),
     }
     rows: list[Row] = []
+    errors: list[str] = []
     start = time.monotonic()
-    for name in args.only:
-        for row in groups[name]():
-            rows.append(row)
-            print(
-                f"   {row.scenario:<30} {KERNELS[row.kernel]:<16} lost {row.lost:>5}/"
-                f"{row.expected}  idle {row.idle!s:<5}  {fmt(row.seconds_to_idle, ' s')}",
-                flush=True,
-            )
-    print(f"\n{len(rows)} rows in {time.monotonic() - start:.0f} s, CurveZMQ, 2 shared cores\n")
-    print(table(rows))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps([dict(asdict(r), lost=r.lost) for r in rows], indent=1, default=str)
-    )
-    plot(rows, args.plot)
-    print(f"\nraw results: {args.json}\nplot: {args.plot}")
-    return 0
+    for _trial in range(args.trials):
+        for name in args.only:
+            # One group failing (a kernel that did not start) must not lose the others' rows.
+            try:
+                for row in groups[name]():
+                    rows.append(row)
+                    print(
+                        f"   {row.scenario:<30} {KERNELS[row.kernel]:<16} lost {row.lost:>5}/"
+                        f"{row.expected}  idle {row.idle!s:<5}  {fmt(row.seconds_to_idle, ' s')}",
+                        flush=True,
+                    )
+            except Exception as exc:  # reported, and kept in the JSON
+                errors.append(f"{name}: {exc!r}")
+                print(f"   {name}: failed: {exc!r}", file=sys.stderr, flush=True)
+    took = time.monotonic() - start
+    print(f"\n{len(rows)} rows in {took:.0f} s, CurveZMQ, 2 shared cores\n")
+    print_table(HEADER, table_rows(rows), markdown=True)
+    if rows:
+        plot(rows, args.plot)
+        print(f"\nplot: {args.plot}")
+    return {"rows": [dict(asdict(r), lost=r.lost) for r in rows], "errors": errors}
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")
-    sys.exit(main())
+    script(__file__)
