@@ -555,7 +555,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"   {name}: failed: {exc!r}", file=sys.stderr, flush=True)
     took = time.monotonic() - start
     print(f"\n{len(rows)} rows in {took:.0f} s, CurveZMQ, 2 shared cores\n")
-    print_table(HEADER, table_rows(rows), markdown=True)
+    print_table(HEADER, table_rows(rows), align="llrlrrrr", markdown=True)
     if rows:
         plot(rows, args.plot)
         print(f"\nplot: {args.plot}")
