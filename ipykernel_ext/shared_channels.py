@@ -53,10 +53,11 @@ from .shared_messages import (
     Unpack,
 )
 from .shared_readiness import NUDGE_INTERVAL, OwnRequests, Readiness
-from .shared_sockets import RECV_BATCH, KernelSockets
+from .shared_sockets import IOPUB_RCVHWM, RECV_BATCH, KernelSockets
 
 __all__ = [
     "CHANNELS",
+    "IOPUB_RCVHWM",
     "NUDGE_INTERVAL",
     "RECV_BATCH",
     "RETIRED_SESSIONS",
@@ -96,6 +97,8 @@ class SharedChannels:
     msg_type it accepts is remembered and given to every client that attaches later
     (jupyter_server's ``track_message_type``: the statuses that set its execution state), so a
     client joining a busy kernel learns it is busy.
+    ``iopub_rcvhwm``: the IOPub socket's receive queue, in messages (0: no limit), and
+    ``recv_batch``: messages read per socket per loop turn (:mod:`~ipykernel_ext.shared_sockets`).
     """
 
     def __init__(
@@ -109,6 +112,8 @@ class SharedChannels:
         logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
         on_close: Callable[[SharedChannels], None] | None = None,
         track_status: TrackStatus | None = None,
+        iopub_rcvhwm: int = IOPUB_RCVHWM,
+        recv_batch: int = RECV_BATCH,
     ) -> None:
         self.connection_info = dict(connection_info)
         self.grace_period = grace_period
@@ -128,7 +133,14 @@ class SharedChannels:
         # peer whose identity is the shell identity of the execute_request.
         self.identity = f"shared-{uuid.uuid4()}".encode()
         self.kernel_sockets = KernelSockets(
-            self.connection_info, self.context, self.identity, self._dispatch, self.close, self.log
+            self.connection_info,
+            self.context,
+            self.identity,
+            self._dispatch,
+            self.close,
+            self.log,
+            iopub_rcvhwm=iopub_rcvhwm,
+            recv_batch=recv_batch,
         )
         self.owners = SessionOwners(self.session.session)
         self._clients: list[SharedClient] = []
@@ -148,6 +160,11 @@ class SharedChannels:
     @property
     def ports(self) -> tuple[int, ...]:
         return self.kernel_sockets.ports
+
+    @property
+    def received(self) -> dict[str, int]:
+        """Messages read from each channel's socket since :meth:`start`."""
+        return self.kernel_sockets.received
 
     @property
     def sockets(self) -> dict[str, zmq.asyncio.Socket]:
