@@ -25,7 +25,6 @@ Order is kept: one queue per websocket, one writer, futures awaited in order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -111,7 +110,7 @@ class Outbox:
         self.closed = True
         self._queue.clear()
         if self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.cancel()
+            self._wakeup.set_result(None)
         if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()
 
@@ -121,9 +120,10 @@ class Outbox:
         while not self.closed:
             if not queue:
                 self._wakeup = loop.create_future()
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await self._wakeup
-                self._wakeup = None
+                finally:
+                    self._wakeup = None
                 continue
             pending: list[Any] = []
             count = nbytes = 0
