@@ -8,18 +8,21 @@ without end. An :class:`Outbox` is in between:
 
 * :meth:`Outbox.put` queues the encoded message and returns at once (no I/O): the relay goes
   on with the next websocket and the next message;
-* one writer task per websocket writes the queue in order, a chunk at a time (at most
-  :data:`CHUNK_MESSAGES` messages or :data:`CHUNK_BYTES` bytes), and awaits the chunk's write
-  futures (tornado's ``write_message`` futures: done once the data is in the socket) before
-  the next: what waits in tornado's buffer is one chunk at most;
-* ``buffered`` counts the bytes queued plus the chunk in flight. A message that would take it
+* the websocket's own write futures drive its writer (tornado's ``write_message`` futures:
+  done once the data is in the socket): a message goes straight to the websocket while less
+  than :data:`CHUNK_BYTES` of earlier ones are still being written and nothing is queued,
+  otherwise it is queued, and each completed write moves queued messages on, in order. What
+  waits in tornado's buffer is about one chunk; a caught-up websocket costs what the inline
+  write did (one ``write_message``, one done callback), no task step per message;
+* ``buffered`` counts the bytes queued plus the bytes in flight. A message that would take it
   over ``budget`` closes the outbox instead (``on_overflow(bytes)``, the caller closes the
   websocket, which then reconnects and is brought up to date by the kernel's state); a
   message is always accepted into an empty outbox, so ``buffered`` never exceeds
   ``max(budget, one message)``, and what a websocket that never reads costs the server is
   its budget plus one chunk in tornado's buffer until the close times out.
 
-Order is kept: one queue per websocket, one writer, futures awaited in order.
+Order is kept: a message goes to the websocket directly only when nothing is queued, and the
+queue is written in order (tornado writes a websocket's frames in the order given).
 """
 
 from __future__ import annotations
@@ -33,8 +36,7 @@ from typing import Any
 #: Default byte budget of one websocket's outbox (queued + in flight).
 DEFAULT_BUDGET = 64 * 1024 * 1024
 
-#: At most this many messages, or this many bytes, are handed to tornado before awaiting.
-CHUNK_MESSAGES = 64
+#: At most about this many bytes are handed to tornado before its writes complete.
 CHUNK_BYTES = 1024 * 1024
 
 #: ``write(data, binary)``: start writing one message, return its completion (or None).
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 
 
 class Outbox:
-    """A bounded, ordered outgoing queue with its own writer task (see the module doc)."""
+    """A bounded, ordered outgoing queue driven by its websocket's write futures."""
 
     def __init__(
         self,
@@ -52,20 +54,18 @@ class Outbox:
         budget: int = DEFAULT_BUDGET,
         on_overflow: Callable[[int], None] | None = None,
         *,
-        chunk_messages: int = CHUNK_MESSAGES,
         chunk_bytes: int = CHUNK_BYTES,
         logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
     ) -> None:
         self.write = write
         self.budget = budget
         self.on_overflow = on_overflow
-        self.chunk_messages = max(1, chunk_messages)
         self.chunk_bytes = max(1, chunk_bytes)
         self.log = logger or log
         self._queue: deque[tuple[Any, bool, int]] = deque()
-        self._wakeup: asyncio.Future[None] | None = None
-        self._task: asyncio.Task[None] | None = None
-        #: Bytes queued plus bytes handed to the websocket whose write has not completed.
+        #: Bytes handed to the websocket whose write has not completed.
+        self.in_flight = 0
+        #: Bytes queued plus bytes in flight.
         self.buffered = 0
         #: The largest ``buffered`` seen (with the message that overflowed, if one did).
         self.peak = 0
@@ -92,60 +92,53 @@ class Outbox:
             if self.on_overflow is not None:
                 self.on_overflow(total)
             return False
-        self._queue.append((data, binary, size))
         self.buffered = total
         self.queued += 1
         if total > self.peak:
             self.peak = total
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
-        elif self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.set_result(None)
+        if not self._queue and self.in_flight < self.chunk_bytes:
+            self._send(data, binary, size)  # caught up: straight to the websocket
+        else:
+            self._queue.append((data, binary, size))
         return True
 
     def close(self) -> None:
-        """Drop what is queued and stop the writer (what tornado holds is its own)."""
+        """Drop what is queued (what tornado holds is its own, until the close completes)."""
         if self.closed:
             return
         self.closed = True
         self._queue.clear()
-        if self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.set_result(None)
-        if self._task is not None and self._task is not asyncio.current_task():
-            self._task.cancel()
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+    def _send(self, data: Any, binary: bool, size: int) -> None:
+        self.in_flight += size
+        try:
+            fut = self.write(data, binary)
+        except Exception as exc:
+            self._stopped(exc)
+            return
+        if fut is None:
+            self._done(size)
+        else:
+            fut = asyncio.ensure_future(fut)
+            fut.add_done_callback(lambda f: self._completed(f, size))
+
+    def _completed(self, fut: asyncio.Future[Any], size: int) -> None:
+        exc = None if fut.cancelled() else fut.exception()  # retrieved: no asyncio warning
+        if exc is not None or fut.cancelled():
+            self._stopped(exc)
+            return
+        self._done(size)
+
+    def _done(self, size: int) -> None:
+        self.in_flight -= size
+        self.buffered -= size
+        self.written += 1
         queue = self._queue
-        while not self.closed:
-            if not queue:
-                self._wakeup = loop.create_future()
-                try:
-                    await self._wakeup
-                finally:
-                    self._wakeup = None
-                continue
-            pending: list[Any] = []
-            count = nbytes = 0
-            try:
-                while queue and count < self.chunk_messages and nbytes < self.chunk_bytes:
-                    data, binary, size = queue.popleft()
-                    count += 1
-                    nbytes += size
-                    fut = self.write(data, binary)
-                    if fut is not None:
-                        pending.append(fut)
-                if pending:
-                    results = await asyncio.gather(*pending, return_exceptions=True)
-                    failed = next((r for r in results if isinstance(r, BaseException)), None)
-                    if failed is not None:
-                        raise failed
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                # The websocket closed under us: nothing more can be written to it.
-                self.log.debug("Writing to the websocket stopped: %r", exc)
-                self.close()
-                return
-            self.buffered -= nbytes
-            self.written += count
+        while queue and self.in_flight < self.chunk_bytes and not self.closed:
+            self._send(*queue.popleft())
+
+    def _stopped(self, exc: BaseException | None) -> None:
+        # The websocket closed under us: nothing more can be written to it.
+        if not self.closed:
+            self.log.debug("Writing to the websocket stopped: %r", exc)
+        self.close()

@@ -58,7 +58,7 @@ def run(coro: Any) -> Any:
 def test_messages_are_written_in_order_in_chunks() -> None:
     async def main() -> None:
         ws = FakeWebsocket(auto=False)
-        outbox = Outbox(ws.write, budget=10**9, chunk_messages=4, chunk_bytes=10**6)
+        outbox = Outbox(ws.write, budget=10**9, chunk_bytes=4)
         for i in range(10):
             assert outbox.put(b"%d" % i, True)
         await turns()
@@ -79,7 +79,7 @@ def test_a_stuck_websocket_is_closed_at_its_budget_and_never_holds_more() -> Non
     async def main() -> None:
         ws = FakeWebsocket(auto=False)
         overflows: list[int] = []
-        outbox = Outbox(ws.write, budget=1000, on_overflow=overflows.append, chunk_messages=2)
+        outbox = Outbox(ws.write, budget=1000, on_overflow=overflows.append, chunk_bytes=180)
         accepted = 0
         for _ in range(50):
             if not outbox.put(b"x" * 90, True):
