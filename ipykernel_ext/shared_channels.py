@@ -332,6 +332,12 @@ class SharedChannels:
             return
         self.closed = True
         self.close_reason = reason or CLOSED_REASON
+        self.log.info(
+            "Closing shared channels %s (%s); messages read: %s",
+            self.ports,
+            self.close_reason,
+            ", ".join(f"{c} {n}" for c, n in self.received.items()),
+        )
         if self._close_handle is not None:
             self._close_handle.cancel()
             self._close_handle = None
