@@ -38,7 +38,13 @@ What changes:
   greet it, and a page reloaded mid-cell shows "Busy" rather than "Unknown";
 * if the shared channels stop (a receiving loop failed), every websocket on them is closed
   with code 1011 and the reason, so frontends reconnect (JupyterLab does on any close it did
-  not ask for) and get a fresh channel set instead of waiting on a deaf one.
+  not ask for) and get a fresh channel set instead of waiting on a deaf one;
+* the shared IOPub socket's receive queue holds ``shared_iopub_rcvhwm`` messages (set before
+  it connects), so libzmq drains the kernel whatever the loop does, and every websocket has
+  its own ordered outgoing queue (:mod:`ipykernel_ext.shared_outbox`): a slow websocket holds
+  only itself; one whose buffer would pass ``websocket_buffer_limit`` bytes is closed with
+  code 1013 and a logged warning (the frontend reconnects), so what it costs the server is
+  bounded by the limit plus one message.
 """
 
 from __future__ import annotations
@@ -193,7 +199,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
 
     @property
     def outbox(self) -> Outbox:
-        """This websocket's bounded outgoing queue and writer (:mod:`~ipykernel_ext.shared_outbox`)."""
+        """This websocket's bounded, ordered outgoing queue (:mod:`.shared_outbox`)."""
         if self._outbox is None:
             self._outbox = Outbox(
                 self.websocket_handler.write_message,

@@ -42,6 +42,7 @@ CLIENT_SIDE = {
     "shared_channels",
     "shared_clients",
     "shared_messages",
+    "shared_outbox",
     "shared_readiness",
     "shared_sockets",
 }
