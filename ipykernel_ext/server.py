@@ -229,8 +229,8 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
             self.kernel_id,
             buffered,
             budget,
-            outbox.queued if outbox else -1,
-            outbox.written if outbox else -1,
+            outbox.queued if outbox is not None else -1,
+            outbox.written if outbox is not None else -1,
         )
         reason = f"over the server's {budget}-byte buffer for this websocket; reconnect"
         try:
@@ -246,7 +246,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
             self._outbox_reported = True
             self.log.info(
                 "Websocket %s of kernel %s closed: %d messages queued, %d written, %d left; "
-                "peak %d bytes buffered (budget %d)",
+                "peak %d bytes buffered (budget %d); the channels read %d IOPub messages",
                 self.session.session,
                 self.kernel_id,
                 outbox.queued,
@@ -254,6 +254,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
                 len(outbox),
                 outbox.peak,
                 self.websocket_buffer_limit,
+                self.shared.received["iopub"] if self.shared is not None else -1,
             )
             outbox.close()
 
