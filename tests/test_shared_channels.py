@@ -810,18 +810,55 @@ class CountingClient(WSClient):
         return sum(m["msg_type"] == "comm_msg" for m in self.of(msg_id))
 
 
+def print_relay_log(srv: JupyterServer) -> None:
+    """The server's lines about the relay (pytest shows them when a test fails)."""
+    run(settle(lambda: "messages read" in srv.log_text(), timeout=5))
+    for line in srv.log_text().splitlines():
+        if re.search(r"Closing|closed:|messages read|Dropped|rror|WARN", line):
+            print(line[:400])
+
+
+async def burst_then_marker(
+    clients: list[CountingClient], code: str, kernel_name: str, n: int
+) -> tuple[str, list[int]]:
+    """Run the burst, then a cell that waits a second (its idle comes after everything of the
+    burst); return the burst's msg_id and each client's comm_msg count.
+
+    Behind our kernel every client must get all ``n`` and the burst's idle (it never drops).
+    Behind stock ipykernel the kernel itself may drop for the relay's subscription on a
+    loaded machine (its 1000-message queue to us, plus the TCP buffers, filled while the
+    server's ZMQ I/O thread did not get the CPU: seen at load 4-6 on 2 cores, never at rest);
+    what is asserted deterministically there is that nothing is lost *after* the kernel:
+    every client got the same messages, and what the server queued for each websocket is
+    what it wrote and what the client received (checked by the caller from the log).
+    """
+    msg_id = clients[0].execute(code)
+    marker = clients[0].execute("import time; time.sleep(1)")
+    await asyncio.gather(*(c.idle_after(marker, timeout=120) for c in clients))
+    counts = [c.comm_msgs(msg_id) for c in clients]
+    assert len(set(counts)) == 1, f"websockets of one kernel got different bursts: {counts}"
+    idles = [any(is_idle_for(m, msg_id) for m in c.messages) for c in clients]
+    assert len(set(idles)) == 1, idles
+    if kernel_name == EXT_KERNEL:
+        assert counts == [n] * len(clients), counts
+        assert all(idles)
+    elif counts[0] != n or not idles[0]:
+        print(f"stock ipykernel dropped {n - counts[0]} of {n} for the relay, idle: {idles[0]}")
+    return msg_id, counts
+
+
 def websocket_reports(srv: JupyterServer) -> dict[str, dict[str, int]]:
     """session -> what the class logged when that websocket closed (SharedChannelsConnection.
     disconnect): messages queued for it, written to it, left, peak bytes buffered."""
     reports = {}
     pattern = re.compile(
         r"Websocket (\S+) of kernel \S+ closed: (\d+) messages queued, (\d+) written, "
-        r"(\d+) left; peak (\d+) bytes buffered"
+        r"(\d+) left; peak (\d+) bytes buffered \(budget \d+\); the channels read (\d+)"
     )
     for m in pattern.finditer(srv.log_text()):
         session, *numbers = m.groups()
         reports[session] = dict(
-            zip(("queued", "written", "left", "peak"), map(int, numbers), strict=True)
+            zip(("queued", "written", "left", "peak", "read"), map(int, numbers), strict=True)
         )
     return reports
 
@@ -846,21 +883,16 @@ def fanout_server() -> Iterator[JupyterServer]:
 def test_twenty_websockets_get_every_message_of_an_8kB_burst(
     fanout_server: JupyterServer, kernel_name: str
 ) -> None:
-    """20 websockets, 2000 comm_msg of 8 kB: each gets all of them and the idle, behind stock
-    ipykernel too.
+    """20 websockets, 2000 comm_msg of 8 kB: behind our kernel each gets all of them and the
+    idle; behind stock ipykernel each gets the same messages, and nothing is lost in the server.
 
-    Why this cannot pass or fail by chance: nothing is lost *inside* the server (asserted from
-    the class's own counts: what it queued for each websocket is what it wrote and what the
-    client received); and the kernel has no reason to drop for the relay: stock ipykernel
-    drops only when its queue to a subscriber (1000 messages) is full, which needs the relay's
-    receive queue full first, and that queue (``shared_iopub_rcvhwm``, 10000 > 2000) is
-    filled by libzmq's I/O thread whatever the server's event loop is doing. The kernel's
-    queue could fill only if that I/O thread did not run while the kernel published 1000
-    messages of 8 kB, not by our fan-out being slow. The per-websocket budget (8 MiB) is
-    not reached either: the burst is 16 MB, so a websocket would have to be more than half
-    the burst behind. The server's activity monitor is jupyter_server's own subscription
-    (1000 messages, one read per loop turn) and may still miss messages behind stock
-    ipykernel; that is the stock server's limit, not asserted here.
+    Counts, not timings (see :func:`burst_then_marker`): the server's own counts per websocket
+    (queued = written = what the client received) show nothing is lost inside the server; the
+    relay's IOPub queue (``shared_iopub_rcvhwm``, 10000 > 2000) is filled by libzmq's I/O
+    thread whatever the event loop does, so the fan-out being slow cannot make a kernel drop;
+    the per-websocket budget (8 MiB) is not reached (a websocket would have to be half the
+    16 MB burst behind). What stock ipykernel may still drop on a loaded machine happens in
+    the kernel, before the relay, the same for every websocket.
     """
     srv = fanout_server
     kernel_id = srv.start_kernel(kernel_name)
@@ -869,11 +901,8 @@ def test_twenty_websockets_get_every_message_of_an_8kB_burst(
     async def main() -> list[CountingClient]:
         clients = await connect_all([CountingClient(srv, kernel_id) for _ in range(20)])
         await clients[0].until_iopub_live()
-        msg_id = clients[0].execute(FANOUT_CODE.format(n=n))
-        await asyncio.gather(*(c.idle_after(msg_id, timeout=120) for c in clients))
+        msg_id, _ = await burst_then_marker(clients, FANOUT_CODE.format(n=n), kernel_name, n)
         assert (await clients[0].reply_to(msg_id))["content"]["status"] == "ok"
-        counts = [c.comm_msgs(msg_id) for c in clients]
-        assert counts == [n] * 20, counts
         await asyncio.gather(*(c.close() for c in clients))
         return clients
 
@@ -890,6 +919,7 @@ def test_twenty_websockets_get_every_message_of_an_8kB_burst(
         assert "did not read its messages" not in srv.log_text()
     finally:
         srv.api("DELETE", f"api/kernels/{kernel_id}")
+        print_relay_log(srv)
 
 
 class StuckWebsocket:
@@ -938,7 +968,8 @@ def test_a_websocket_that_stops_reading_holds_only_itself(
     Counts, not timings: the burst (4000 x 8 kB, 33 MB) is larger than the stuck websocket's
     budget (8 MiB) plus all the TCP buffering in between (the server's send buffer is at most
     ``net.ipv4.tcp_wmem``'s 4 MiB, the client's receive buffer 4 kB), so it must overflow;
-    a reading websocket would have to be more than 8 MiB behind to be closed.
+    a reading websocket would have to be more than 8 MiB behind to be closed. Behind stock
+    ipykernel, "everything" is what the kernel did not drop (:func:`burst_then_marker`).
     """
     srv = fanout_server
     kernel_id = srv.start_kernel(kernel_name)
@@ -948,10 +979,7 @@ def test_a_websocket_that_stops_reading_holds_only_itself(
         stuck = StuckWebsocket(srv, kernel_id)
         readers = await connect_all([CountingClient(srv, kernel_id) for _ in range(4)])
         await readers[0].until_iopub_live()  # the stuck one attached before (its open() ran)
-        msg_id = readers[0].execute(FANOUT_CODE.format(n=n))
-        await asyncio.gather(*(c.idle_after(msg_id, timeout=120) for c in readers))
-        counts = [c.comm_msgs(msg_id) for c in readers]
-        assert counts == [n] * len(readers), counts
+        msg_id, _ = await burst_then_marker(readers, FANOUT_CODE.format(n=n), kernel_name, n)
         await asyncio.gather(*(c.close() for c in readers))
         return stuck, readers, msg_id
 
@@ -974,7 +1002,7 @@ def test_a_websocket_that_stops_reading_holds_only_itself(
             assert run(settle(lambda: everyone <= set(websocket_reports(srv)), timeout=30))
             report = websocket_reports(srv)[stuck.session]
             assert report["peak"] <= SLOW_BUDGET + largest, report
-            assert report["written"] < report["queued"] < n, report
+            assert report["written"] < report["queued"] < report["read"], report
             for reader in readers:
                 mine = websocket_reports(srv)[reader.session]
                 assert mine["queued"] == mine["written"] == len(reader.messages), mine
@@ -982,6 +1010,7 @@ def test_a_websocket_that_stops_reading_holds_only_itself(
             stuck.close()
     finally:
         srv.api("DELETE", f"api/kernels/{kernel_id}")
+        print_relay_log(srv)
 
 
 # --- the library, without a server -------------------------------------------------------
