@@ -129,9 +129,7 @@ class SharedChannels:
         self._clients: list[SharedClient] = []
         self._snapshot: tuple[SharedClient, ...] = ()
         self._own = OwnRequests(self.session, self.kernel_sockets.send)
-        self._readiness = Readiness(self)
-        #: Set while a readiness check waits for the first IOPub message.
-        self.iopub_seen: asyncio.Future[None] | None = None
+        self._readiness = Readiness(self._own.request, self.log)
         self._status: KernelMessage | None = None
         self._close_handle: asyncio.TimerHandle | None = None
         self._counter = 0
@@ -238,11 +236,14 @@ class SharedChannels:
             self._close_handle = None
         self._counter += 1
         client = SharedClient(
-            self,
-            deliver,
-            self.skip_own_echo if skip_own_echo is None else skip_own_echo,
-            name or f"client-{self._counter}",
-            on_lost,
+            owners=self.owners,
+            send=self.kernel_sockets.send,
+            unpack=self.unpack,
+            on_close=self._detach,
+            deliver=deliver,
+            skip_own_echo=self.skip_own_echo if skip_own_echo is None else skip_own_echo,
+            name=name or f"client-{self._counter}",
+            on_lost=on_lost,
         )
         self._clients.append(client)
         self._snapshot = tuple(self._clients)
@@ -371,8 +372,7 @@ class SharedChannels:
         self._deliver(owner, msg)
 
     def _fan_out(self, msg: KernelMessage) -> None:
-        if self.iopub_seen is not None and not self.iopub_seen.done():
-            self.iopub_seen.set_result(None)
+        self._readiness.saw_iopub()
         skip: SharedClient | None = None
         header = msg.frames[1]
         # Cheap byte tests first: only an echo or a status pays for decoding its header.
