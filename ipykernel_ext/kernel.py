@@ -64,8 +64,11 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         True,
         help="""While the main shell runs a cell, answer a reconnecting frontend's
         kernel_info_request, comm_info_request and ipywidgets' jupyter.widget.control comm on
-        the shell-channel thread, so a reloaded page gets its widgets and status mid-cell.
-        False: stock behaviour (everything waits for the cell).""",
+        the shell-channel thread, so a reloaded page gets its widgets and status mid-cell;
+        on an idle kernel, answer the control comm's request_states with the same fast
+        snapshot, on the main shell in stock's order.
+        False: stock behaviour (everything waits for the cell; ipywidgets answers the
+        control comm itself).""",
     ).tag(config=True)
 
     control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]
@@ -85,6 +88,11 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         )
         self.main_shell_status = MainShellStatus()
         self.busy_answers = BusyAnswers(self, self.main_shell_status)
+        # An idle kernel answers ipywidgets' control comm with the same snapshot, on the main
+        # shell in stock's order (reconnect.py, ControlCommAnswer).
+        self.shell_handlers["comm_open"] = self.busy_answers.wrap_comm_open(
+            self.shell_handlers["comm_open"]
+        )
         for msg_type in COMM_MSG_TYPES:
             self.shell_handlers[msg_type] = self.comm_echo_publisher.wrap(
                 self.shell_handlers[msg_type]
@@ -127,7 +135,10 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         super()._publish_status(status, channel, parent)
         main = self.main_shell_status
         if channel == "shell" and main.is_main_thread():
-            main.record(status, parent or self.get_parent("shell"))
+            parent = parent or self.get_parent("shell")
+            main.record(status, parent)
+            if status == "idle":
+                self.busy_answers.finished(parent)
         elif self.answer_while_busy and status == "idle" and (running := main.running):
             super()._publish_status("busy", "shell", running)
 
