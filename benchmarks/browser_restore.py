@@ -100,6 +100,7 @@ class Trial:
     restored_mid_cell: bool | None  # mid-cell only: rendered before the cell was ended
     buttons: int | None = None  # idle and voila: how many Buttons
     states_s: float | None = None  # idle and voila: request_states sent -> update_states in
+    failed: str | None = None  # why the trial ended without a time (e.g. the page never ready)
 
     @property
     def group(self) -> str:
@@ -140,9 +141,11 @@ def run_trial(
         write_notebook(path, [grid_cell(buttons)], kernel)
         # Voila's page renders outputs in its own template (no JupyterLab output area needed).
         selector, expected = (VOILA_BUTTON if scenario == "voila" else BUTTON), buttons
+    # How long the page may take to get ready (run the cell, render it): more for more views.
+    setup = 180 + 0.03 * expected
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    page.set_default_timeout(600_000)
+    page.set_default_timeout(setup * 1000)
     log = WebsocketLog(page)
     try:
         if scenario == "voila":
@@ -151,7 +154,7 @@ def run_trial(
                 lab.http_url(f"voila/render/{path.name}?token={lab.token}"), wait_until="commit"
             )
             wait_for(
-                lambda: page.locator(selector).count() == expected, 600, what="views", page=page
+                lambda: page.locator(selector).count() == expected, setup, what="views", page=page
             )
             rendered = time.perf_counter() - started
             return Trial(
@@ -159,7 +162,7 @@ def run_trial(
             )
         url = f"lab/workspaces/{name}/tree/{path.name}?token={lab.token}"
         open_and_run_all(page, lab, log, url, LAB_STATUS_JS)
-        wait_for(lambda: page.locator(selector).count() == expected, 600, what="views", page=page)
+        wait_for(lambda: page.locator(selector).count() == expected, setup, what="views", page=page)
         if scenario == "idle":
             page.wait_for_function(f"() => ({LAB_STATUS_JS})().toLowerCase() === 'idle'")
         save_notebook(page, path)
@@ -173,7 +176,7 @@ def run_trial(
                 )
                 restore.views_at = time.perf_counter() - restore.reload_at
             return Trial(scenario, kernel, restore.views_at, restore.busy_at, restored_mid_cell)
-        restore = watch_restore(page, log, selector, expected, None, 600)
+        restore = watch_restore(page, log, selector, expected, None, setup)
         states = states_round_trip(log, restore.reload_at)
         return Trial(scenario, kernel, restore.views_at, None, None, buttons, states)
     finally:
@@ -211,6 +214,7 @@ def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
                     "median_busy_s": median([t.busy_s for t in mine]),
                     "states_s": [t.states_s for t in mine],
                     "median_states_s": medians[kernel]["states"],
+                    "failed": [t.failed for t in mine if t.failed],
                     "restored_mid_cell": sum(bool(t.restored_mid_cell) for t in mine)
                     if mine[0].scenario == "mid-cell"
                     else None,
@@ -251,6 +255,8 @@ def print_table(rows: list[dict[str, Any]], window: float) -> None:
             f"{seconds(row['median_states_s']):>9} "
             f"{ratio(row.get('ratio_states_stock_over_ext')):>9}  {each}"
         )
+        for reason in row["failed"]:
+            print(f"{'':12} {'':22} failed: {reason}")
     print(
         f"(mid-cell: the cell is ended {window:.0f} s after the reload when the views are not "
         "there by then; 'mid-cell' counts trials restored while the cell still ran; "
@@ -342,7 +348,12 @@ def main(argv: list[str] | None = None) -> int:
                 for i in range(args.trials):
                     kernels = (STOCK, EXT) if i % 2 == 0 else (EXT, STOCK)
                     for kernel in kernels:
-                        trial = run_trial(browser, lab, scenario, kernel, args.window, buttons)
+                        try:
+                            trial = run_trial(browser, lab, scenario, kernel, args.window, buttons)
+                        except Exception as exc:  # a page that never got ready: say so, go on
+                            count = None if scenario == "mid-cell" else buttons
+                            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+                            trial = Trial(scenario, kernel, None, None, None, count, failed=reason)
                         trials.append(trial)
                         print(f"{trial.group:12} {kernel:12} trial {i + 1}: {trial}", flush=True)
     rows = summarize(trials)
