@@ -178,7 +178,15 @@ def run_trial(
             return Trial(scenario, kernel, restore.views_at, restore.busy_at, restored_mid_cell)
         restore = watch_restore(page, log, selector, expected, None, setup)
         states = states_round_trip(log, restore.reload_at)
-        return Trial(scenario, kernel, restore.views_at, None, None, buttons, states)
+        trial = Trial(scenario, kernel, restore.views_at, None, None, buttons, states)
+        if restore.views_at is None:  # say what the page showed instead
+            text = page.inner_text("body")
+            shown = [t for t in ("Loading widget...", "Error displaying widget") if t in text]
+            trial.failed = (
+                f"{page.locator(selector).count()} of {expected} views after {setup:.0f} s"
+                f"{'; the page shows ' + ', '.join(shown) if shown else ''}"
+            )
+        return trial
     finally:
         stop.touch()
         context.close()
