@@ -21,6 +21,7 @@ from helpers import (
     control_request,
     evaluate,
     execute_and_collect,
+    fetch_ipywidgets_update_states,
     fetch_update_states,
     is_status,
     is_update_states,
@@ -143,7 +144,7 @@ def test_kernel_info_and_comm_info_mid_cell(ext: Any, frontend: Any, tmp_path: P
 
 
 def test_update_states_mid_cell_equals_ipywidgets(ext: Any, frontend: Any, tmp_path: Path) -> None:
-    theirs = fetch_update_states(frontend)  # idle: ipywidgets' own handler answers
+    theirs = fetch_ipywidgets_update_states(ext[1], via=frontend)  # ipywidgets' own handler
     with busy_cell(ext[1], tmp_path) as cell:
         ours = fetch_update_states(frontend)
         assert ours["msg"]["parent_header"]["msg_type"] == "comm_msg"

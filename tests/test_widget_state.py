@@ -22,7 +22,7 @@ from helpers import (
     drain_iopub,
     evaluate,
     execute_and_collect,
-    fetch_update_states,
+    fetch_ipywidgets_update_states,
     iopub_until_barrier,
     new_client,
     running_kernel,
@@ -108,8 +108,9 @@ def request(kc: Any, content: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def update_states(kc: Any) -> tuple[dict[str, Any], list[Any], list[bytes]]:
-    """ipywidgets' own answer: request_states on a jupyter.widget.control comm."""
-    got = fetch_update_states(kc)
+    """ipywidgets' own answer: request_states on a jupyter.widget.control comm, answered by
+    ipywidgets' handler (an idle ExtKernel would answer it with the snapshot under test)."""
+    got = fetch_ipywidgets_update_states(kc)
     return got["states"], got["buffer_paths"], got["buffers"]
 
 

@@ -73,8 +73,11 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         True,
         help="""While the main shell runs a cell, answer a reconnecting frontend's
         kernel_info_request, comm_info_request and ipywidgets' jupyter.widget.control comm on
-        the shell-channel thread, so a reloaded page gets its widgets and status mid-cell.
-        False: stock behaviour (everything waits for the cell).""",
+        the shell-channel thread, so a reloaded page gets its widgets and status mid-cell;
+        on an idle kernel, answer the control comm's request_states with the same fast
+        snapshot, on the main shell in stock's order.
+        False: stock behaviour (everything waits for the cell; ipywidgets answers the
+        control comm itself).""",
     ).tag(config=True)
 
     control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]
@@ -100,6 +103,11 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         )
         self.main_shell_status = MainShellStatus()
         self.busy_answers = BusyAnswers(self, self.main_shell_status)
+        # An idle kernel answers ipywidgets' control comm with the same snapshot, on the main
+        # shell in stock's order (busy_answers.py, ControlCommAnswer).
+        self.shell_handlers["comm_open"] = self.busy_answers.wrap_comm_open(
+            self.shell_handlers["comm_open"]
+        )
         for msg_type in COMM_MSG_TYPES:
             self.shell_handlers[msg_type] = self.comm_echo_publisher.wrap(
                 self.shell_handlers[msg_type]
@@ -126,7 +134,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         # kernel: the other frontends can do nothing with it.
         return frozenset([*configured, CONTROL_COMM_TARGET])
 
-    # --- answers while the main shell is busy (see reconnect.py) ----------------------------
+    # --- answers while the main shell is busy (see busy_answers.py) ----------------------------
 
     def start(self) -> None:
         """Start as stock does, noting which thread is the main shell's."""
@@ -146,15 +154,19 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         """
         main = self.main_shell_status
         on_main_shell = channel == "shell" and main.is_main_thread()
-        if on_main_shell and status == "idle":
-            # Ahead of the idle on the IOPub thread: a frontend that missed messages of this
-            # cell is told in the cell (iopub_notice.py).
-            self.missed_notice.cell_ending(parent or self.get_parent("shell"))
+        if on_main_shell:
+            parent = parent or self.get_parent("shell")
+            if status == "idle":
+                # Ahead of the idle on the IOPub thread: a frontend that missed messages of
+                # this cell is told in the cell (iopub_notice.py).
+                self.missed_notice.cell_ending(parent)
         super()._publish_status(status, channel, parent)
         if on_main_shell:
-            main.record(status, parent or self.get_parent("shell"))
+            main.record(status, parent)
             if status == "busy":
                 self.missed_notice.cell_started()
+            elif status == "idle":
+                self.busy_answers.finished(parent)
         elif self.answer_while_busy and status == "idle" and (running := main.running):
             super()._publish_status("busy", "shell", running)
 
