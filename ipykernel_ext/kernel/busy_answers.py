@@ -47,23 +47,19 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from ..protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
 from .widget_state import build_widget_state_reply
 
-#: ipywidgets' control comm target, and the protocol major version this module speaks (that of
-#: ipywidgets' ``__control_protocol_version__``, which ``Widget.handle_control_comm_opened``
-#: requires of a frontend).
-CONTROL_COMM_TARGET = "jupyter.widget.control"
+#: The control comm's protocol major version this module speaks (that of ipywidgets'
+#: ``__control_protocol_version__``, which ``Widget.handle_control_comm_opened`` requires).
 CONTROL_PROTOCOL_MAJOR = "1"
 
 #: Requests answered here while the main shell is busy (and the message is for the main shell).
 INFO_REQUESTS = frozenset({"kernel_info_request", "comm_info_request"})
-COMM_MSG_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
 #: Shell messages that run user code, hence may create or change widgets: a client's control
 #: comm request never overtakes one of these that the same client sent before it.
 USER_CODE_MSG_TYPES = frozenset({"execute_request", *COMM_MSG_TYPES})
 
-# Frame positions after the delimiter: signature, header, parent header, metadata, content.
-_HEADER, _METADATA, _CONTENT = 1, 3, 4
 
 
 class KernelParts(Protocol):
@@ -127,7 +123,7 @@ class BusyAnswers:
         A message not claimed goes on to stock's routing; if it runs user code on the main
         shell, its sender is noted until the main shell has finished it (:meth:`finished`).
         """
-        header = self._peek(frames, _HEADER)
+        header = peek(self.kernel.session, frames, HEADER)
         if not isinstance(header, dict):
             return False
         claimed = self._claims(frames, header)
@@ -142,7 +138,7 @@ class BusyAnswers:
             return self.status.busy and not header.get("subshell_id")
         if msg_type not in COMM_MSG_TYPES or not (self.status.busy or self._control_comms):
             return False  # the common case (idle, no control comm of ours): no content read
-        content = self._peek(frames, _CONTENT)
+        content = peek(self.kernel.session, frames, CONTENT)
         if not isinstance(content, dict):
             return False
         comm_id = content.get("comm_id")
@@ -178,7 +174,7 @@ class BusyAnswers:
             return False  # no widgets in this kernel: stock says "no such target"
         if CONTROL_COMM_TARGET not in self.kernel.comm_manager.targets:
             return False
-        metadata = self._peek(frames, _METADATA)
+        metadata = peek(self.kernel.session, frames, METADATA)
         version = metadata.get("version", "") if isinstance(metadata, dict) else ""
         # Another major version: ipywidgets refuses it and closes the comm; leave that to it.
         return isinstance(version, str) and version.split(".")[0] == CONTROL_PROTOCOL_MAJOR
@@ -206,13 +202,6 @@ class BusyAnswers:
         with self._unfinished_lock:
             if session in self._unfinished and self._unfinished[session] == header.get("msg_id"):
                 del self._unfinished[session]
-
-    def _peek(self, frames: list[Any], index: int) -> Any:
-        try:
-            frame = frames[index]
-            return self.kernel.session.unpack(getattr(frame, "bytes", frame))
-        except Exception:
-            return None
 
     # --- answers --------------------------------------------------------------------------
 

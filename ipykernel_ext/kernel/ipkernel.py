@@ -16,34 +16,25 @@ is still running (see PROTOCOL.md, "Queries publish no status").
 from __future__ import annotations
 
 import threading
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Unicode, observe
 
-from .busy_answers import CONTROL_COMM_TARGET, BusyAnswers, MainShellStatus
+from ..protocol import (
+    COMM_MSG_TYPES,
+    CONTROL_COMM_TARGET,
+    QUERY_MSG_TYPES,
+    error_content,
+    peek_msg_type,
+)
+from .busy_answers import BusyAnswers, MainShellStatus
 from .comm_echo import CommEcho
 from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
 from .iopub_notice import MissedNotice
-from .widget_state import WidgetStateError, build_widget_state_reply
-
-#: Control requests that only read state: answered without busy/idle on IOPub.
-QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
-
-COMM_MSG_TYPES = ("comm_open", "comm_msg", "comm_close")
-
-
-def error_content(exc: BaseException) -> dict[str, Any]:
-    """A standard Jupyter error reply content for ``exc``."""
-    return {
-        "status": "error",
-        "ename": type(exc).__name__,
-        "evalue": str(exc),
-        "traceback": traceback.format_exception(exc),
-    }
+from .widget_state import WidgetStateRequestError, build_widget_state_reply
 
 
 class ExtKernel(IOPubOptions, IPythonKernel):
@@ -217,7 +208,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         if self.session is None:
             return
         idents, frames = self.session.feed_identities(msg, copy=False)
-        if _peek_msg_type(self.session, frames) not in QUERY_MSG_TYPES:
+        if peek_msg_type(self.session, frames) not in QUERY_MSG_TYPES:
             await super().process_control(msg)
             return
         try:
@@ -248,7 +239,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             content, buffers = build_widget_state_reply(parent["content"], log=self.log)
         except Exception as exc:
             # A malformed request is the client's fault: its message says it all.
-            traced = not isinstance(exc, WidgetStateError)
+            traced = not isinstance(exc, WidgetStateRequestError)
             self.log.warning("widget_state_request failed: %s", exc, exc_info=traced)
             content = error_content(exc)
             buffers = []
@@ -257,20 +248,6 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         except Exception as exc:  # a state the session cannot pack: answer anyway, never silence
             self.log.warning("widget_state_reply could not be sent: %s", exc, exc_info=True)
             self.session.send(stream, "widget_state_reply", error_content(exc), parent, ident)
-
-
-def _peek_msg_type(session: Any, frames: list[Any]) -> str | None:
-    """The msg_type of a framed message, read from its header frame before verification.
-
-    Only used to choose a path: the message is verified when it is deserialized.
-    """
-    try:
-        # After the delimiter: signature, header, parent header, metadata, content, buffers.
-        header_frame = frames[1]
-        header = session.unpack(getattr(header_frame, "bytes", header_frame))
-        return header.get("msg_type")
-    except Exception:
-        return None
 
 
 def _expect_no_fields(content: Any, msg_type: str) -> None:
