@@ -375,6 +375,9 @@ def test_wrongly_signed_and_replayed_messages_are_refused(
         )
         frontend.session.send(frontend.shell_channel.socket, request)
         frontend.session.send(frontend.shell_channel.socket, request)
+        # The answer is built on a worker thread, so a kernel_info barrier can overtake it:
+        # wait for the one answer itself, then the barrier for anything that came after.
+        wait_iopub(frontend, is_update_states(comm_id), what="update_states", seen=seen)
         kernel_info_barrier(frontend, seen)
         send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
         kernel_info_barrier(frontend, seen)
