@@ -1,7 +1,8 @@
-"""Reload-to-rendered time in JupyterLab, stock ipykernel (``python3``) vs ``python3-ext``.
+"""Reload-to-rendered time, JupyterLab and Voila: stock ipykernel (``python3``) vs ``python3-ext``.
 
-What a user waits for after reloading a JupyterLab tab (headless Debian Chromium driven by
-Playwright, one ``jupyter lab`` server with ``transport_encryption=required``):
+What a user waits for after reloading a JupyterLab tab or opening a Voila dashboard (headless
+Debian Chromium driven by Playwright, one ``jupyter lab`` server with Voila's extension and
+``transport_encryption=required``):
 
 (a) **mid-cell**: cell 1 shows a VBox of 200 IntSliders, cell 2 runs a long loop; the tab is
     reloaded while cell 2 runs. Time from just before ``page.reload()`` until all 200
@@ -9,8 +10,16 @@ Playwright, one ``jupyter lab`` server with ``transport_encryption=required``):
     bar says Busy. A kernel that does not answer while busy leaves "Loading widget..." until
     the cell ends: the benchmark ends the cell ``--window`` seconds after the reload, so for
     such a kernel the time is ``window`` + the restore after the cell.
-(b) **idle**: one cell shows a GridBox of 1000 Buttons (3002 models) and finishes; the tab is
-    reloaded. Time until the 1000 buttons are in the page.
+(b) **idle**: one cell shows a GridBox of N Buttons (``--buttons``, default 1000 and 10000:
+    3002 and 30002 models) and finishes; the tab is reloaded. Time until the N buttons are in
+    the page. ipykernel_ext answers the page's ``jupyter.widget.control`` comm with its
+    snapshot on the main shell; stock with ipywidgets' handler.
+(c) **voila**: the same notebook opened with Voila (``/voila/render/``): Voila starts a kernel,
+    runs the notebook, then the page's widget manager asks for every state on the control
+    comm of the (idle) kernel. Time from ``page.goto`` until the N buttons are in the page.
+
+For (b) and (c) the page's own websocket also gives the control comm's round trip as the page
+sees it: ``request_states`` sent to ``update_states`` received ("states").
 
 Each trial uses a fresh notebook, a fresh JupyterLab workspace and a fresh kernel; the notebook
 is saved (and the saved file checked) before the reload, since a reload reopens it from disk.
@@ -18,6 +27,7 @@ Kernels alternate trial by trial. Prints medians, ratios (stock / ext) and write
 
     python benchmarks/browser_restore.py                 # 3 trials each, --window 30
     python benchmarks/browser_restore.py --quick         # 1 trial each, --window 15, no plot
+    python benchmarks/browser_restore.py --scenario idle,voila --buttons 1000,10000 --trials 1
     python benchmarks/browser_restore.py --trials 5 --json out.json --plot docs/browser_restore.png
 """
 
@@ -56,15 +66,20 @@ LABELS = {STOCK: "stock ipykernel 7.4", EXT: "ipykernel_ext"}
 N_SLIDERS, N_BUTTONS = 200, 1000
 SLIDER = ".jp-OutputArea .widget-slider"
 BUTTON = ".jp-OutputArea button.jupyter-button.widget-button"
+VOILA_BUTTON = "button.jupyter-button.widget-button"
 
 SLIDERS_CELL = f"""\
 import ipywidgets as widgets
 sliders = [widgets.IntSlider(value=i, max=1000) for i in range({N_SLIDERS})]
 widgets.VBox(sliders)"""
-GRID_CELL = f"""\
+SCENARIOS = ("mid-cell", "idle", "voila")
+
+
+def grid_cell(buttons: int) -> str:
+    return f"""\
 import ipywidgets as widgets
 buttons = [widgets.Button(description=str(i), layout=widgets.Layout(width="60px"))
-           for i in range({N_BUTTONS})]
+           for i in range({buttons})]
 widgets.GridBox(buttons, layout=widgets.Layout(grid_template_columns="repeat(20, 64px)"))"""
 
 
@@ -78,14 +93,44 @@ while not pathlib.Path({str(stop)!r}).exists() and time.monotonic() < deadline:
 
 @dataclass
 class Trial:
-    scenario: str  # "mid-cell" or "idle"
+    scenario: str  # "mid-cell", "idle" or "voila"
     kernel: str
-    rendered_s: float | None  # reload -> every view in the page
+    rendered_s: float | None  # reload (voila: page.goto) -> every view in the page
     busy_s: float | None  # reload -> status bar says Busy (mid-cell only)
     restored_mid_cell: bool | None  # mid-cell only: rendered before the cell was ended
+    buttons: int | None = None  # idle and voila: how many Buttons
+    states_s: float | None = None  # idle and voila: request_states sent -> update_states in
+    failed: str | None = None  # why the trial ended without a time (e.g. the page never ready)
+
+    @property
+    def group(self) -> str:
+        return self.scenario if self.buttons is None else f"{self.scenario} {self.buttons}"
 
 
-def run_trial(browser: Any, lab: JupyterServer, scenario: str, kernel: str, window: float) -> Trial:
+def states_round_trip(log: WebsocketLog, since: float) -> float | None:
+    """The page's last ``request_states`` after ``since`` to its ``update_states`` (s)."""
+    frames = log.frames(since)
+    asked = [
+        f
+        for f in frames
+        if f.direction == "sent"
+        and f.msg_type == "comm_msg"
+        and (f.content.get("data") or {}).get("method") == "request_states"
+    ]
+    for sent in reversed(asked):
+        for f in frames:
+            if (
+                f.direction == "received"
+                and f.parent_msg_id == sent.msg_id
+                and (f.content.get("data") or {}).get("method") == "update_states"
+            ):
+                return f.t - sent.t
+    return None
+
+
+def run_trial(
+    browser: Any, lab: JupyterServer, scenario: str, kernel: str, window: float, buttons: int
+) -> Trial:
     name = f"{scenario}-{kernel}-{uuid.uuid4().hex[:8]}"
     path = lab.root_dir / f"{name}.ipynb"
     stop = lab.root_dir / f"{name}.stop"
@@ -93,16 +138,31 @@ def run_trial(browser: Any, lab: JupyterServer, scenario: str, kernel: str, wind
         write_notebook(path, [SLIDERS_CELL, wait_cell(stop, window + 120)], kernel)
         selector, expected = SLIDER, N_SLIDERS
     else:
-        write_notebook(path, [GRID_CELL], kernel)
-        selector, expected = BUTTON, N_BUTTONS
+        write_notebook(path, [grid_cell(buttons)], kernel)
+        # Voila's page renders outputs in its own template (no JupyterLab output area needed).
+        selector, expected = (VOILA_BUTTON if scenario == "voila" else BUTTON), buttons
+    # How long the page may take to get ready (run the cell, render it): more for more views.
+    setup = 180 + 0.03 * expected
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    page.set_default_timeout(180_000)
+    page.set_default_timeout(setup * 1000)
     log = WebsocketLog(page)
-    url = f"lab/workspaces/{name}/tree/{path.name}?token={lab.token}"
     try:
+        if scenario == "voila":
+            started = time.perf_counter()
+            page.goto(
+                lab.http_url(f"voila/render/{path.name}?token={lab.token}"), wait_until="commit"
+            )
+            wait_for(
+                lambda: page.locator(selector).count() == expected, setup, what="views", page=page
+            )
+            rendered = time.perf_counter() - started
+            return Trial(
+                scenario, kernel, rendered, None, None, buttons, states_round_trip(log, started)
+            )
+        url = f"lab/workspaces/{name}/tree/{path.name}?token={lab.token}"
         open_and_run_all(page, lab, log, url, LAB_STATUS_JS)
-        wait_for(lambda: page.locator(selector).count() == expected, 180, what="views", page=page)
+        wait_for(lambda: page.locator(selector).count() == expected, setup, what="views", page=page)
         if scenario == "idle":
             page.wait_for_function(f"() => ({LAB_STATUS_JS})().toLowerCase() === 'idle'")
         save_notebook(page, path)
@@ -116,8 +176,17 @@ def run_trial(browser: Any, lab: JupyterServer, scenario: str, kernel: str, wind
                 )
                 restore.views_at = time.perf_counter() - restore.reload_at
             return Trial(scenario, kernel, restore.views_at, restore.busy_at, restored_mid_cell)
-        restore = watch_restore(page, log, selector, expected, None, 120)
-        return Trial(scenario, kernel, restore.views_at, None, None)
+        restore = watch_restore(page, log, selector, expected, None, setup)
+        states = states_round_trip(log, restore.reload_at)
+        trial = Trial(scenario, kernel, restore.views_at, None, None, buttons, states)
+        if restore.views_at is None:  # say what the page showed instead
+            text = page.inner_text("body")
+            shown = [t for t in ("Loading widget...", "Error displaying widget") if t in text]
+            trial.failed = (
+                f"{page.locator(selector).count()} of {expected} views after {setup:.0f} s"
+                f"{'; the page shows ' + ', '.join(shown) if shown else ''}"
+            )
+        return trial
     finally:
         stop.touch()
         context.close()
@@ -131,29 +200,40 @@ def median(values: list[float | None]) -> float | None:
 
 def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
     rows = []
-    for scenario in ("mid-cell", "idle"):
-        medians = {}
+    groups = list(dict.fromkeys(t.group for t in trials))
+    for group in groups:
+        medians: dict[str, dict[str, float | None]] = {}
         for kernel in (STOCK, EXT):
-            mine = [t for t in trials if t.scenario == scenario and t.kernel == kernel]
+            mine = [t for t in trials if t.group == group and t.kernel == kernel]
             if not mine:
                 continue
-            medians[kernel] = median([t.rendered_s for t in mine])
+            medians[kernel] = {
+                "rendered": median([t.rendered_s for t in mine]),
+                "states": median([t.states_s for t in mine]),
+            }
             rows.append(
                 {
-                    "scenario": scenario,
+                    "scenario": mine[0].scenario,
+                    "group": group,
                     "kernel": kernel,
                     "trials": len(mine),
                     "rendered_s": [t.rendered_s for t in mine],
-                    "median_rendered_s": medians[kernel],
+                    "median_rendered_s": medians[kernel]["rendered"],
                     "median_busy_s": median([t.busy_s for t in mine]),
+                    "states_s": [t.states_s for t in mine],
+                    "median_states_s": medians[kernel]["states"],
+                    "failed": [t.failed for t in mine if t.failed],
                     "restored_mid_cell": sum(bool(t.restored_mid_cell) for t in mine)
-                    if scenario == "mid-cell"
+                    if mine[0].scenario == "mid-cell"
                     else None,
                 }
             )
-        if medians.get(STOCK) and medians.get(EXT):
-            for row in rows[-2:]:
-                row["ratio_stock_over_ext"] = medians[STOCK] / medians[EXT]
+        if STOCK in medians and EXT in medians:
+            for key in ("rendered", "states"):
+                stock, ext = medians[STOCK][key], medians[EXT][key]
+                if stock and ext:
+                    for row in rows[-2:]:
+                        row[f"ratio_{key}_stock_over_ext"] = stock / ext
     return rows
 
 
@@ -161,9 +241,13 @@ def print_table(rows: list[dict[str, Any]], window: float) -> None:
     def seconds(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f} s"
 
+    def ratio(value: float | None) -> str:
+        return "" if value is None else f"{value:.1f}x"
+
     print(
-        f"\n{'scenario':10} {'kernel':22} {'trials':>6} {'median rendered':>16} "
-        f"{'median Busy':>12} {'mid-cell':>9} {'stock/ext':>9}  rendered (each trial)"
+        f"\n{'scenario':12} {'kernel':22} {'trials':>6} {'median rendered':>16} "
+        f"{'median Busy':>12} {'mid-cell':>9} {'stock/ext':>9} {'states':>9} {'stock/ext':>9}"
+        "  rendered (each trial)"
     )
     for row in rows:
         mid = (
@@ -171,16 +255,21 @@ def print_table(rows: list[dict[str, Any]], window: float) -> None:
             if row["restored_mid_cell"] is None
             else f"{row['restored_mid_cell']}/{row['trials']}"
         )
-        ratio = row.get("ratio_stock_over_ext")
         each = ", ".join(seconds(v) for v in row["rendered_s"])
         print(
-            f"{row['scenario']:10} {LABELS[row['kernel']]:22} {row['trials']:>6} "
+            f"{row['group']:12} {LABELS[row['kernel']]:22} {row['trials']:>6} "
             f"{seconds(row['median_rendered_s']):>16} {seconds(row['median_busy_s']):>12} "
-            f"{mid:>9} {'' if ratio is None else f'{ratio:.1f}x':>9}  {each}"
+            f"{mid:>9} {ratio(row.get('ratio_rendered_stock_over_ext')):>9} "
+            f"{seconds(row['median_states_s']):>9} "
+            f"{ratio(row.get('ratio_states_stock_over_ext')):>9}  {each}"
         )
+        for reason in row["failed"]:
+            print(f"{'':12} {'':22} failed: {reason}")
     print(
         f"(mid-cell: the cell is ended {window:.0f} s after the reload when the views are not "
-        "there by then; 'mid-cell' counts trials restored while the cell still ran)"
+        "there by then; 'mid-cell' counts trials restored while the cell still ran; "
+        "'states': the page's request_states to update_states, idle and voila; voila: "
+        "rendered counts from page.goto, the notebook's run included)"
     )
 
 
@@ -190,18 +279,21 @@ def plot(trials: list[Trial], window: float, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    groups = list(dict.fromkeys(t.group for t in trials))
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.8), squeeze=False)
     titles = {
-        "mid-cell": f"(a) reload mid-cell, {N_SLIDERS} IntSliders",
-        "idle": f"(b) reload with an idle kernel, {N_BUTTONS} Buttons",
+        "mid-cell": f"reload mid-cell, {N_SLIDERS} IntSliders",
+        "idle": "reload, idle kernel, {} Buttons",
+        "voila": "Voila page load, {} Buttons",
     }
     colors = {STOCK: "#9e9e9e", EXT: "#1f77b4"}
-    for ax, scenario in zip(axes, ("mid-cell", "idle"), strict=True):
+    for ax, group in zip(axes[0], groups, strict=True):
+        scenario, _, buttons = group.partition(" ")
         for x, kernel in enumerate((STOCK, EXT)):
             values = [
                 t.rendered_s
                 for t in trials
-                if t.scenario == scenario and t.kernel == kernel and t.rendered_s is not None
+                if t.group == group and t.kernel == kernel and t.rendered_s is not None
             ]
             if not values:
                 continue
@@ -215,9 +307,9 @@ def plot(trials: list[Trial], window: float, path: Path) -> None:
                 1.45, window, "cell ended", color="#d62728", fontsize=8, ha="right", va="bottom"
             )
         ax.set_xticks([0, 1], [LABELS[STOCK], LABELS[EXT]])
-        ax.set_title(titles[scenario], fontsize=10)
-        ax.set_ylabel("reload to all widgets rendered (s)")
-    fig.suptitle("JupyterLab 4.6 tab reload, headless Chromium, CurveZMQ required", fontsize=10)
+        ax.set_title(titles[scenario].format(buttons), fontsize=10)
+        ax.set_ylabel("to all widgets rendered (s)")
+    fig.suptitle("JupyterLab 4.6 and Voila, headless Chromium, CurveZMQ required", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot written to {path}")
@@ -230,7 +322,14 @@ def main(argv: list[str] | None = None) -> int:
         "--window", type=float, default=30, help="seconds after the reload before the cell ends"
     )
     parser.add_argument("--quick", action="store_true", help="1 trial each, --window 15")
-    parser.add_argument("--scenario", choices=("mid-cell", "idle", "both"), default="both")
+    parser.add_argument(
+        "--scenario",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated, of {', '.join(SCENARIOS)} ('both': mid-cell,idle)",
+    )
+    parser.add_argument(
+        "--buttons", default=f"{N_BUTTONS},10000", help="idle and voila: comma-separated counts"
+    )
     parser.add_argument("--json", type=Path, help="write the trials and summary here")
     parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
     args = parser.parse_args(argv)
@@ -243,18 +342,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot run: {reason}", file=sys.stderr)
         return 2
 
-    scenarios = ("mid-cell", "idle") if args.scenario == "both" else (args.scenario,)
+    scenarios = ["mid-cell", "idle"] if args.scenario == "both" else args.scenario.split(",")
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s) {unknown}; choose from {', '.join(SCENARIOS)}")
+    counts = [int(n) for n in args.buttons.split(",")]
+    runs = [(s, n) for s in scenarios for n in ([N_BUTTONS] if s == "mid-cell" else counts)]
     trials: list[Trial] = []
     with JupyterServer(app="lab", extra_args=LAB_ARGS) as lab:
         quiet_lab_settings(lab)
         with chromium() as browser:
-            for scenario in scenarios:
+            for scenario, buttons in runs:
                 for i in range(args.trials):
                     kernels = (STOCK, EXT) if i % 2 == 0 else (EXT, STOCK)
                     for kernel in kernels:
-                        trial = run_trial(browser, lab, scenario, kernel, args.window)
+                        try:
+                            trial = run_trial(browser, lab, scenario, kernel, args.window, buttons)
+                        except Exception as exc:  # a page that never got ready: say so, go on
+                            count = None if scenario == "mid-cell" else buttons
+                            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+                            trial = Trial(scenario, kernel, None, None, None, count, failed=reason)
                         trials.append(trial)
-                        print(f"{scenario:9} {kernel:12} trial {i + 1}: {trial}", flush=True)
+                        print(f"{trial.group:12} {kernel:12} trial {i + 1}: {trial}", flush=True)
     rows = summarize(trials)
     print_table(rows, args.window)
     if args.json:

@@ -17,8 +17,14 @@ Clients are tornado websocket clients (``v1.kernel.websocket.jupyter.org``) spre
 worker processes; they only slice the binary frames (no JSON decoding) so that the clients
 cost as little as possible on a machine the server and the kernel share.
 
+The ``--fanout`` row (issue 17): 20 clients, 2000 comm_msg of 8 kB each, behind our kernel
+*and* stock ipykernel (``python3``, which drops past 1000 queued messages per subscriber),
+both server classes: burst messages lost per client (min-max), clients that never saw the
+idle, time to the last client's idle, server peak RSS.
+
     python benchmarks/shared_channels.py            # 1, 10, 100 clients, 3 bursts each
     python benchmarks/shared_channels.py --quick    # 1 and 10 clients, 1 burst, 2000 messages
+    python benchmarks/shared_channels.py --fanout   # 20 clients, 2000 x 8 kB, both kernels
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 from jupyter_server.services.kernels.connection.base import (
@@ -48,12 +54,14 @@ STOCK = "jupyter_server.services.kernels.connection.channels.ZMQChannelsWebsocke
 SHARED = "ipykernel_ext.server.SharedChannelsConnection"
 CLASSES = {"stock": STOCK, "shared": SHARED}
 KERNEL = "python3-ext"
+STOCK_KERNEL = "python3"
 
 BURST_CODE = """
 from comm import create_comm
 _bench_comm = create_comm(target_name="shared-channels-bench", data={{}})
+_bench_pad = "x" * {pad}
 for _i in range({n}):
-    _bench_comm.send({{"i": _i}})
+    _bench_comm.send({{"i": _i, "pad": _bench_pad}} if {pad} else {{"i": _i}})
 _bench_comm.close()
 """
 
@@ -64,12 +72,16 @@ _bench_comm.close()
 class Server(JupyterServer):
     """The tests' jupyter_server launcher, plus what this benchmark measures on it."""
 
+    #: More command-line options for every server (``--server-arg``).
+    extra: ClassVar[list[str]] = []
+
     def __init__(self, connection_class: str) -> None:
         super().__init__(
             extra_args=[
                 f"--ServerApp.kernel_websocket_connection_class={connection_class}",
                 # the IOPub rate limit off, for both classes (see the module docstring)
                 "--ZMQChannelsWebsocketConnection.limit_rate=False",
+                *self.extra,
             ],
             startup_timeout=60,
         )
@@ -97,6 +109,11 @@ class Server(JupyterServer):
         )
         total = proc.num_fds()
         return total, total - websockets
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used (user + system, all its threads)."""
+        times = psutil.Process(self.pid).cpu_times()
+        return times.user + times.system
 
     def rss_mb(self) -> tuple[float, float]:
         """(current RSS, peak RSS) in MB."""
@@ -228,10 +245,16 @@ def worker(conn: Any, port: int, token: str, kernel_id: str, n: int) -> None:
 
 
 def run_config(
-    name: str, n_clients: int, messages: int, trials: int, timeout: float
+    name: str,
+    n_clients: int,
+    messages: int,
+    trials: int,
+    timeout: float,
+    kernel: str = KERNEL,
+    pad: int = 0,
 ) -> dict[str, Any]:
     server = Server(CLASSES[name])
-    kernel_id = server.start_kernel(KERNEL)
+    kernel_id = server.start_kernel(kernel)
     ctx = mp.get_context("spawn")
     n_workers = 1 if n_clients < 10 else 2
     split = [
@@ -256,8 +279,9 @@ def run_config(
         times: list[float] = []
         lost = 0
         incomplete = 0
-        code = BURST_CODE.format(n=messages)
-        for trial in range(trials + 1):  # trial 0 warms up (imports, first comm)
+        per_client: list[int] = []
+        for trial in range(trials + 1):  # trial 0 warms up (imports, first comm): 10 messages
+            code = BURST_CODE.format(n=messages if trial else 10, pad=pad)
             msg_id = uuid.uuid4().hex
             for i, (_, pipe) in enumerate(workers):
                 pipe.send(("burst", msg_id, code, timeout, i == 0))
@@ -265,16 +289,25 @@ def run_config(
             sent_at = results[0][-1][1]
             counts = [r for res in results for r in res[:-1]]
             if trial == 0:
+                cpu_before = server.cpu_seconds()
                 continue
+            per_client += [messages - c for c, _ in counts]
             lost += sum(messages - c for c, _ in counts)
             done = [t for _, t in counts]
             if any(t is None for t in done):
                 incomplete += sum(1 for t in done if t is None)
             else:
                 times.append(max(done) - sent_at)
+        cpu = server.cpu_seconds() - cpu_before
+        # What the server's own activity monitor (one IOPub subscription, one message per
+        # loop turn) made of the burst: "busy" here means it missed the idle.
+        time.sleep(1)
+        state = server.kernel_model(kernel_id).get("execution_state")
         rss, peak = server.rss_mb()
-        workers[0][1].send(("stats",))
-        stats = workers[0][1].recv()
+        stats: dict[str, Any] = {}
+        if kernel == KERNEL:  # stock ipykernel has no iopub_stats_request
+            workers[0][1].send(("stats",))
+            stats = workers[0][1].recv()
         # messages the kernel sent with NODROP off after a full wait: some subscriber (a server
         # socket: client channels or the activity monitor) missed each
         stalls = stats.get("missed", -1)
@@ -293,7 +326,11 @@ def run_config(
             "time": statistics.median(times) if times else float("nan"),
             "times": times,
             "lost": lost,
+            "cpu": cpu / max(1, trials),
+            "state": state,
+            "lost_per_client": (min(per_client), max(per_client)) if per_client else (0, 0),
             "incomplete": incomplete,
+            "kernel": kernel,
             "stalls": stalls,
         }
     finally:
@@ -310,7 +347,22 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=None, help="burst size (10000)")
     parser.add_argument("--trials", type=int, default=None, help="bursts per setting (3)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per burst")
+    parser.add_argument(
+        "--fanout", action="store_true", help="20 clients, 2000 x 8 kB, both kernels"
+    )
+    parser.add_argument("--kernels", default=None, help="--fanout: python3,python3-ext")
+    parser.add_argument("--classes", default=None, help="--fanout: stock,shared")
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="an extra jupyter_server option, e.g. --SharedChannelsConnection.shared_recv_batch=64",
+    )
     args = parser.parse_args()
+    Server.extra = list(args.server_arg)
+    if args.fanout:
+        fanout(args)
+        return
     clients = [int(c) for c in (args.clients or ("1,10" if args.quick else "1,10,100")).split(",")]
     messages = args.messages or (2000 if args.quick else 10000)
     trials = args.trials or (1 if args.quick else 3)
@@ -357,6 +409,44 @@ def main() -> None:
             "some clients never saw the burst's idle status:",
             {(r["class"], r["clients"]): r["incomplete"] for r in rows if r["incomplete"]},
         )
+
+
+def fanout(args: argparse.Namespace) -> None:
+    """The 20-tab 8 kB fan-out row: both kernels behind both server classes."""
+    n_clients = int(args.clients or 20)
+    messages = args.messages or 2000
+    trials = args.trials or 1
+    timeout = min(args.timeout, 60)
+    print(
+        f"{n_clients} clients, {messages} comm_msg of 8 kB, CurveZMQ, IOPub rate limit off, "
+        f"{trials} burst(s); a client missing the idle waits {timeout:.0f} s"
+    )
+    header = (
+        f"{'kernel':>12} {'class':>6} {'lost/client':>11} {'no idle':>7} "
+        f"{'last idle s':>11} {'server CPU s':>12} {'peak MB':>7} {'REST state':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    kernels = args.kernels.split(",") if args.kernels else [STOCK_KERNEL, KERNEL]
+    classes = args.classes.split(",") if args.classes else ["stock", "shared"]
+    for kernel in kernels:
+        for name in classes:
+            row = run_config(name, n_clients, messages, trials, timeout, kernel, pad=8000)
+            low, high = row["lost_per_client"]
+            print(
+                f"{kernel:>12} {name:>6} {f'{low}-{high}':>11} {row['incomplete']:>7} "
+                f"{row['time']:>11.2f} {row['cpu']:>12.2f} {row['peak']:>7.1f} "
+                f"{row['state']:>10}",
+                flush=True,
+            )
+    print(
+        "\nlost/client: burst messages a client never received (fewest-most over clients). "
+        "no idle: clients that never saw the burst's idle status. last idle: execute_request "
+        "to the last client's idle (nan if one never came). server CPU: per burst (the "
+        "machine's load moves the wall times; this less so). REST state: the kernel's "
+        "execution_state 1 s after, from the server's activity monitor (busy: it missed the "
+        "idle)."
+    )
 
 
 if __name__ == "__main__":

@@ -5,14 +5,17 @@ Three ways a frontend that (re)connects gets the state of every live widget mode
 * ``per-widget``: one ``request_state`` comm_msg per model, answered by one ``update``
   comm_msg per model on IOPub (what the widget manager did before the control comm);
 * ``control comm``: ipywidgets' ``jupyter.widget.control`` comm, ``request_states`` on shell,
-  one ``update_states`` comm_msg back on IOPub (to every client);
+  one ``update_states`` comm_msg back on IOPub (to every client). On an idle ipykernel_ext it
+  is answered by the kernel's snapshot on the main shell; the benchmark also times the same
+  comm answered by ipywidgets' own handler there (``answer_while_busy`` off for that trial),
+  and compares the idle comm path of both kernels in a table of its own;
 * ``widget_state``: ipykernel_ext's ``widget_state_request`` on control, one reply to the
   requester (``ipykernel_ext.client.fetch_widget_states``).
 
 Each time is a client round trip: from sending the request to having the states decoded with
 their buffers in place. Stock ipykernel (``python3``) and ipykernel_ext (``python3-ext``) run
 side by side, with CurveZMQ on every socket; the control comm and ``widget_state`` trials are
-interleaved on the same kernel. A second table times the kernel's own work (state, buffers,
+interleaved on the same kernel. Another table times the kernel's own work (state, buffers,
 JSON packing) in process, without the transport.
 
 Scenarios: a GridBox of 1000 Buttons (3002 models), 200 Image widgets of 100 kB (400 models).
@@ -292,27 +295,49 @@ def bench_kernel(kernel: str, args: argparse.Namespace, rows: list[dict[str, Any
 
             control_id = open_control_comm(kc)
             comm: list[float] = []
+            theirs: list[float] = []
             ours: list[float] = []
             comm_lost = 0
             equal: bool | None = None
+            comm_equal: bool | None = None
+            # On ipykernel_ext, "comm" is the idle kernel's control comm answered by our
+            # snapshot; "theirs" the same comm answered by ipywidgets' handler (the switch
+            # turned off for that trial only, outside the timing).
+            methods = ["comm", "ours", "theirs"] if kernel == EXT else ["comm"]
             for trial in range(args.runs):
-                order = ["comm", "ours"] if trial % 2 == 0 else ["ours", "comm"]
-                for method in order:
-                    if method == "comm":
+                shift = trial % len(methods)
+                for method in methods[shift:] + methods[:shift]:
+                    if method in ("comm", "theirs"):
+                        if method == "theirs":
+                            run_cell(kc, "get_ipython().kernel.answer_while_busy = False")
+                            drain_iopub(kc, quiet=0.05)
                         seconds, states = timed(lambda cid=control_id: fetch_control_comm(kc, cid))
+                        if method == "theirs":
+                            run_cell(kc, "get_ipython().kernel.answer_while_busy = True")
                         if states is None:
                             comm_lost += 1
-                        else:
+                        elif method == "comm":
                             comm.append(seconds)
                             comm_states = states
+                        else:
+                            theirs.append(seconds)
+                            theirs_states = states
                         drain_iopub(kc, quiet=0.05)
-                    elif kernel == EXT:
+                    else:
                         seconds, reply = timed(lambda: fetch_widget_states(kc, timeout=60))
                         ours.append(seconds)
                         ours_states = reply["states"]
-            if kernel == EXT and comm:
-                equal = _same_states(comm_states, ours_states)
-            row.update(comm=comm, comm_lost=comm_lost, ours=ours, equal=equal)
+            if kernel == EXT and comm and theirs:
+                equal = _same_states(theirs_states, ours_states)
+                comm_equal = _same_states(theirs_states, comm_states)
+            row.update(
+                comm=comm,
+                comm_lost=comm_lost,
+                ours=ours,
+                theirs=theirs,
+                equal=equal,
+                comm_equal=comm_equal,
+            )
 
             if kernel == EXT:
                 out = run_cell(kc, KERNEL_SIDE.format(runs=args.runs))
@@ -364,7 +389,11 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     )
     for row in rows:
         ours, comm, per_widget = row["ours"], row["comm"], row["per_widget"]
-        ratio = f"{statistics.median(ours) / statistics.median(comm):9.2f}" if ours and comm else ""
+        # ours/comm: widget_state against ipywidgets' own handler, on the same kernel.
+        theirs = row["theirs"]
+        ratio = (
+            f"{statistics.median(ours) / statistics.median(theirs):9.2f}" if ours and theirs else ""
+        )
         speedup = (
             f"{statistics.median(per_widget) / statistics.median(ours):.1f}x"
             if ours and per_widget
@@ -379,10 +408,36 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         )
     print(
         f"\nruns: {args.runs} (control comm, widget_state, interleaved), "
-        f"{args.per_widget_runs} (per-widget); 'lost' counts replies that never came "
+        f"{args.per_widget_runs} (per-widget); ctrl comm on ipykernel_ext: our idle snapshot; "
+        "ours/comm and 'same': widget_state against ipywidgets' own handler on that kernel; "
+        "'lost' counts replies that never came "
         "(per-widget: models; control comm: trials); "
         f"per-widget keeps {args.window} requests in flight"
     )
+    print(f"\nControl comm on an idle kernel, client round trip (median ms; {transport})")
+    print("(ipykernel_ext answers it with its snapshot on the main shell; stock and the")
+    print(" ext kernel with answer_while_busy off, with ipywidgets' own handler)")
+    print(
+        f"{'scenario':22} {'stock':>9} {'ext':>9} {'stock/ext':>9} "
+        f"{'ext, ipywidgets':>15} {'same':>5}"
+    )
+    stock_rows = {row["scenario"]: row for row in rows if row["kernel"] == STOCK}
+    for row in rows:
+        if row["kernel"] != EXT:
+            continue
+        stock_row = stock_rows.get(row["scenario"])
+        stock_comm = stock_row["comm"] if stock_row else []
+        ratio = (
+            f"{statistics.median(stock_comm) / statistics.median(row['comm']):9.2f}"
+            if stock_comm and row["comm"]
+            else ""
+        )
+        print(
+            f"{row['scenario']:22} {median_ms(stock_comm):>9} {median_ms(row['comm']):>9} "
+            f"{ratio:>9} {median_ms(row['theirs']):>15} "
+            f"{ {True: 'yes', False: 'NO', None: '-'}[row['comm_equal']]:>5}"
+        )
+    print("('same': the ext kernel's two control comm answers carry the same states)")
     print("\nTransport floor: the same bytes once over a bare ROUTER/DEALER pair (median ms)")
     for row in rows:
         if row.get("reply_frames"):

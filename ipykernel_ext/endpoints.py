@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import zmq
+import zmq.asyncio
 from jupyter_client.connect import ConnectionFileMixin
 from traitlets import Instance
 
@@ -56,17 +57,48 @@ def connect_channel(
     connection_info: Mapping[str, Any],
     channel: str,
     identity: bytes | None = None,
+    rcvhwm: int | None = None,
 ) -> zmq.Socket[Any]:
     """A socket of ``context`` connected to ``channel`` of the kernel, as jupyter_client makes it.
 
     Linger 1 s, ``identity`` if given, CurveZMQ client options for an encrypted kernel, and
-    an IOPub socket subscribed to everything.
+    an IOPub socket subscribed to everything. ``rcvhwm`` (messages, 0: no limit) is set
+    *before* ``connect()``: libzmq sizes a connection's queue when it is made.
     """
     if channel not in CONNECTABLE_CHANNELS:
         raise ValueError(f"unknown kernel channel {channel!r}; one of {CONNECTABLE_CHANNELS}")
+    if rcvhwm is not None:
+        context = _preset_context(context, rcvhwm)
     connection = KernelConnection.from_info(connection_info, context)
     connect = getattr(connection, f"connect_{channel}")
     return connect(identity=identity)  # type: ignore[no-any-return]
+
+
+class _PresetRcvhwm:
+    """Mixed into a context class: every socket it makes gets ``RCVHWM`` before anything."""
+
+    preset_rcvhwm = 1000
+
+    def socket(self, socket_type: int, **kwargs: Any) -> Any:
+        sock = super().socket(socket_type, **kwargs)  # type: ignore[misc]
+        sock.rcvhwm = self.preset_rcvhwm
+        return sock
+
+
+class _PresetContext(_PresetRcvhwm, zmq.Context):  # type: ignore[misc]
+    pass
+
+
+class _PresetAsyncContext(_PresetRcvhwm, zmq.asyncio.Context):  # type: ignore[misc]
+    pass
+
+
+def _preset_context(context: zmq.Context[Any], rcvhwm: int) -> zmq.Context[Any]:
+    """A shadow of ``context`` (same libzmq context) whose sockets start with ``rcvhwm``."""
+    cls = _PresetAsyncContext if isinstance(context, zmq.asyncio.Context) else _PresetContext
+    preset = cls.shadow(context.underlying)
+    preset.preset_rcvhwm = rcvhwm
+    return preset  # type: ignore[no-any-return]
 
 
 def endpoint(transport: str, ip: str, port: int) -> str:

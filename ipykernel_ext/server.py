@@ -38,7 +38,13 @@ What changes:
   greet it, and a page reloaded mid-cell shows "Busy" rather than "Unknown";
 * if the shared channels stop (a receiving loop failed), every websocket on them is closed
   with code 1011 and the reason, so frontends reconnect (JupyterLab does on any close it did
-  not ask for) and get a fresh channel set instead of waiting on a deaf one.
+  not ask for) and get a fresh channel set instead of waiting on a deaf one;
+* the shared IOPub socket's receive queue holds ``shared_iopub_rcvhwm`` messages (set before
+  it connects), so libzmq drains the kernel whatever the loop does, and every websocket has
+  its own ordered outgoing queue (:mod:`.shared_channels.outbox`): a slow websocket holds
+  only itself; one whose buffer would pass ``websocket_buffer_limit`` bytes is closed with
+  code 1013 and a logged warning (the frontend reconnects), so what it costs the server is
+  bounded by the limit plus one message.
 """
 
 from __future__ import annotations
@@ -51,13 +57,16 @@ import zmq.asyncio
 from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
-from tornado.websocket import WebSocketClosedError
-from traitlets import Bool, Float
+from traitlets import Bool, Float, Int
 
 from .shared_channels import (
     CHANNELS,
+    DEFAULT_BUDGET,
     DEFAULT_GRACE_PERIOD,
+    IOPUB_RCVHWM,
+    RECV_BATCH,
     KernelMessage,
+    Outbox,
     RefusedMessage,
     SharedChannels,
     SharedClient,
@@ -67,6 +76,10 @@ V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
 
 #: The websocket close code for "the server hit an unexpected condition" (RFC 6455).
 CLOSE_INTERNAL_ERROR = 1011
+
+#: The websocket close code for a websocket that did not read its messages: "Try Again Later"
+#: (RFC 6455 registry, 1013): the frontend reconnects and gets the kernel's state back.
+CLOSE_TOO_SLOW = 1013
 
 #: RFC 6455 allows 123 bytes of close reason.
 MAX_CLOSE_REASON = 123
@@ -139,6 +152,36 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         Off: each websocket gets only the other clients' echoes (it knows what it sent).""",
     )
 
+    websocket_buffer_limit = Int(
+        DEFAULT_BUDGET,
+        min=1,
+        config=True,
+        help="""Bytes of kernel messages the server holds for one websocket that has not taken
+        them yet (queued, plus one chunk being written). A message that would go over it
+        closes that websocket (code 1013, logged) instead of growing the server's memory or
+        holding the other websockets; the frontend reconnects. One message larger than the
+        limit is still delivered to a websocket that is caught up.""",
+    )
+
+    shared_iopub_rcvhwm = Int(
+        IOPUB_RCVHWM,
+        min=0,
+        config=True,
+        help="""RCVHWM (messages; 0: no limit) of the shared IOPub socket, set before it
+        connects. libzmq's I/O thread drains the kernel into this queue whatever the event
+        loop does, so a burst shorter than this never fills the kernel's queue to the relay
+        (stock ipykernel drops past 1000 there).""",
+    )
+
+    shared_recv_batch = Int(
+        RECV_BATCH,
+        min=1,
+        config=True,
+        help="""Messages the shared channels read from one socket per event-loop turn. More
+        reads a burst in fewer turns, but starves the server's other ZMQ streams (its IOPub
+        activity monitor reads one message per turn, and overflows).""",
+    )
+
     #: kernel id -> its shared channels (one per kernel in this server process).
     _shared: ClassVar[dict[str, SharedChannels]] = {}
 
@@ -147,10 +190,75 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
 
     shared: SharedChannels | None = None
     client: SharedClient | None = None
+    _outbox: Outbox | None = None
+    _outbox_reported = False
 
     @property
     def _v1(self) -> bool:
         return self.subprotocol == V1_PROTOCOL
+
+    # --- this websocket's outgoing queue ---------------------------------------------------
+
+    @property
+    def outbox(self) -> Outbox:
+        """This websocket's bounded, ordered outgoing queue (:mod:`.shared_channels.outbox`)."""
+        if self._outbox is None:
+            self._outbox = Outbox(
+                self.websocket_handler.write_message,
+                self.websocket_buffer_limit,
+                self._on_outbox_overflow,
+                logger=self.log,
+            )
+        return self._outbox
+
+    @property
+    def write_message(self) -> Any:  # type: ignore[override]
+        """Every write of this connection (kernel messages, the stock class's own statuses and
+        stderr notes) goes through the outbox, so they keep their order."""
+        return self._queue_message
+
+    def _queue_message(self, message: Any, binary: bool = False) -> None:
+        self.outbox.put(message, binary)
+
+    def _on_outbox_overflow(self, buffered: int) -> None:
+        outbox = self._outbox
+        budget = self.websocket_buffer_limit
+        self.log.warning(
+            "Closing websocket %s of kernel %s: it did not read its messages "
+            "(%d bytes buffered with the next one, over its %d-byte budget; %d messages "
+            "queued, %d written)",
+            self.session.session,
+            self.kernel_id,
+            buffered,
+            budget,
+            outbox.queued if outbox is not None else -1,
+            outbox.written if outbox is not None else -1,
+        )
+        reason = f"over the server's {budget}-byte buffer for this websocket; reconnect"
+        try:
+            self.websocket_handler.close(CLOSE_TOO_SLOW, reason[:MAX_CLOSE_REASON])
+        except Exception as exc:  # already closed
+            self.log.debug("Closing the websocket failed: %s", exc)
+
+    def disconnect(self) -> None:
+        """Stock, then drop what this websocket had not taken yet (and say how much)."""
+        super().disconnect()
+        outbox = self._outbox
+        if outbox is not None and not self._outbox_reported:
+            self._outbox_reported = True
+            self.log.info(
+                "Websocket %s of kernel %s closed: %d messages queued, %d written, %d left; "
+                "peak %d bytes buffered (budget %d); the channels read %d IOPub messages",
+                self.session.session,
+                self.kernel_id,
+                outbox.queued,
+                outbox.written,
+                len(outbox),
+                outbox.peak,
+                self.websocket_buffer_limit,
+                self.shared.received["iopub"] if self.shared is not None else -1,
+            )
+            outbox.close()
 
     # --- the shared set ------------------------------------------------------------------
 
@@ -177,6 +285,8 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
             logger=self.log,
             on_close=forget,
             track_status=self._status_parent_tracked(),
+            iopub_rcvhwm=self.shared_iopub_rcvhwm,
+            recv_batch=self.shared_recv_batch,
         )
         shared.start()
         self._shared[kernel_id] = shared
@@ -315,10 +425,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         except Exception:
             self.log.critical("Malformed message: %r", kmsg.frames, exc_info=True)
             return
-        try:
-            self.write_message(data, binary=isinstance(data, bytes))
-        except WebSocketClosedError as exc:
-            self.log.debug("Websocket closed before a %s message: %s", channel, exc)
+        self.outbox.put(data, isinstance(data, bytes))
 
     def _encode_v1(self, kmsg: KernelMessage) -> bytes:
         parts = kmsg.parts

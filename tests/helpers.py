@@ -344,6 +344,28 @@ def fetch_update_states(kc: BlockingKernelClient, timeout: float = 60) -> dict[s
     }
 
 
+def set_answer_while_busy(kc: BlockingKernelClient, on: bool) -> None:
+    """Turn ``ExtKernel.answer_while_busy`` on or off at run time (a cell on the main shell)."""
+    msg_id = kc.execute(f"get_ipython().kernel.answer_while_busy = {on!r}")
+    wait_iopub(kc, is_status("idle", msg_id), what="the switch cell's idle")
+    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+
+
+def fetch_ipywidgets_update_states(
+    kc: BlockingKernelClient, via: BlockingKernelClient | None = None
+) -> dict[str, Any]:
+    """ipywidgets' own ``update_states`` (its handler, not ours), from an idle ExtKernel.
+
+    ``answer_while_busy`` is off for the exchange (``kc`` sets it; ``via`` asks, default
+    ``kc``), so the control comm is opened and answered by ipywidgets alone.
+    """
+    set_answer_while_busy(kc, False)
+    try:
+        return fetch_update_states(via or kc)
+    finally:
+        set_answer_while_busy(kc, True)
+
+
 class BusyCell:
     """A cell that runs until :meth:`release`; its execute request's id is ``msg_id``."""
 

@@ -21,6 +21,7 @@ from helpers import (
     control_request,
     evaluate,
     execute_and_collect,
+    fetch_ipywidgets_update_states,
     fetch_update_states,
     is_status,
     is_update_states,
@@ -143,7 +144,7 @@ def test_kernel_info_and_comm_info_mid_cell(ext: Any, frontend: Any, tmp_path: P
 
 
 def test_update_states_mid_cell_equals_ipywidgets(ext: Any, frontend: Any, tmp_path: Path) -> None:
-    theirs = fetch_update_states(frontend)  # idle: ipywidgets' own handler answers
+    theirs = fetch_ipywidgets_update_states(ext[1], via=frontend)  # ipywidgets' own handler
     with busy_cell(ext[1], tmp_path) as cell:
         ours = fetch_update_states(frontend)
         assert ours["msg"]["parent_header"]["msg_type"] == "comm_msg"
@@ -374,6 +375,9 @@ def test_wrongly_signed_and_replayed_messages_are_refused(
         )
         frontend.session.send(frontend.shell_channel.socket, request)
         frontend.session.send(frontend.shell_channel.socket, request)
+        # The answer is built on a worker thread, so a kernel_info barrier can overtake it:
+        # wait for the one answer itself, then the barrier for anything that came after.
+        wait_iopub(frontend, is_update_states(comm_id), what="update_states", seen=seen)
         kernel_info_barrier(frontend, seen)
         send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
         kernel_info_barrier(frontend, seen)

@@ -151,6 +151,12 @@ def test_the_relay_needs_no_jupyter_server_and_no_client_helpers(module: str) ->
     assert not {m for m in imports_of(module) if side_of(m) == "client"}
 
 
+def test_only_the_package_face_imports_the_channel_set() -> None:
+    """The relay's parts get what they need passed in; none reaches back into the whole."""
+    importers = {m for m in modules() if "shared_channels.channels" in imports_of(m)}
+    assert importers <= {"shared_channels.__init__"}, importers
+
+
 @pytest.mark.parametrize("module", sorted(KERNEL_FEATURES))
 def test_kernel_features_are_leaves(module: str) -> None:
     allowed = SHARED_LEAVES | FEATURE_EDGES.get(module, set())

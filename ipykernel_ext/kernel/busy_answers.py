@@ -1,4 +1,4 @@
-"""Answers for a frontend that (re)connects while the main shell is running a cell.
+"""Answers for a frontend that (re)connects while the main shell is running a cell, or idle.
 
 A page reloaded while a cell runs asks the kernel, on the shell channel, for what it needs to
 draw the notebook: ``kernel_info_request``, ``comm_info_request`` and ipywidgets' control comm
@@ -25,32 +25,41 @@ first on its shell-channel thread (which then routes it to the main shell or a s
   each difference (and a ``comm_close`` for each model closed meanwhile).
 
 When the main shell is idle nothing is claimed (except messages for a control comm opened
-here), so replies keep stock's order. The intercepted messages are never echoed
-(``comm_echo``): the control comm is a private exchange between one frontend and the kernel.
+here), so replies keep stock's order; nor is a control comm message from a client whose own
+cell (or comm message) is still queued or running on the main shell: that client expects the
+states after it, as stock answers.
+
+On an idle kernel the control comm is ipywidgets' own, opened by the main shell as on stock;
+:meth:`BusyAnswers.wrap_comm_open` then gives it a :class:`ControlCommAnswer`, which answers
+``request_states`` with the same snapshot (:meth:`BusyAnswers.update_states`) on the main
+shell, in stock's order, and leaves everything else to ipywidgets' handler.
+
+The intercepted messages are never echoed (``comm_echo``): the control comm is a private
+exchange between one frontend and the kernel.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from ..protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
 from .widget_state import build_widget_state_reply
 
-#: ipywidgets' control comm target, and the protocol major version this module speaks (that of
-#: ipywidgets' ``__control_protocol_version__``, which ``Widget.handle_control_comm_opened``
-#: requires of a frontend).
-CONTROL_COMM_TARGET = "jupyter.widget.control"
+#: The control comm's protocol major version this module speaks (that of ipywidgets'
+#: ``__control_protocol_version__``, which ``Widget.handle_control_comm_opened`` requires).
 CONTROL_PROTOCOL_MAJOR = "1"
 
 #: Requests answered here while the main shell is busy (and the message is for the main shell).
 INFO_REQUESTS = frozenset({"kernel_info_request", "comm_info_request"})
-COMM_MSG_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
+#: Shell messages that run user code, hence may create or change widgets: a client's control
+#: comm request never overtakes one of these that the same client sent before it.
+USER_CODE_MSG_TYPES = frozenset({"execute_request", *COMM_MSG_TYPES})
 
-# Frame positions after the delimiter: signature, header, parent header, metadata, content.
-_HEADER, _METADATA, _CONTENT = 1, 3, 4
 
 
 class KernelParts(Protocol):
@@ -62,6 +71,7 @@ class KernelParts(Protocol):
     comm_manager: Any
     io_loop: Any
     log: Any
+    answer_while_busy: bool
 
     def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> Awaitable[None]: ...
 
@@ -99,21 +109,36 @@ class BusyAnswers:
         self.status = status
         #: control comms opened here: comm_id -> the states last sent on it (None: none yet)
         self._control_comms: dict[str, dict[str, Any] | None] = {}
+        #: session -> msg_id of the last user-code message (USER_CODE_MSG_TYPES) it sent to
+        #: the main shell, while the main shell has not finished it. Written by the
+        #: shell-channel thread (routing) and the main thread (its idle), under the lock.
+        self._unfinished: dict[str, str] = {}
+        self._unfinished_lock = threading.Lock()
 
     # --- which messages -------------------------------------------------------------------
 
     def claims(self, frames: list[Any]) -> bool:
-        """Whether the (not yet verified) shell message in ``frames`` is answered here."""
-        header = self._peek(frames, _HEADER)
+        """Whether the (not yet verified) shell message in ``frames`` is answered here.
+
+        A message not claimed goes on to stock's routing; if it runs user code on the main
+        shell, its sender is noted until the main shell has finished it (:meth:`finished`).
+        """
+        header = peek(self.kernel.session, frames, HEADER)
         if not isinstance(header, dict):
             return False
+        claimed = self._claims(frames, header)
+        if not claimed:
+            self._note_routed(header)
+        return claimed
+
+    def _claims(self, frames: list[Any], header: dict[str, Any]) -> bool:
         msg_type = header.get("msg_type")
         if msg_type in INFO_REQUESTS:
             # For the main shell only: a subshell is not blocked by the cell.
             return self.status.busy and not header.get("subshell_id")
         if msg_type not in COMM_MSG_TYPES or not (self.status.busy or self._control_comms):
             return False  # the common case (idle, no control comm of ours): no content read
-        content = self._peek(frames, _CONTENT)
+        content = peek(self.kernel.session, frames, CONTENT)
         if not isinstance(content, dict):
             return False
         comm_id = content.get("comm_id")
@@ -122,6 +147,11 @@ class BusyAnswers:
         if comm_id in self._control_comms:
             return True  # a control comm opened here stays here until it is closed
         if not self.status.busy:
+            return False
+        if header.get("session") in self._unfinished:
+            # The sender's own cell (or comm message) is queued or running on the main shell:
+            # it expects the states after it, as stock answers; e.g. a cell that creates
+            # widgets and then the request. A reloaded page is a new session: not held back.
             return False
         if msg_type == "comm_open":
             return self._is_control_comm_open(frames, content)
@@ -144,17 +174,34 @@ class BusyAnswers:
             return False  # no widgets in this kernel: stock says "no such target"
         if CONTROL_COMM_TARGET not in self.kernel.comm_manager.targets:
             return False
-        metadata = self._peek(frames, _METADATA)
+        metadata = peek(self.kernel.session, frames, METADATA)
         version = metadata.get("version", "") if isinstance(metadata, dict) else ""
         # Another major version: ipywidgets refuses it and closes the comm; leave that to it.
         return isinstance(version, str) and version.split(".")[0] == CONTROL_PROTOCOL_MAJOR
 
-    def _peek(self, frames: list[Any], index: int) -> Any:
-        try:
-            frame = frames[index]
-            return self.kernel.session.unpack(getattr(frame, "bytes", frame))
-        except Exception:
-            return None
+    def _note_routed(self, header: dict[str, Any]) -> None:
+        if header.get("msg_type") not in USER_CODE_MSG_TYPES or header.get("subshell_id"):
+            return
+        session, msg_id = header.get("session"), header.get("msg_id")
+        if isinstance(session, str) and isinstance(msg_id, str):
+            with self._unfinished_lock:
+                self._unfinished[session] = msg_id
+
+    def finished(self, parent: dict[str, Any] | None) -> None:
+        """On the main thread, as it publishes ``idle`` for ``parent``: the sender of ``parent``
+        has nothing unfinished left on the main shell if it was the last one it sent.
+
+        A message the main shell never finishes with an ``idle`` (one that fails verification,
+        a comm message handled beside an async cell) leaves its sender noted until its next
+        one is finished; meanwhile that sender's control comm takes stock's path, in order.
+        """
+        header = parent.get("header") if isinstance(parent, dict) else None
+        if not isinstance(header, dict):
+            return
+        session = header.get("session")
+        with self._unfinished_lock:
+            if session in self._unfinished and self._unfinished[session] == header.get("msg_id"):
+                del self._unfinished[session]
 
     # --- answers --------------------------------------------------------------------------
 
@@ -226,29 +273,19 @@ class BusyAnswers:
             return
         # Read the widgets on a worker thread: routing of other shell messages goes on.
         loop = asyncio.get_running_loop()
-        reply, buffers = await loop.run_in_executor(
-            None, build_widget_state_reply, {}, self.kernel.log
-        )
-        for model_id, error in reply["errors"].items():
-            self.kernel.log.warning("Widget %s left out of update_states: %s", model_id, error)
-        states = reply["states"]
+        data, buffers = await loop.run_in_executor(None, self.update_states)
+        # What a Comm's send publishes (ipykernel's BaseComm.publish_msg), with the request as
+        # parent: this thread has no Comm object for a control comm opened here.
         self.kernel.session.send(
             self.kernel.iopub_socket,
             "comm_msg",
-            {
-                "data": {
-                    "method": "update_states",
-                    "states": states,
-                    "buffer_paths": reply["buffer_paths"],
-                },
-                "comm_id": comm_id,
-            },
+            {"data": data, "comm_id": comm_id},
             metadata={},
             parent=msg,
             ident=f"comm-{comm_id}".encode("ascii"),
             buffers=buffers,
         )
-        sent = _with_buffers(states, reply["buffer_paths"], buffers)
+        sent = _with_buffers(data["states"], data["buffer_paths"], buffers)
         if comm_id in self._control_comms:
             self._control_comms[comm_id] = sent  # checked when the frontend closes it
         else:
@@ -256,11 +293,72 @@ class BusyAnswers:
             # while the states were read: schedule the check now; it waits for the main thread.
             self._schedule_reconcile(sent)
 
+    def update_states(self) -> tuple[dict[str, Any], list[Any]]:
+        """ipywidgets' ``update_states`` comm data for every widget, and its buffers.
+
+        The one snapshot both paths send (mid-cell here, idle through :class:`ControlCommAnswer`):
+        the states, buffer paths and buffers of ipywidgets' own reply, in its registry order.
+        A widget whose state cannot be read is left out with a warning in the kernel log
+        (ipywidgets' handler would raise and send nothing at all).
+        """
+        reply, buffers = build_widget_state_reply({}, self.kernel.log)
+        for model_id, error in reply["errors"].items():
+            self.kernel.log.warning("Widget %s left out of update_states: %s", model_id, error)
+        data = {
+            "method": "update_states",
+            "states": reply["states"],
+            "buffer_paths": reply["buffer_paths"],
+        }
+        return data, buffers
+
     def _control_comm_close(self, idents: list[Any], msg: dict[str, Any]) -> None:
         sent = self._control_comms.pop(msg["content"]["comm_id"], None)
         if sent is not None:
             # The frontend has taken the states and is registering the models now.
             self._schedule_reconcile(sent)
+
+    # --- an idle kernel: the main shell's own control comm -----------------------------------
+
+    def wrap_comm_open(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """Stock's ``comm_open`` shell handler, then :meth:`adopt_control_comm`.
+
+        So the comm is opened, version-checked (or refused and closed) by ipywidgets exactly as
+        on stock, on the thread and in the order stock handles it.
+        """
+
+        @functools.wraps(handler)
+        def comm_open_then_adopt(stream: Any, ident: list[bytes], msg: dict[str, Any]) -> Any:
+            result = handler(stream, ident, msg)
+            if self.kernel.answer_while_busy:
+                try:
+                    self.adopt_control_comm(msg)
+                except Exception:
+                    self.kernel.log.error("Widget control comm left to ipywidgets:", exc_info=True)
+            return result
+
+        return comm_open_then_adopt
+
+    def adopt_control_comm(self, msg: dict[str, Any]) -> bool:
+        """After stock opened ``msg``'s comm: answer its ``request_states`` with our snapshot.
+
+        Only a ``jupyter.widget.control`` comm that ipywidgets accepted and gave its own
+        handler (``Widget._handle_control_comm_msg``): the handler is swapped for a
+        :class:`ControlCommAnswer`, which keeps ipywidgets' for everything else. Returns
+        whether it was adopted.
+        """
+        content = msg.get("content")
+        if not isinstance(content, dict) or content.get("target_name") != CONTROL_COMM_TARGET:
+            return False
+        module = sys.modules.get("ipywidgets.widgets.widget")
+        comm_id = content.get("comm_id")
+        comm = self.kernel.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
+        if module is None or comm is None:
+            return False  # no ipywidgets, or refused (another major version): stock's answer
+        theirs = module.Widget._handle_control_comm_msg
+        if getattr(comm, "_msg_callback", None) != theirs:
+            return False  # someone else's control target: theirs to answer
+        comm.on_msg(ControlCommAnswer(self, comm_id, theirs))
+        return True
 
     # --- consistency at rest --------------------------------------------------------------
 
@@ -305,6 +403,47 @@ class BusyAnswers:
             metadata={},
             ident=f"comm-{comm_id}".encode("ascii"),
         )
+
+
+class ControlCommAnswer:
+    """The message callback of a control comm the main shell opened (an idle kernel's).
+
+    Called where ipywidgets' ``_handle_control_comm_msg`` would be, by the comm's
+    ``handle_msg`` (so the ``pre_execute``/``post_execute`` events, the comm manager's error
+    logging and the ``busy``/``idle`` of the shell message stay stock's). ``request_states``
+    gets :meth:`BusyAnswers.update_states` through the comm's own ``send`` (ipywidgets' reply,
+    built the fast way); any other message, and every message while
+    ``ExtKernel.answer_while_busy`` is off, goes to ipywidgets' handler, which answers or
+    raises as on stock.
+    """
+
+    def __init__(self, answers: BusyAnswers, comm_id: str, theirs: Callable[[Any], Any]) -> None:
+        self.answers = answers
+        self.comm_id = comm_id
+        self.theirs = theirs
+
+    def __call__(self, msg: dict[str, Any]) -> Any:
+        data = msg["content"].get("data")
+        kernel = self.answers.kernel
+        if (
+            not kernel.answer_while_busy
+            or not isinstance(data, dict)
+            or data.get("method") != "request_states"
+        ):
+            return self.theirs(msg)
+        # Held by the comm manager, not by this callback (no comm <-> callback cycle).
+        comm = kernel.comm_manager.comms.get(self.comm_id)
+        if comm is None:
+            return None
+        try:
+            reply, buffers = self.answers.update_states()
+        except Exception:
+            kernel.log.warning("update_states: snapshot failed; ipywidgets answers", exc_info=True)
+            return self.theirs(msg)
+        # ipywidgets replies on the last control comm opened (Widget._control_comm); this one
+        # replies to the comm that asked (PROTOCOL.md section 5).
+        comm.send(reply, buffers=buffers)
+        return None
 
 
 def _with_buffers(

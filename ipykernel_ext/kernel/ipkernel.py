@@ -16,34 +16,25 @@ is still running (see PROTOCOL.md, "Queries publish no status").
 from __future__ import annotations
 
 import threading
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Unicode, observe
 
-from .busy_answers import CONTROL_COMM_TARGET, BusyAnswers, MainShellStatus
+from ..protocol import (
+    COMM_MSG_TYPES,
+    CONTROL_COMM_TARGET,
+    QUERY_MSG_TYPES,
+    error_content,
+    peek_msg_type,
+)
+from .busy_answers import BusyAnswers, MainShellStatus
 from .comm_echo import CommEcho
 from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
 from .iopub_notice import MissedNotice
-from .widget_state import WidgetStateError, build_widget_state_reply
-
-#: Control requests that only read state: answered without busy/idle on IOPub.
-QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
-
-COMM_MSG_TYPES = ("comm_open", "comm_msg", "comm_close")
-
-
-def error_content(exc: BaseException) -> dict[str, Any]:
-    """A standard Jupyter error reply content for ``exc``."""
-    return {
-        "status": "error",
-        "ename": type(exc).__name__,
-        "evalue": str(exc),
-        "traceback": traceback.format_exception(exc),
-    }
+from .widget_state import WidgetStateRequestError, build_widget_state_reply
 
 
 class ExtKernel(IOPubOptions, IPythonKernel):
@@ -73,8 +64,11 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         True,
         help="""While the main shell runs a cell, answer a reconnecting frontend's
         kernel_info_request, comm_info_request and ipywidgets' jupyter.widget.control comm on
-        the shell-channel thread, so a reloaded page gets its widgets and status mid-cell.
-        False: stock behaviour (everything waits for the cell).""",
+        the shell-channel thread, so a reloaded page gets its widgets and status mid-cell;
+        on an idle kernel, answer the control comm's request_states with the same fast
+        snapshot, on the main shell in stock's order.
+        False: stock behaviour (everything waits for the cell; ipywidgets answers the
+        control comm itself).""",
     ).tag(config=True)
 
     control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]
@@ -100,6 +94,11 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         )
         self.main_shell_status = MainShellStatus()
         self.busy_answers = BusyAnswers(self, self.main_shell_status)
+        # An idle kernel answers ipywidgets' control comm with the same snapshot, on the main
+        # shell in stock's order (busy_answers.py, ControlCommAnswer).
+        self.shell_handlers["comm_open"] = self.busy_answers.wrap_comm_open(
+            self.shell_handlers["comm_open"]
+        )
         for msg_type in COMM_MSG_TYPES:
             self.shell_handlers[msg_type] = self.comm_echo_publisher.wrap(
                 self.shell_handlers[msg_type]
@@ -126,7 +125,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         # kernel: the other frontends can do nothing with it.
         return frozenset([*configured, CONTROL_COMM_TARGET])
 
-    # --- answers while the main shell is busy (see reconnect.py) ----------------------------
+    # --- answers while the main shell is busy (see busy_answers.py) ----------------------------
 
     def start(self) -> None:
         """Start as stock does, noting which thread is the main shell's."""
@@ -146,15 +145,19 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         """
         main = self.main_shell_status
         on_main_shell = channel == "shell" and main.is_main_thread()
-        if on_main_shell and status == "idle":
-            # Ahead of the idle on the IOPub thread: a frontend that missed messages of this
-            # cell is told in the cell (iopub_notice.py).
-            self.missed_notice.cell_ending(parent or self.get_parent("shell"))
+        if on_main_shell:
+            parent = parent or self.get_parent("shell")
+            if status == "idle":
+                # Ahead of the idle on the IOPub thread: a frontend that missed messages of
+                # this cell is told in the cell (iopub_notice.py).
+                self.missed_notice.cell_ending(parent)
         super()._publish_status(status, channel, parent)
         if on_main_shell:
-            main.record(status, parent or self.get_parent("shell"))
+            main.record(status, parent)
             if status == "busy":
                 self.missed_notice.cell_started()
+            elif status == "idle":
+                self.busy_answers.finished(parent)
         elif self.answer_while_busy and status == "idle" and (running := main.running):
             super()._publish_status("busy", "shell", running)
 
@@ -205,7 +208,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         if self.session is None:
             return
         idents, frames = self.session.feed_identities(msg, copy=False)
-        if _peek_msg_type(self.session, frames) not in QUERY_MSG_TYPES:
+        if peek_msg_type(self.session, frames) not in QUERY_MSG_TYPES:
             await super().process_control(msg)
             return
         try:
@@ -236,7 +239,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             content, buffers = build_widget_state_reply(parent["content"], log=self.log)
         except Exception as exc:
             # A malformed request is the client's fault: its message says it all.
-            traced = not isinstance(exc, WidgetStateError)
+            traced = not isinstance(exc, WidgetStateRequestError)
             self.log.warning("widget_state_request failed: %s", exc, exc_info=traced)
             content = error_content(exc)
             buffers = []
@@ -245,20 +248,6 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         except Exception as exc:  # a state the session cannot pack: answer anyway, never silence
             self.log.warning("widget_state_reply could not be sent: %s", exc, exc_info=True)
             self.session.send(stream, "widget_state_reply", error_content(exc), parent, ident)
-
-
-def _peek_msg_type(session: Any, frames: list[Any]) -> str | None:
-    """The msg_type of a framed message, read from its header frame before verification.
-
-    Only used to choose a path: the message is verified when it is deserialized.
-    """
-    try:
-        # After the delimiter: signature, header, parent header, metadata, content, buffers.
-        header_frame = frames[1]
-        header = session.unpack(getattr(header_frame, "bytes", header_frame))
-        return header.get("msg_type")
-    except Exception:
-        return None
 
 
 def _expect_no_fields(content: Any, msg_type: str) -> None:

@@ -69,26 +69,26 @@ Serializer = Callable[[Any, Any], Any]
 _log = logging.getLogger(__name__)
 
 
-class WidgetStateError(ValueError):
+class WidgetStateRequestError(ValueError):
     """A ``widget_state_request`` whose content does not follow PROTOCOL.md section 3."""
 
 
 def parse_request(content: Any) -> list[str] | None:
     """The model ids asked for (``None`` for every model); raises on a malformed request."""
     if not isinstance(content, dict):
-        raise WidgetStateError(
+        raise WidgetStateRequestError(
             f"widget_state_request content must be an object, not {type(content).__name__}"
         )
     unknown = sorted(str(key) for key in content if key not in REQUEST_FIELDS)
     if unknown:
-        raise WidgetStateError(
+        raise WidgetStateRequestError(
             f"widget_state_request has unknown fields {unknown}; it takes only 'model_ids'"
         )
     if "model_ids" not in content:
         return None
     model_ids = content["model_ids"]
     if not isinstance(model_ids, list) or not all(isinstance(m, str) for m in model_ids):
-        raise WidgetStateError("widget_state_request 'model_ids' must be a list of strings")
+        raise WidgetStateRequestError("widget_state_request 'model_ids' must be a list of strings")
     return list(dict.fromkeys(model_ids))  # in order, each id once
 
 
@@ -103,7 +103,7 @@ def build_widget_state_reply(
     asked for and unknown, closed meanwhile, or failed) and ``errors`` (model id to
     ``{"ename", "evalue"}`` for the models whose state could not be read).
 
-    Raises :class:`WidgetStateError` for a malformed request (the kernel turns any exception
+    Raises :class:`WidgetStateRequestError` for a malformed request (the kernel turns any exception
     into a standard error reply). ``log`` gets the once-per-class warning of a fast-path
     failure (default: this module's logger).
     """

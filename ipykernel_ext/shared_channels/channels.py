@@ -49,7 +49,7 @@ from .messages import (
     Unpack,
 )
 from .readiness import OwnRequests, Readiness
-from .sockets import KernelSockets
+from .sockets import IOPUB_RCVHWM, RECV_BATCH, KernelSockets
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "SharedChannels"]
 
@@ -80,6 +80,8 @@ class SharedChannels:
     msg_type it accepts is remembered and given to every client that attaches later
     (jupyter_server's ``track_message_type``: the statuses that set its execution state), so a
     client joining a busy kernel learns it is busy.
+    ``iopub_rcvhwm``: the IOPub socket's receive queue, in messages (0: no limit), and
+    ``recv_batch``: messages read per socket per loop turn (:mod:`.sockets`).
     """
 
     def __init__(
@@ -93,6 +95,8 @@ class SharedChannels:
         logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
         on_close: Callable[[SharedChannels], None] | None = None,
         track_status: TrackStatus | None = None,
+        iopub_rcvhwm: int = IOPUB_RCVHWM,
+        recv_batch: int = RECV_BATCH,
     ) -> None:
         self.connection_info = dict(connection_info)
         self.grace_period = grace_period
@@ -112,15 +116,20 @@ class SharedChannels:
         # peer whose identity is the shell identity of the execute_request.
         self.identity = f"shared-{uuid.uuid4()}".encode()
         self.kernel_sockets = KernelSockets(
-            self.connection_info, self.context, self.identity, self._dispatch, self.close, self.log
+            self.connection_info,
+            self.context,
+            self.identity,
+            self._dispatch,
+            self.close,
+            self.log,
+            iopub_rcvhwm=iopub_rcvhwm,
+            recv_batch=recv_batch,
         )
         self.owners = SessionOwners(self.session.session)
         self._clients: list[SharedClient] = []
         self._snapshot: tuple[SharedClient, ...] = ()
         self._own = OwnRequests(self.session, self.kernel_sockets.send)
-        self._readiness = Readiness(self)
-        #: Set while a readiness check waits for the first IOPub message.
-        self.iopub_seen: asyncio.Future[None] | None = None
+        self._readiness = Readiness(self._own.request, self.log)
         self._status: KernelMessage | None = None
         self._close_handle: asyncio.TimerHandle | None = None
         self._counter = 0
@@ -132,6 +141,11 @@ class SharedChannels:
     @property
     def ports(self) -> tuple[int, ...]:
         return self.kernel_sockets.ports
+
+    @property
+    def received(self) -> dict[str, int]:
+        """Messages read from each channel's socket since :meth:`start`."""
+        return self.kernel_sockets.received
 
     @property
     def sockets(self) -> dict[str, zmq.asyncio.Socket]:
@@ -222,11 +236,14 @@ class SharedChannels:
             self._close_handle = None
         self._counter += 1
         client = SharedClient(
-            self,
-            deliver,
-            self.skip_own_echo if skip_own_echo is None else skip_own_echo,
-            name or f"client-{self._counter}",
-            on_lost,
+            owners=self.owners,
+            send=self.kernel_sockets.send,
+            unpack=self.unpack,
+            on_close=self._detach,
+            deliver=deliver,
+            skip_own_echo=self.skip_own_echo if skip_own_echo is None else skip_own_echo,
+            name=name or f"client-{self._counter}",
+            on_lost=on_lost,
         )
         self._clients.append(client)
         self._snapshot = tuple(self._clients)
@@ -299,6 +316,12 @@ class SharedChannels:
             return
         self.closed = True
         self.close_reason = reason or CLOSED_REASON
+        self.log.info(
+            "Closing shared channels %s (%s); messages read: %s",
+            self.ports,
+            self.close_reason,
+            ", ".join(f"{c} {n}" for c, n in self.received.items()),
+        )
         if self._close_handle is not None:
             self._close_handle.cancel()
             self._close_handle = None
@@ -349,8 +372,7 @@ class SharedChannels:
         self._deliver(owner, msg)
 
     def _fan_out(self, msg: KernelMessage) -> None:
-        if self.iopub_seen is not None and not self.iopub_seen.done():
-            self.iopub_seen.set_result(None)
+        self._readiness.saw_iopub()
         skip: SharedClient | None = None
         header = msg.frames[1]
         # Cheap byte tests first: only an echo or a status pays for decoding its header.

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .messages import (
     CHANNELS,
@@ -20,11 +20,9 @@ from .messages import (
     Deliver,
     RefusedMessage,
     SessionInUse,
+    Unpack,
     header_of_outgoing,
 )
-
-if TYPE_CHECKING:
-    from .channels import SharedChannels
 
 #: How many session ids of departed clients are remembered (and refused to other clients).
 RETIRED_SESSIONS = 65536
@@ -57,7 +55,7 @@ class ChannelStream:
 
 
 class SharedClient:
-    """One logical client of a :class:`SharedChannels` (one websocket, say).
+    """One logical client of a set of shared channels (one websocket, say).
 
     Made by :meth:`SharedChannels.attach`. ``deliver`` is called, on the event loop, with
     every :class:`KernelMessage` meant for this client; it must not block, and an exception
@@ -68,13 +66,22 @@ class SharedClient:
 
     def __init__(
         self,
-        channels: SharedChannels,
+        *,
+        owners: SessionOwners,
+        send: Callable[[str, list[Any]], None],
+        unpack: Unpack,
+        on_close: Callable[[SharedClient], None],
         deliver: Deliver,
         skip_own_echo: bool,
         name: str,
         on_lost: OnLost | None = None,
     ) -> None:
-        self.channels = channels
+        # What a client needs of its channels, passed in: who owns which session, how to
+        # send on the kernel's sockets, how to read a header, and whom to tell it left.
+        self._owners = owners
+        self._send = send
+        self._unpack = unpack
+        self._on_close = on_close
         self.deliver = deliver
         self.skip_own_echo = skip_own_echo
         self.name = name
@@ -89,7 +96,7 @@ class SharedClient:
 
     def claim(self, session: str) -> None:
         """Own ``session``; raise :class:`SessionInUse` if another client owns it."""
-        self.channels._claim(self, session, take_over=False)
+        self._owners.claim(self, session, take_over=False)
 
     def send(self, channel: str, frames: list[Any]) -> None:
         """Send signed ``frames`` (``[DELIM, signature, header, ...]``) on ``channel``.
@@ -99,7 +106,7 @@ class SharedClient:
         """
         if self.closed:
             raise RuntimeError(f"{self.name} is detached from the kernel's channels")
-        header = header_of_outgoing(frames, self.channels.unpack)
+        header = header_of_outgoing(frames, self._unpack)
         session = header.get("session")
         if not isinstance(session, str) or not session:
             raise RefusedMessage(
@@ -108,17 +115,17 @@ class SharedClient:
                 header,
             )
         try:
-            self.channels._claim(self, session, take_over=False)
+            self._owners.claim(self, session, take_over=False)
         except SessionInUse as exc:
             exc.header = header
             raise
-        self.channels.kernel_sockets.send(channel, frames)
+        self._send(channel, frames)
 
     def close(self) -> None:
         """Detach: no more messages; this client's sessions are released."""
         if not self.closed:
             self.closed = True
-            self.channels._detach(self)
+            self._on_close(self)
 
     def __repr__(self) -> str:
         return f"<SharedClient {self.name} sessions={sorted(self.sessions)}>"

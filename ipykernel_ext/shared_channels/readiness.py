@@ -13,51 +13,53 @@ every websocket that attaches meanwhile.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_client.session import Session
 
 from .messages import KernelMessage
 
-if TYPE_CHECKING:
-    from .channels import SharedChannels
+#: ``request(channel, msg_type)``: a request with the channels' own session; the reply's future.
+Request = Callable[[str, str], "asyncio.Future[dict[str, Any]]"]
 
 #: How often the readiness check re-sends its kernel_info_request (as jupyter_server's nudge).
 NUDGE_INTERVAL = 0.5
 
 
 async def wait_until_live(
-    channels: SharedChannels,
+    request: Request,
+    iopub_seen: asyncio.Future[None],
+    log: logging.Logger,
     timeout: float,
     keep_trying: Callable[[], bool] | None = None,
     settled: Callable[[], bool] | None = None,
 ) -> bool:
     """Nudge until shell or control answered and IOPub delivered (and ``settled()``).
 
-    Returns False when it gave up: past ``timeout``, or ``keep_trying()`` turned False.
+    ``iopub_seen`` is resolved by the owner when an IOPub message arrives. Returns False
+    when it gave up: past ``timeout``, or ``keep_trying()`` turned False.
     """
     loop = asyncio.get_running_loop()
-    iopub_seen: asyncio.Future[None] = loop.create_future()
-    channels.iopub_seen = iopub_seen
     replies: list[asyncio.Future[dict[str, Any]]] = []
     deadline = loop.time() + timeout
     next_send = loop.time()
     try:
         while True:
             if keep_trying is not None and not keep_trying():
-                channels.log.debug("Shared channels: the kernel is gone, not waiting for it")
+                log.debug("Shared channels: the kernel is gone, not waiting for it")
                 return False
             answered = any(f.done() and not f.cancelled() for f in replies)
             if answered and iopub_seen.done() and (settled is None or settled()):
                 return True
             now = loop.time()
             if now >= deadline:
-                channels.log.warning("Kernel did not answer the shared channels in %s s", timeout)
+                log.warning("Kernel did not answer the shared channels in %s s", timeout)
                 return False
             if now >= next_send:
                 for channel in ("shell", "control"):
-                    replies.append(channels.request(channel, "kernel_info_request"))
+                    replies.append(request(channel, "kernel_info_request"))
                 next_send = now + NUDGE_INTERVAL
             waiting = [f for f in (*replies, iopub_seen) if not f.done()]
             if (answered and iopub_seen.done()) or not waiting:
@@ -69,7 +71,6 @@ async def wait_until_live(
                     return_when=asyncio.FIRST_COMPLETED,
                 )
     finally:
-        channels.iopub_seen = None
         for fut in replies:
             fut.cancel()  # its done-callback forgets the msg_id
 
@@ -115,11 +116,22 @@ class OwnRequests:
 
 
 class Readiness:
-    """One readiness wait per socket set, shared by every caller until it succeeds."""
+    """One readiness wait per socket set, shared by every caller until it succeeds.
 
-    def __init__(self, channels: SharedChannels) -> None:
-        self.channels = channels
+    ``request`` sends the nudge (the channels' own requests); the owner calls
+    :meth:`saw_iopub` for every IOPub message, which is what a wait in progress waits for.
+    """
+
+    def __init__(self, request: Request, log: logging.Logger) -> None:
+        self.request = request
+        self.log = log
         self.current: asyncio.Future[bool] | None = None
+        self._iopub_seen: asyncio.Future[None] | None = None
+
+    def saw_iopub(self) -> None:
+        """An IOPub message arrived: a wait in progress has its IOPub delivery."""
+        if self._iopub_seen is not None and not self._iopub_seen.done():
+            self._iopub_seen.set_result(None)
 
     def ready(
         self,
@@ -133,7 +145,10 @@ class Readiness:
             done.set_result(None)
             return done
         if self.current is None:
-            wait = wait_until_live(self.channels, timeout, keep_trying, settled)
+            self._iopub_seen = asyncio.get_running_loop().create_future()
+            wait = wait_until_live(
+                self.request, self._iopub_seen, self.log, timeout, keep_trying, settled
+            )
             self.current = asyncio.ensure_future(wait)
             self.current.add_done_callback(self._forget_failure)
         return self.current

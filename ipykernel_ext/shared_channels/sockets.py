@@ -6,6 +6,13 @@ identity, since the kernel sends an ``input_request`` to the stdin peer whose id
 on shell), runs one receiving loop per socket, and hands every received message to
 ``dispatch(channel, frames)``. A loop that stops for any reason other than the sockets being
 closed calls ``on_failure(reason)`` once: the owner must not keep a deaf channel open.
+
+How fast IOPub is drained does not depend on the Python loop: the IOPub socket's receive
+queue (``iopub_rcvhwm``, :data:`IOPUB_RCVHWM` messages by default, set before it connects)
+is filled by libzmq's I/O thread as fast as the kernel sends, with no GIL and no loop turn.
+A kernel publishing a burst of up to that many messages never finds its queue to the relay
+full (stock ipykernel drops past 1000 queued on its side; ours waits), however long the
+relay's fan-out takes; the loop then reads ``recv_batch`` messages per turn from memory.
 """
 
 from __future__ import annotations
@@ -21,11 +28,18 @@ import zmq.asyncio
 from ..endpoints import connect_channel
 from .messages import CHANNELS
 
-#: Messages taken from one socket per event-loop iteration. One, as ``ZMQStream`` does: the
-#: server's other streams (its IOPub activity monitor, other kernels' channels) read one
-#: message per iteration too, and a larger batch starves them during a burst (measured: the
-#: activity monitor's subscription overflowed, so the kernel dropped messages for it).
+#: Messages taken from one socket per event-loop iteration (default). One, as ``ZMQStream``
+#: does: the server's other streams (its IOPub activity monitor, other kernels' channels)
+#: read one message per iteration too, and a larger batch starves them during a burst
+#: (measured: the activity monitor's subscription overflowed, so the kernel dropped messages
+#: for it). Batching is not what keeps the relay's own subscription from overflowing: the
+#: receive queue below is (libzmq's I/O thread fills it whatever the loop does).
 RECV_BATCH = 1
+
+#: The IOPub socket's ``RCVHWM`` (messages; libzmq's default is 1000, 0 means no limit):
+#: a burst this long fits in the relay's queue even while the loop is busy. It costs memory
+#: only while the relay is behind (at most this many messages).
+IOPUB_RCVHWM = 10000
 
 Dispatch = Callable[[str, list[bytes]], None]
 
@@ -41,8 +55,15 @@ class KernelSockets:
         dispatch: Dispatch,
         on_failure: Callable[[str], None],
         log: logging.Logger | logging.LoggerAdapter[Any],
+        *,
+        iopub_rcvhwm: int = IOPUB_RCVHWM,
+        recv_batch: int = RECV_BATCH,
     ) -> None:
         self.connection_info = dict(connection_info)
+        self.iopub_rcvhwm = iopub_rcvhwm
+        self.recv_batch = max(1, recv_batch)
+        #: Messages read from each channel's socket so far (over reconnections too).
+        self.received: dict[str, int] = dict.fromkeys(CHANNELS, 0)
         self.context = context
         self.identity = identity
         self.dispatch = dispatch
@@ -60,8 +81,9 @@ class KernelSockets:
         """Connect every channel and start reading (inside a running loop)."""
         for channel in CHANNELS:
             identity = None if channel == "iopub" else self.identity
+            rcvhwm = self.iopub_rcvhwm if channel == "iopub" else None
             self.sockets[channel] = connect_channel(  # type: ignore[assignment]
-                self.context, self.connection_info, channel, identity
+                self.context, self.connection_info, channel, identity, rcvhwm
             )
         self.pumps = [
             asyncio.ensure_future(self._pump(channel, sock))
@@ -93,16 +115,19 @@ class KernelSockets:
 
     async def _pump(self, channel: str, sock: zmq.asyncio.Socket) -> None:
         # Wait with the asyncio socket only when it is empty; read with its synchronous
-        # shadow (no Future per message), RECV_BATCH messages per loop iteration.
+        # shadow (no Future per message), recv_batch messages per loop iteration.
         sync = zmq.Socket.shadow(sock.underlying)
+        batch = range(self.recv_batch)
+        received = self.received
         try:
             while True:
-                for _ in range(RECV_BATCH):
+                for _ in batch:
                     try:
                         frames = sync.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         await sock.poll(flags=zmq.POLLIN)
                         break
+                    received[channel] += 1
                     self.dispatch(channel, frames)
                 else:
                     await asyncio.sleep(0)
@@ -126,5 +151,6 @@ class KernelSockets:
                 frames = sync.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return count
+            self.received["iopub"] += 1
             self.dispatch("iopub", frames)
             count += 1

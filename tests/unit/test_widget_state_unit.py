@@ -17,7 +17,7 @@ import pytest
 from ipykernel_ext.kernel import widget_state
 from ipykernel_ext.kernel.widget_buffers import split_buffers
 from ipykernel_ext.kernel.widget_state import (
-    WidgetStateError,
+    WidgetStateRequestError,
     build_widget_state_reply,
     parse_request,
 )
@@ -48,7 +48,7 @@ def test_parse_request_every_model_or_some_in_order_once() -> None:
     ],
 )
 def test_parse_request_refuses_malformed(content: Any, message: str) -> None:
-    with pytest.raises(WidgetStateError) as caught:
+    with pytest.raises(WidgetStateRequestError) as caught:
         parse_request(content)
     assert message in str(caught.value)
 

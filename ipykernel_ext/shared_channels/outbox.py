@@ -1,0 +1,144 @@
+"""One websocket's outgoing queue and writer: a slow reader holds only itself, and boundedly.
+
+The shared channels read a kernel message once and hand it to every websocket of the kernel
+(:mod:`ipykernel_ext.server`). Writing it to each websocket inline would make every tab wait
+for the slowest one (and the relay, and so the kernel); buffering it without a limit would let
+one tab that stopped reading (a suspended laptop, a frozen page) grow the server's memory
+without end. An :class:`Outbox` is in between:
+
+* :meth:`Outbox.put` queues the encoded message and returns at once (no I/O): the relay goes
+  on with the next websocket and the next message;
+* the websocket's own write futures drive its writer (tornado's ``write_message`` futures:
+  done once the data is in the socket): a message goes straight to the websocket while less
+  than :data:`CHUNK_BYTES` of earlier ones are still being written and nothing is queued,
+  otherwise it is queued, and each completed write moves queued messages on, in order. What
+  waits in tornado's buffer is about one chunk; a caught-up websocket costs what the inline
+  write did (one ``write_message``, one done callback), no task step per message;
+* ``buffered`` counts the bytes queued plus the bytes in flight. A message that would take it
+  over ``budget`` closes the outbox instead (``on_overflow(bytes)``, the caller closes the
+  websocket, which then reconnects and is brought up to date by the kernel's state); a
+  message is always accepted into an empty outbox, so ``buffered`` never exceeds
+  ``max(budget, one message)``, and what a websocket that never reads costs the server is
+  its budget plus one chunk in tornado's buffer until the close times out.
+
+Order is kept: a message goes to the websocket directly only when nothing is queued, and the
+queue is written in order (tornado writes a websocket's frames in the order given).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+#: Default byte budget of one websocket's outbox (queued + in flight).
+DEFAULT_BUDGET = 64 * 1024 * 1024
+
+#: At most about this many bytes are handed to tornado before its writes complete.
+CHUNK_BYTES = 1024 * 1024
+
+#: ``write(data, binary)``: start writing one message, return its completion (or None).
+Write = Callable[[Any, bool], "Awaitable[Any] | None"]
+
+log = logging.getLogger(__name__)
+
+
+class Outbox:
+    """A bounded, ordered outgoing queue driven by its websocket's write futures."""
+
+    def __init__(
+        self,
+        write: Write,
+        budget: int = DEFAULT_BUDGET,
+        on_overflow: Callable[[int], None] | None = None,
+        *,
+        chunk_bytes: int = CHUNK_BYTES,
+        logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
+    ) -> None:
+        self.write = write
+        self.budget = budget
+        self.on_overflow = on_overflow
+        self.chunk_bytes = max(1, chunk_bytes)
+        self.log = logger or log
+        self._queue: deque[tuple[Any, bool, int]] = deque()
+        #: Bytes handed to the websocket whose write has not completed.
+        self.in_flight = 0
+        #: Bytes queued plus bytes in flight.
+        self.buffered = 0
+        #: The largest ``buffered`` seen (with the message that overflowed, if one did).
+        self.peak = 0
+        #: Messages accepted, and messages whose write completed.
+        self.queued = 0
+        self.written = 0
+        #: Set when a message would have gone over the budget.
+        self.overflowed = False
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def put(self, data: Any, binary: bool) -> bool:
+        """Queue one encoded message; False if the outbox is closed or this overflowed it."""
+        if self.closed:
+            return False
+        size = len(data)
+        total = self.buffered + size
+        if total > self.budget and self.buffered:
+            self.peak = max(self.peak, total)
+            self.overflowed = True
+            self.close()
+            if self.on_overflow is not None:
+                self.on_overflow(total)
+            return False
+        self.buffered = total
+        self.queued += 1
+        if total > self.peak:
+            self.peak = total
+        if not self._queue and self.in_flight < self.chunk_bytes:
+            self._send(data, binary, size)  # caught up: straight to the websocket
+        else:
+            self._queue.append((data, binary, size))
+        return True
+
+    def close(self) -> None:
+        """Drop what is queued (what tornado holds is its own, until the close completes)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._queue.clear()
+
+    def _send(self, data: Any, binary: bool, size: int) -> None:
+        self.in_flight += size
+        try:
+            fut = self.write(data, binary)
+        except Exception as exc:
+            self._stopped(exc)
+            return
+        if fut is None:
+            self._done(size)
+        else:
+            fut = asyncio.ensure_future(fut)
+            fut.add_done_callback(lambda f: self._completed(f, size))
+
+    def _completed(self, fut: asyncio.Future[Any], size: int) -> None:
+        exc = None if fut.cancelled() else fut.exception()  # retrieved: no asyncio warning
+        if exc is not None or fut.cancelled():
+            self._stopped(exc)
+            return
+        self._done(size)
+
+    def _done(self, size: int) -> None:
+        self.in_flight -= size
+        self.buffered -= size
+        self.written += 1
+        queue = self._queue
+        while queue and self.in_flight < self.chunk_bytes and not self.closed:
+            self._send(*queue.popleft())
+
+    def _stopped(self, exc: BaseException | None) -> None:
+        # The websocket closed under us: nothing more can be written to it.
+        if not self.closed:
+            self.log.debug("Writing to the websocket stopped: %r", exc)
+        self.close()

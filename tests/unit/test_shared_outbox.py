@@ -1,0 +1,186 @@
+"""The per-websocket outbox: order, chunked writes, the byte budget, a closed websocket.
+
+A fake websocket stands in for tornado's: ``write`` records the message and returns a future
+the test completes (as tornado does once the bytes are in the socket), so "the client stopped
+reading" is simply futures that never complete. Also: the IOPub socket's RCVHWM is set before
+it connects (what lets libzmq drain the kernel while the loop is busy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from ipykernel_ext.endpoints import connect_channel
+from ipykernel_ext.shared_channels.outbox import Outbox
+
+
+class FakeWebsocket:
+    def __init__(self, auto: bool = True) -> None:
+        self.auto = auto  # complete each write at once (a reading client)
+        self.written: list[Any] = []
+        self.pending: list[asyncio.Future[None]] = []
+        self.max_pending = 0
+        self.closed = False
+
+    def write(self, data: Any, binary: bool) -> asyncio.Future[None]:
+        if self.closed:
+            raise ConnectionError("closed")
+        self.written.append(data)
+        fut = asyncio.get_running_loop().create_future()
+        if self.auto:
+            fut.set_result(None)
+        else:
+            self.pending.append(fut)
+            self.max_pending = max(self.max_pending, len(self.pending))
+        return fut
+
+    def release(self) -> None:
+        for fut in self.pending:
+            if not fut.done():
+                fut.set_result(None)
+        self.pending.clear()
+
+
+async def turns(n: int = 10) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 10))
+
+
+def test_messages_are_written_in_order_in_chunks() -> None:
+    async def main() -> None:
+        ws = FakeWebsocket(auto=False)
+        outbox = Outbox(ws.write, budget=10**9, chunk_bytes=4)
+        for i in range(10):
+            assert outbox.put(b"%d" % i, True)
+        await turns()
+        assert ws.written == [b"0", b"1", b"2", b"3"]  # one chunk until its writes complete
+        while len(ws.written) < 10:
+            ws.release()
+            await turns()
+        ws.release()
+        await turns()
+        assert ws.written == [b"%d" % i for i in range(10)]
+        assert ws.max_pending == 4
+        assert (outbox.queued, outbox.written, outbox.buffered) == (10, 10, 0)
+
+    run(main())
+
+
+def test_a_stuck_websocket_is_closed_at_its_budget_and_never_holds_more() -> None:
+    async def main() -> None:
+        ws = FakeWebsocket(auto=False)
+        overflows: list[int] = []
+        outbox = Outbox(ws.write, budget=1000, on_overflow=overflows.append, chunk_bytes=180)
+        accepted = 0
+        for _ in range(50):
+            if not outbox.put(b"x" * 90, True):
+                break
+            accepted += 1
+            await turns(1)
+            assert outbox.buffered <= 1000
+        assert accepted == 11  # 11 * 90 = 990; the 12th would make 1080
+        assert overflows == [1080]
+        assert outbox.overflowed and outbox.closed
+        assert outbox.peak == 1080  # budget + one message, as the log line reports
+        assert not outbox.put(b"late", True)
+        assert len(outbox) == 0  # what was queued is dropped at once
+
+    run(main())
+
+
+def test_one_message_larger_than_the_budget_still_goes_to_a_caught_up_websocket() -> None:
+    async def main() -> None:
+        ws = FakeWebsocket()
+        overflows: list[int] = []
+        outbox = Outbox(ws.write, budget=100, on_overflow=overflows.append)
+        assert outbox.put(b"y" * 500, True)
+        await turns()
+        assert ws.written == [b"y" * 500]
+        assert outbox.put(b"z", True)
+        await turns()
+        assert overflows == [] and outbox.written == 2
+
+    run(main())
+
+
+def test_a_reading_websocket_never_overflows_however_many_messages() -> None:
+    async def main() -> None:
+        ws = FakeWebsocket()
+        outbox = Outbox(ws.write, budget=10_000, on_overflow=lambda n: None)
+        for i in range(2000):
+            assert outbox.put(b"m" * 100, True)
+            if i % 50 == 0:
+                await turns(3)
+        await turns()
+        assert outbox.written == 2000 and outbox.peak <= 10_000
+
+    run(main())
+
+
+def test_a_closed_websocket_stops_the_writer() -> None:
+    async def main() -> None:
+        ws = FakeWebsocket()
+        outbox = Outbox(ws.write)
+        outbox.put(b"a", True)
+        await turns()
+        ws.closed = True
+        outbox.put(b"b", True)
+        await turns()
+        assert outbox.closed and not outbox.overflowed
+        assert not outbox.put(b"c", True)
+
+    run(main())
+
+
+def test_the_iopub_receive_queue_is_sized_before_connecting() -> None:
+    """With RCVHWM set before connect(), libzmq queues a 5000-message burst the application
+    has not read (its default, 1000, or the same option set after connect(), does not)."""
+    ctx = zmq.asyncio.Context()
+    pub = zmq.Context.shadow(ctx.underlying).socket(zmq.PUB)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    info = {
+        "transport": "tcp",
+        "ip": "127.0.0.1",
+        "iopub_port": port,
+        "shell_port": 0,
+        "control_port": 0,
+        "stdin_port": 0,
+        "hb_port": 0,
+        "key": "",
+        "signature_scheme": "hmac-sha256",
+    }
+    sub = connect_channel(ctx, info, "iopub", rcvhwm=10000)
+    sync = zmq.Socket.shadow(sub.underlying)
+    try:
+        assert sub.rcvhwm == 10000
+        # Subscribed and connected once a probe arrives.
+        while True:
+            pub.send(b"probe")
+            if sync.poll(50):
+                break
+        while sync.poll(0):
+            sync.recv()
+        for i in range(5000):
+            pub.send(b"x" * 1000)
+            if i % 100 == 99:
+                # A kernel publishes at Python speed, not in a C loop: the I/O threads move
+                # 100 kB in far less than this (and nobody reads the SUB meanwhile).
+                time.sleep(0.01)
+        received = 0
+        while sync.poll(1000):
+            sync.recv()
+            received += 1
+        assert received == 5000
+    finally:
+        sub.close(linger=0)
+        pub.close(linger=0)
+        ctx.term()
