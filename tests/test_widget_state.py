@@ -285,7 +285,7 @@ def test_bad_request_gets_error_reply(ext: Any, content: dict[str, Any]) -> None
     kc = ext[1]
     reply = request(kc, content)["content"]
     assert reply["status"] == "error"
-    assert reply["ename"] == "WidgetStateError"
+    assert reply["ename"] == "WidgetStateRequestError"
     assert reply["evalue"]
     assert reply["traceback"]
     assert request(kc)["content"]["status"] == "ok"  # and the kernel goes on
@@ -294,7 +294,7 @@ def test_bad_request_gets_error_reply(ext: Any, content: dict[str, Any]) -> None
 def test_helper_raises_on_error_reply(ext: Any) -> None:
     with pytest.raises(WidgetStateError, match="list of strings") as caught:
         fetch_widget_states(ext[1], ["ok", 3], timeout=30)  # type: ignore[list-item]
-    assert caught.value.ename == "WidgetStateError"
+    assert caught.value.ename == "WidgetStateRequestError"
     assert caught.value.traceback
 
 
