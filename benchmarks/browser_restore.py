@@ -43,9 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from browser_utils import (  # the tests' own helpers (tests/browser_utils.py)
+from tests.browser_utils import (  # the tests' own helpers (tests/browser_utils.py)
     LAB_ARGS,
     LAB_STATUS_JS,
     WebsocketLog,
@@ -59,7 +57,7 @@ from browser_utils import (  # the tests' own helpers (tests/browser_utils.py)
     watch_restore,
     write_notebook,
 )
-from server_utils import JupyterServer
+from tests.server_utils import JupyterServer
 
 STOCK, EXT = "python3", "python3-ext"
 LABELS = {STOCK: "stock ipykernel 7.4", EXT: "ipykernel_ext"}

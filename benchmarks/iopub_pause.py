@@ -43,18 +43,14 @@ from typing import Any
 import psutil
 
 from benchmarks.harness import EXT, RESULTS, ROOT, STOCK, print_table, script
-
-# The tests' harness modules import each other flat (tests/ on sys.path, as under pytest).
-sys.path.insert(0, str(ROOT / "tests"))
-
-from bursts import (
+from tests.bursts import (
     PAUSE_AFTER_COMM_OPEN,
     SEED_BUTTONS,
     SEED_COMM_OPEN,
     comm_loop_code,
     widget_grid_code,
 )
-from helpers import (
+from tests.helpers import (
     EXT_KERNEL_CLASS,
     RawSubscriber,
     can_make_namespaces,
@@ -65,7 +61,7 @@ from helpers import (
     start_kernel,
     veth_namespace,
 )
-from server_utils import JupyterServer, KernelWebsocket, ServerPause
+from tests.server_utils import JupyterServer, KernelWebsocket, ServerPause
 
 TRIALS, QUICK_TRIALS = 1, 1
 RESULTS_FILE = RESULTS / "iopub_pause.json"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server_utils import JupyterServer, decode_v1, message_from_parts
+from .server_utils import JupyterServer, decode_v1, message_from_parts
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -23,9 +23,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bursts import widget_grid_code
-from helpers import execute_and_collect
 from jupyter_client import BlockingKernelClient
+
+from tests.bursts import widget_grid_code
+from tests.helpers import execute_and_collect
 
 
 def main(argv: list[str] | None = None) -> int:

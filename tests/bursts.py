@@ -11,8 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from helpers import execute_and_collect
 from jupyter_client import BlockingKernelClient
+
+from .helpers import execute_and_collect
 
 #: A comm target no client registers: for a client, a comm_open to it is just a message.
 UNKNOWN_TARGET = "ipykernel_ext.tests.nobody"

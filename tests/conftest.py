@@ -1,5 +1,4 @@
-"""pytest configuration shared by every test (helpers are importable through pyproject's
-``[tool.pytest.ini_options] pythonpath``)."""
+"""pytest configuration shared by every test (the shared parts are modules of this package)."""
 
 import os
 

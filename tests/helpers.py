@@ -151,10 +151,22 @@ def control_request(
     """Send a control request and return its reply (the whole message)."""
     msg = kc.session.msg(msg_type, {} if content is None else content)
     kc.control_channel.send(msg)
+    return get_reply(kc, msg["header"]["msg_id"], "control", timeout)
+
+
+def get_reply(
+    kc: BlockingKernelClient, msg_id: str, channel: str = "shell", timeout: float = 60
+) -> dict[str, Any]:
+    """The reply to ``msg_id`` on ``channel`` ("shell" or "control"), as ipykernel's tests do.
+
+    Replies to other requests that come first are skipped (a barrier's, the client's own
+    kernel_info); raises queue.Empty if none comes within ``timeout`` seconds.
+    """
+    get = getattr(kc, f"get_{channel}_msg")
     deadline = time.monotonic() + timeout
     while True:
-        reply = kc.control_channel.get_msg(timeout=max(0.01, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+        reply = get(timeout=max(0.01, deadline - time.monotonic()))
+        if reply["parent_header"].get("msg_id") == msg_id:
             return reply
 
 
@@ -209,9 +221,7 @@ def execute_and_collect(
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             break
     if reply is None:
-        reply = kc.get_shell_msg(timeout=timeout)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = kc.get_shell_msg(timeout=timeout)
+        reply = get_reply(kc, msg_id, "shell", timeout)
     return reply, messages
 
 
@@ -410,11 +420,8 @@ def busy_cell(kc: BlockingKernelClient, tmp_path: Path, then: str = "") -> Itera
 
 
 def shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        reply = kc.get_shell_msg(timeout=max(0.01, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return reply
+    """The shell reply to ``msg_id`` (see :func:`get_reply`)."""
+    return get_reply(kc, msg_id, "shell", timeout)
 
 
 def send(kc: BlockingKernelClient, msg_type: str, content: dict[str, Any], **kw: Any) -> str:

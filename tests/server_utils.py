@@ -279,10 +279,7 @@ class JupyterServer:
         """
         if not self.pause_extension:
             raise ServerError("start the server with pause_extension=True")
-        try:  # imported flat (tests/ on sys.path) or as tests.server_utils (benchmarks)
-            from pause_extension import BLOCK_PATH
-        except ImportError:
-            from tests.pause_extension import BLOCK_PATH
+        from .pause_extension import BLOCK_PATH
 
         def block(pause: ServerPause) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=seconds + 60)

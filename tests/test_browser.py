@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_utils import ARTIFACTS, chromium, quiet_lab_settings, require_browser, write_notebook
-from server_utils import JupyterServer
+
+from .browser_utils import ARTIFACTS, chromium, quiet_lab_settings, require_browser, write_notebook
+from .server_utils import JupyterServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(600)]
 

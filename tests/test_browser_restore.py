@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_utils import (
+
+from .browser_utils import (
     ARTIFACTS,
     INDICATOR_STATUS_JS,
     LAB_ARGS,
@@ -57,7 +58,7 @@ from browser_utils import (
     watch_restore,
     write_notebook,
 )
-from server_utils import JupyterServer
+from .server_utils import JupyterServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(400)]
 

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import (
+from jupyter_client import BlockingKernelClient
+from jupyter_client.session import Session
+
+from .helpers import (
     CONTROL_TARGET,
     EXT_KERNEL,
     busy_cell,
@@ -33,8 +36,6 @@ from helpers import (
     shell_reply,
     wait_iopub,
 )
-from jupyter_client import BlockingKernelClient
-from jupyter_client.session import Session
 
 pytestmark = pytest.mark.timeout(180)
 

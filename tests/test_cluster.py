@@ -44,7 +44,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-from bursts import (
+from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+from ipykernel_ext.kernel.iopub import ADOPTED, DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
+
+from .bursts import (
     STALL_BURST,
     STALL_TIMEOUT_MS,
     STALL_WARNING,
@@ -52,7 +58,7 @@ from bursts import (
     run_burst,
     widget_grid_code,
 )
-from helpers import (
+from .helpers import (
     EXT_KERNEL_CLASS,
     RawSubscriber,
     busy_cell,
@@ -66,11 +72,6 @@ from helpers import (
     shell_reply,
     veth_namespace,
 )
-from jupyter_client import BlockingKernelClient, KernelManager
-from jupyter_client.kernelspec import KernelSpecManager
-
-from ipykernel_ext.kernel.iopub import ADOPTED, DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
 
 os.environ["GP_SOCKET_TIMEOUT"] = "0"
 os.environ["GP_UNAUTHORIZED_USERS"] = "ipykernel-ext-tests-nobody"

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import (
+from jupyter_client import BlockingKernelClient
+
+from .helpers import (
     CONTROL_TARGET,
     EXT_KERNEL,
     STOCK_KERNEL,
@@ -36,7 +38,6 @@ from helpers import (
     set_answer_while_busy,
     wait_iopub,
 )
-from jupyter_client import BlockingKernelClient
 
 pytestmark = pytest.mark.timeout(180)
 

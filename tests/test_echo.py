@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from helpers import control_request, execute_and_collect, new_client, start_kernel
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.session import Session
 
 from ipykernel_ext.client import is_own_echo
+
+from .helpers import control_request, execute_and_collect, new_client, start_kernel
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import new_client
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
+
+from .helpers import new_client
 
 EXT_ARGV_TAIL = ["-m", "ipykernel_ext", "-f", "{connection_file}"]
 

@@ -32,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bursts import (
+from jupyter_client import BlockingKernelClient, KernelManager
+
+from ipykernel_ext.kernel.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
+
+from .bursts import (
     STALL_BURST,
     STALL_SNDHWM,
     STALL_TIMEOUT_MS,
@@ -42,7 +47,7 @@ from bursts import (
     run_burst,
     widget_grid_code,
 )
-from helpers import (
+from .helpers import (
     EXT_KERNEL,
     RawSubscriber,
     control_request,
@@ -56,10 +61,6 @@ from helpers import (
     shell_reply,
     start_kernel,
 )
-from jupyter_client import BlockingKernelClient, KernelManager
-
-from ipykernel_ext.kernel.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
 
 
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:

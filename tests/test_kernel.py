@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import (
+
+from .helpers import (
     EXT_KERNEL,
     STOCK_KERNEL,
     control_request,
     execute_and_collect,
+    get_reply,
     iopub_until_barrier,
     running_kernel,
 )
@@ -139,8 +141,7 @@ def test_query_answered_while_a_cell_runs(ext: Any, tmp_path: Path) -> None:
         assert not flag.exists()
     finally:
         flag.touch()
-        while kc.get_shell_msg(timeout=60)["parent_header"].get("msg_id") != msg_id:
-            pass
+        get_reply(kc, msg_id)
 
 
 def test_unsigned_query_is_ignored(ext: Any) -> None:
@@ -213,8 +214,9 @@ def test_bad_flag_fails_naming_the_program(subcommand: list[str]) -> None:
 
 def test_working_directory_does_not_shadow_the_kernel(tmp_path: Any) -> None:
     """A notebook folder holding a ``zmq.py`` must not break start-up (as with stock)."""
-    from helpers import new_client
     from jupyter_client import KernelManager
+
+    from .helpers import new_client
 
     (tmp_path / "zmq.py").write_text("raise SystemExit('shadowed the real zmq')\n")
     km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required")

@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 import zmq
-from helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
 from ipykernel.iostream import IOPubThread
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
@@ -38,6 +37,8 @@ from ipykernel_ext.kernel.iopub import (
     DEFAULT_SEND_TIMEOUT_MS,
 )
 from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
+
+from .helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import zmq
-from helpers import EXT_KERNEL, new_client, start_kernel
 from jupyter_client import KernelManager
 
 from ipykernel_ext.client.router import (
@@ -27,6 +26,8 @@ from ipykernel_ext.client.router import (
     KernelUnreachable,
     RouterClient,
 )
+
+from .helpers import EXT_KERNEL, new_client, start_kernel
 
 FLAG = "--router-identity=endpoint"
 

@@ -27,8 +27,6 @@ from typing import Any
 
 import psutil
 import pytest
-import server_utils
-from helpers import EXT_KERNEL, STOCK_KERNEL, start_kernel
 from jupyter_client.session import Session
 from jupyter_server.services.kernels.connection.base import (
     deserialize_binary_message,
@@ -39,6 +37,9 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
+
+from . import server_utils
+from .helpers import EXT_KERNEL, STOCK_KERNEL, start_kernel
 
 V1 = "v1.kernel.websocket.jupyter.org"
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
@@ -585,7 +586,7 @@ def test_last_client_away_buffers_then_replays(
 @pytest.mark.server
 def test_a_failed_channel_set_closes_every_websocket_and_a_new_one_works() -> None:
     """Fault injection: the receiving loop raises; nobody may be left on a deaf channel."""
-    from fault_injection import FAULT_MARKER
+    from .fault_injection import FAULT_MARKER
 
     tests_dir = str(Path(__file__).parent)
     path = os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p)

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_utils import JupyterServer, KernelWebsocket, stream_text
 
 from ipykernel_ext.client import is_own_echo
+
+from .server_utils import JupyterServer, KernelWebsocket, stream_text
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 

@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import (
+from jupyter_client import AsyncKernelClient
+
+from ipykernel_ext.client import WidgetStateError, fetch_widget_states
+
+from .helpers import (
     EXT_KERNEL,
     busy_cell,
     control_request,
@@ -28,9 +32,6 @@ from helpers import (
     running_kernel,
     shell_reply,
 )
-from jupyter_client import AsyncKernelClient
-
-from ipykernel_ext.client import WidgetStateError, fetch_widget_states
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -12,7 +12,8 @@ grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobod
 * ``XPUB_NODROP`` is on: a send that finds a subscriber's queue full fails instead of
   dropping, and the message waits, in order, in this socket's **backlog** (messages, bytes).
 * **The IOPub thread never blocks on a subscriber.** Once attached to the IOPub thread's loop
-  (:meth:`NoDropXPubSocket.attach`), the backlog is retried in slices of ``SLICE_MS``; between
+  (:meth:`NoDropXPubSocket.attach`), the backlog is retried on a timer (every 1 to 20 ms, never
+  a blocking send: libzmq reports no "room again" event for an XPUB); between
   two slices the thread serves everything else scheduled on it, so output flushes, and with
   them every shell and control reply (ipykernel flushes stdout/stderr after each), go on while
   a subscriber is paused.
@@ -61,8 +62,11 @@ DEFAULT_SNDHWM = 1_000
 DEFAULT_SEND_TIMEOUT_MS = 60_000
 DEFAULT_BACKLOG_LIMIT_BYTES = 256 * 1024 * 1024
 
-#: One wait of the IOPub thread for room; it serves its other events between two of them.
-SLICE_MS = 10
+#: How soon the backlog is tried again: at once after progress, then doubling while a queue
+#: stays full. The loop sleeps in between, so every other event on the IOPub thread (above
+#: all the queue the kernel's threads write their messages into) is served at once.
+RETRY_MIN_S = 0.001
+RETRY_MAX_S = 0.02
 #: Messages sent from the backlog in one turn of the IOPub loop before it serves the others.
 DRAIN_BATCH = 500
 
@@ -191,6 +195,8 @@ class _Waiting:
     flags: int
     kwargs: dict[str, Any]
     nbytes: int
+    #: waited while a subscriber was given up: that subscriber misses it (counted when sent)
+    missed: bool = False
 
 
 class NoDropXPubSocket(zmq.Socket):
@@ -201,7 +207,7 @@ class NoDropXPubSocket(zmq.Socket):
         sock = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
         sock.configure(sndhwm=1000, nodrop=True, send_timeout_ms=60_000, log=app.log)
         sock.bind("tcp://127.0.0.1:0")
-        sock.attach(iopub_thread.io_loop.add_callback, iopub_thread.thread)
+        sock.attach(iopub_thread.io_loop.call_later, iopub_thread.thread)
 
     With ``nodrop=False`` it is a plain XPUB with the given ``SNDHWM`` (stock behaviour),
     still counting what it sends.
@@ -215,7 +221,8 @@ class NoDropXPubSocket(zmq.Socket):
     _backlog: deque[_Waiting]
     _episode_started: float | None
     _last_room: float
-    _call_soon: Callable[[Callable[[], None]], None] | None
+    _call_later: Callable[[float, Callable[[], None]], object] | None
+    _retry_s: float
     _thread: threading.Thread | None
     _drain_due: bool
     _last_warning: float
@@ -230,7 +237,8 @@ class NoDropXPubSocket(zmq.Socket):
         self._backlog = deque()
         self._episode_started = None
         self._last_room = 0.0
-        self._call_soon = None
+        self._call_later = None
+        self._retry_s = RETRY_MIN_S
         self._thread = None
         self._drain_due = False
         self._last_warning = -WARNING_INTERVAL_S
@@ -290,14 +298,14 @@ class NoDropXPubSocket(zmq.Socket):
             self.log = log
 
     def attach(
-        self, call_soon: Callable[[Callable[[], None]], None], thread: threading.Thread
+        self, call_later: Callable[[float, Callable[[], None]], object], thread: threading.Thread
     ) -> None:
         """Wait for full subscribers on ``thread``'s loop, never blocking it.
 
-        ``call_soon(f)`` must run ``f`` on ``thread`` after the events already due there
-        (tornado's ``IOLoop.add_callback`` on the IOPub thread's loop).
+        ``call_later(seconds, f)`` must run ``f`` on ``thread``'s loop (tornado's
+        ``IOLoop.call_later`` of the IOPub thread's loop).
         """
-        self._call_soon = call_soon
+        self._call_later = call_later
         self._thread = thread
 
     # --- sending -----------------------------------------------------------------------
@@ -331,9 +339,8 @@ class NoDropXPubSocket(zmq.Socket):
             stats.waits += 1
         if not self._on_loop():
             return self._send_waiting_here(msg_parts, flags, kwargs)
-        if self._try_send(msg_parts, flags, kwargs, SLICE_MS):
-            return None  # a reader a little slower than the kernel: room came within a slice
         self._episode_started = self._last_room = time.monotonic()
+        self._retry_s = RETRY_MIN_S
         stats.stalls += 1
         self._hold(_Waiting(msg_parts, flags, kwargs, message_nbytes(msg_parts)))
         return None
@@ -355,54 +362,74 @@ class NoDropXPubSocket(zmq.Socket):
     def _hold(self, waiting: _Waiting) -> None:
         """Queue ``waiting`` behind the backlog; give up at once if that breaks the budget."""
         stats = self.stats
+        self._append(waiting)
         if not self._on_loop():
             # The IOPub thread is gone (the kernel is exiting): send what waits, no wait.
-            self._backlog.append(waiting)
             self._give_up(over_budget=False, exiting=True)
             return
+        if stats.backlog_bytes > stats.backlog_limit_bytes:
+            self._give_up(over_budget=True)
+        else:
+            self._schedule_drain(self._retry_s)
+
+    def _append(self, waiting: _Waiting) -> None:
+        stats = self.stats
         self._backlog.append(waiting)
         stats.backlog_messages += 1
         stats.backlog_bytes += waiting.nbytes
         stats.backlog_peak_bytes = max(stats.backlog_peak_bytes, stats.backlog_bytes)
-        if stats.backlog_bytes > stats.backlog_limit_bytes:
-            self._give_up(over_budget=True)
-        else:
-            self._schedule_drain()
 
-    def _schedule_drain(self) -> None:
-        if not self._drain_due and self._call_soon is not None:
+    def _schedule_drain(self, delay: float) -> None:
+        if not self._drain_due and self._call_later is not None:
             self._drain_due = True
-            self._call_soon(self._drain)
+            self._call_later(delay, self._drain)
 
     def _drain(self) -> None:
-        """One turn on the IOPub loop: send what the queues have room for, or wait one slice."""
+        """One turn on the IOPub loop: send what the queues have room for, then come back."""
         self._drain_due = False
         if self.closed:
             return
         sent = 0
         while self._backlog and sent < DRAIN_BATCH:
             head = self._backlog[0]
-            if not self._try_send(head.parts, head.flags, head.kwargs, SLICE_MS if not sent else 0):
+            if not self._try_send(head.parts, head.flags, head.kwargs, 0):
                 break
             self._pop_sent()
             sent += 1
         now = time.monotonic()
         if sent:
             self._last_room = now  # the timeout is for a queue with no room at all
+            self._retry_s = RETRY_MIN_S
         if not self._backlog:
             self._end_stall()
             return
         if (now - self._last_room) * 1000 >= self.stats.send_timeout_ms:
             self._give_up(over_budget=False)
+        elif sent == DRAIN_BATCH:
+            self._schedule_drain(0)  # there may be more room: after the loop's other events
         else:
-            self._schedule_drain()
+            self._schedule_drain(self._retry_s)
+            self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
 
     def _pop_sent(self) -> _Waiting:
         stats = self.stats
         done = self._backlog.popleft()
         stats.backlog_messages -= 1
         stats.backlog_bytes -= done.nbytes
+        if done.missed:
+            stats.missed += 1
         return done
+
+    def _send_what_fits(self) -> int:
+        """Send from the backlog, in order, while every queue that counts has room."""
+        sent = 0
+        while self._backlog:
+            head = self._backlog[0]
+            if not self._try_send(head.parts, head.flags, head.kwargs, 0):
+                break
+            self._pop_sent()
+            sent += 1
+        return sent
 
     def _end_stall(self) -> None:
         """The backlog is empty: the episode is over; note how long it lasted."""
@@ -421,7 +448,7 @@ class NoDropXPubSocket(zmq.Socket):
             standalone = self._thread is None
             if standalone and self._try_send(parts, flags, kwargs, self.stats.send_timeout_ms):
                 return None
-            self._backlog.append(_Waiting(parts, flags, kwargs, message_nbytes(parts)))
+            self._append(_Waiting(parts, flags, kwargs, message_nbytes(parts)))
             self._give_up(over_budget=False, exiting=self._thread is not None)
             return None
         finally:
@@ -434,7 +461,10 @@ class NoDropXPubSocket(zmq.Socket):
     def _give_up(self, *, over_budget: bool, exiting: bool = False) -> None:
         """Send the head with NODROP off (libzmq parks the full pipe), then the rest as usual.
 
-        When ``exiting`` nothing waits any more: everything goes out lossy.
+        The rest goes out at once, with NODROP back on, to every queue with room: a parked
+        pipe does not count, so only another full queue keeps messages waiting (it gets its
+        own timeout). Each message that waited counts as missed once it is sent: the parked
+        subscriber cannot have it. When ``exiting`` nothing waits any more: all goes lossy.
         """
         stats = self.stats
         if not exiting:
@@ -442,31 +472,29 @@ class NoDropXPubSocket(zmq.Socket):
                 stats.over_budget += 1
             else:
                 stats.timeouts += 1
-        lost = 0
+        for waiting in self._backlog:
+            waiting.missed = True
         self.setsockopt(zmq.XPUB_NODROP, 0)
         try:
             while self._backlog:
-                head = self._backlog[0]
                 # A lossy XPUB send never blocks and never raises Again.
+                head = self._backlog[0]
                 super().send_multipart(head.parts, head.flags | zmq.NOBLOCK, **head.kwargs)
-                self._backlog.popleft()
-                lost += 1
+                self._pop_sent()
                 if not exiting:
                     break  # the full pipe is parked now; the rest keeps NODROP's guarantee
         finally:
             self.setsockopt(zmq.XPUB_NODROP, 1)
-        # The given-up subscriber cannot have read what follows it in the backlog either.
-        lost += len(self._backlog)
-        stats.missed += lost
-        stats.backlog_messages = len(self._backlog)
-        stats.backlog_bytes = sum(w.nbytes for w in self._backlog)
+        if not exiting:
+            self._send_what_fits()
         if not self._backlog:
             self._end_stall()
         if not exiting:
             self._warn_give_up(over_budget)
             if self._backlog:
                 self._last_room = time.monotonic()  # another full queue gets its own timeout
-                self._schedule_drain()
+                self._retry_s = RETRY_MIN_S
+                self._schedule_drain(self._retry_s)
 
     def close(self, linger: int | None = None) -> None:
         """Send what still waits (to the subscribers with room), then close."""

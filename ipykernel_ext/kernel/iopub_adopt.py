@@ -124,7 +124,7 @@ def adopt_iopub_socket(
                 backlog_limit_bytes=backlog_limit_bytes,
                 log=log,
             )
-            adopted.attach(iopub_thread.io_loop.add_callback, iopub_thread.thread)
+            adopted.attach(iopub_thread.io_loop.call_later, iopub_thread.thread)
             iopub_thread.socket = adopted
             outcome["socket"] = adopted
         except Exception as exc:  # reported by the waiting thread, with its traceback

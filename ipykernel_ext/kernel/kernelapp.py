@@ -233,7 +233,7 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         self.configure_tornado_logger()
         self.iopub_thread = IOPubThread(socket, pipe=True, session=self.session)
         # Waits for a full subscriber are spread over the IOPub thread's loop (iopub.py).
-        socket.attach(self.iopub_thread.io_loop.add_callback, self.iopub_thread.thread)
+        socket.attach(self.iopub_thread.io_loop.call_later, self.iopub_thread.thread)
         self.iopub_thread.start()
         # The kernel and the shell send through the thread's queue, as with stock ipykernel.
         self.iopub_socket = self.iopub_thread.background_socket

@@ -181,7 +181,7 @@ def on_iopub_thread(
         pub.set_send_options(send_timeout_ms=timeout_ms, backlog_limit_bytes=backlog_limit)
         subs = [subscribe(ctx, url, pub, topic) for topic in topics]
         thread = IOPubThread(pub, session=None)
-        pub.attach(thread.io_loop.add_callback, thread.thread)
+        pub.attach(thread.io_loop.call_later, thread.thread)
         thread.start()
         try:
             yield subs, pub, thread
