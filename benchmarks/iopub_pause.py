@@ -455,7 +455,7 @@ def table_rows(rows: list[Row]) -> Iterator[list[str]]:
             else ""
         )
         s = r.stats or {}
-        given_up = s.get("timeouts", 0) + s.get("over_budget", 0)
+        given_up = s.get("timeouts", 0)
         counters = (
             f"{s.get('stalls', '?')} / {given_up} / {s.get('missed', '?')}" if r.stats else "n/a"
         )

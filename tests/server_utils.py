@@ -119,6 +119,7 @@ class JupyterServer:
         root_dir: str | os.PathLike[str] | None = None,
         extra_args: Iterable[str] = (),
         env: dict[str, str] | None = None,
+        drop_env: tuple[str, ...] = (),
         startup_timeout: float = 90,
         stop_timeout: float = 30,
         pause_extension: bool = False,
@@ -129,6 +130,8 @@ class JupyterServer:
         self.encryption = encryption
         self.extra_args = list(extra_args)
         self.extra_env = dict(env or {})
+        #: variables of this process the server must not inherit
+        self.drop_env = drop_env
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.pause_extension = pause_extension
@@ -188,6 +191,8 @@ class JupyterServer:
             here = str(Path(__file__).resolve().parent)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
         env.update(self.extra_env)
+        for name in self.drop_env:
+            env.pop(name, None)
         return env
 
     def start(self) -> JupyterServer:

@@ -20,7 +20,9 @@ grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobod
 * **Alive means no loss.** A subscriber is given up only when its queue has had no room for
   ``send_timeout_ms`` (a minute by default: a server's event loop blocked 30 s, a process
   stopped 10 s or a reader at 100 msg/s all come back well within it), or when the backlog
-  outgrows ``backlog_limit_bytes`` (so a wait never grows the kernel without bound).
+  would outgrow ``backlog_limit_bytes``: then the IOPub thread waits for room itself, so the
+  kernel's threads wait to hand it more and the cell slows down (a wait never grows the
+  kernel without bound, and a slow reader loses nothing).
 * Giving up sends the head of the backlog once with ``XPUB_NODROP`` off: the subscribers
   with room get it and libzmq *parks* the full pipe (it skips it until its reader has taken
   about half a queue). Parked pipes do not count for NODROP, so the rest of the backlog and
@@ -160,7 +162,8 @@ class IOPubStats:
     longest_stall_ms: int = 0
     #: give-ups because a queue stayed full for the whole send timeout
     timeouts: int = 0
-    #: give-ups because the backlog outgrew backlog_limit_bytes first
+    #: times the backlog reached backlog_limit_bytes and the kernel's output was held back
+    #: (the IOPub thread waited) until it was under the budget again: nothing is lost for it
     over_budget: int = 0
     #: messages a given-up subscriber missed, at least: the one sent with NODROP off and the
     #: backlog behind it. It goes on missing messages, uncounted, until it has read about
@@ -195,7 +198,7 @@ class _Waiting:
     flags: int
     kwargs: dict[str, Any]
     nbytes: int
-    #: waited while a subscriber was given up: that subscriber misses it (counted when sent)
+    #: waited while a subscriber was given up: that subscriber misses it (counted once)
     missed: bool = False
 
 
@@ -365,12 +368,35 @@ class NoDropXPubSocket(zmq.Socket):
         self._append(waiting)
         if not self._on_loop():
             # The IOPub thread is gone (the kernel is exiting): send what waits, no wait.
-            self._give_up(over_budget=False, exiting=True)
+            self._give_up(exiting=True)
             return
         if stats.backlog_bytes > stats.backlog_limit_bytes:
-            self._give_up(over_budget=True)
+            self._hold_back()
         else:
             self._schedule_drain(self._retry_s)
+
+    def _hold_back(self) -> None:
+        """The backlog is over its budget: wait here, on the IOPub thread, until it is not.
+
+        This is the one place the IOPub thread blocks: the kernel's threads then wait to hand
+        it more (ipykernel's event pipe fills), so the cell slows down to what the frontends
+        take instead of growing the kernel's memory, and nothing is lost for a reader that is
+        slow but reading. A queue that stays full for the whole send timeout is still given up.
+        """
+        stats = self.stats
+        stats.over_budget += 1
+        while self._backlog and stats.backlog_bytes > stats.backlog_limit_bytes:
+            head = self._backlog[0]
+            if self._try_send(head.parts, head.flags, head.kwargs, int(RETRY_MAX_S * 1000)):
+                self._pop_sent()
+                self._last_room = time.monotonic()
+                self._send_what_fits()
+            elif (time.monotonic() - self._last_room) * 1000 >= stats.send_timeout_ms:
+                self._give_up()
+        if not self._backlog:
+            self._end_stall()
+        else:
+            self._schedule_drain(RETRY_MIN_S)
 
     def _append(self, waiting: _Waiting) -> None:
         stats = self.stats
@@ -404,7 +430,7 @@ class NoDropXPubSocket(zmq.Socket):
             self._end_stall()
             return
         if (now - self._last_room) * 1000 >= self.stats.send_timeout_ms:
-            self._give_up(over_budget=False)
+            self._give_up()
         elif sent == DRAIN_BATCH:
             self._schedule_drain(0)  # there may be more room: after the loop's other events
         else:
@@ -416,8 +442,6 @@ class NoDropXPubSocket(zmq.Socket):
         done = self._backlog.popleft()
         stats.backlog_messages -= 1
         stats.backlog_bytes -= done.nbytes
-        if done.missed:
-            stats.missed += 1
         return done
 
     def _send_what_fits(self) -> int:
@@ -449,7 +473,7 @@ class NoDropXPubSocket(zmq.Socket):
             if standalone and self._try_send(parts, flags, kwargs, self.stats.send_timeout_ms):
                 return None
             self._append(_Waiting(parts, flags, kwargs, message_nbytes(parts)))
-            self._give_up(over_budget=False, exiting=self._thread is not None)
+            self._give_up(exiting=self._thread is not None)
             return None
         finally:
             self._note_stall_length(started)
@@ -458,22 +482,22 @@ class NoDropXPubSocket(zmq.Socket):
         waited = int((time.monotonic() - started) * 1000)
         self.stats.longest_stall_ms = max(self.stats.longest_stall_ms, waited)
 
-    def _give_up(self, *, over_budget: bool, exiting: bool = False) -> None:
+    def _give_up(self, *, exiting: bool = False) -> None:
         """Send the head with NODROP off (libzmq parks the full pipe), then the rest as usual.
 
         The rest goes out at once, with NODROP back on, to every queue with room: a parked
         pipe does not count, so only another full queue keeps messages waiting (it gets its
-        own timeout). Each message that waited counts as missed once it is sent: the parked
-        subscriber cannot have it. When ``exiting`` nothing waits any more: all goes lossy.
+        own timeout). Each message that waited counts as missed, once: the parked subscriber
+        cannot have it. When ``exiting`` nothing waits any more: all goes lossy.
         """
         stats = self.stats
         if not exiting:
-            if over_budget:
-                stats.over_budget += 1
-            else:
-                stats.timeouts += 1
+            stats.timeouts += 1
+        # Counted now, once each: the parked subscriber cannot have any of these.
         for waiting in self._backlog:
-            waiting.missed = True
+            if not waiting.missed:
+                waiting.missed = True
+                stats.missed += 1
         self.setsockopt(zmq.XPUB_NODROP, 0)
         try:
             while self._backlog:
@@ -490,7 +514,7 @@ class NoDropXPubSocket(zmq.Socket):
         if not self._backlog:
             self._end_stall()
         if not exiting:
-            self._warn_give_up(over_budget)
+            self._warn_give_up()
             if self._backlog:
                 self._last_room = time.monotonic()  # another full queue gets its own timeout
                 self._retry_s = RETRY_MIN_S
@@ -500,14 +524,14 @@ class NoDropXPubSocket(zmq.Socket):
         """Send what still waits (to the subscribers with room), then close."""
         if self._backlog and not self.closed:
             try:
-                self._give_up(over_budget=False, exiting=True)
+                self._give_up(exiting=True)
             except zmq.ZMQError:
                 self._backlog.clear()
         super().close(linger=linger)
 
     # --- reporting ---------------------------------------------------------------------
 
-    def _warn_give_up(self, over_budget: bool) -> None:
+    def _warn_give_up(self) -> None:
         """Warn about the give-up just counted: now, or gathered with others a little later.
 
         Every give-up gets logged; those within WARNING_INTERVAL_S of the last warning are
@@ -529,7 +553,7 @@ class NoDropXPubSocket(zmq.Socket):
         stats = self.stats
         with self._warning_lock:
             self._warning_timer = None
-            give_ups = stats.timeouts + stats.over_budget
+            give_ups = stats.timeouts
             new = give_ups - self._reported_give_ups
             if new <= 0:
                 return
@@ -537,19 +561,15 @@ class NoDropXPubSocket(zmq.Socket):
             self._last_warning = time.monotonic()
         self.log.warning(
             "IOPub: %d subscriber stall(s): a frontend's queue stayed full for the whole send "
-            "timeout (%.1f s) or the messages waiting for it outgrew the backlog limit "
-            "(%d bytes). The messages went to the other frontends; the stalled one missed at "
-            "least %d in all and misses IOPub messages until it has read about half its queue "
-            "(%d messages). %d give-up(s) in all (%d on time, %d over budget), %d messages "
-            "sent. If that frontend is alive but slow, raise --iopub-send-timeout. Counters: "
-            "control message iopub_stats_request.",
+            "timeout (%.1f s). The messages went to the other frontends; the stalled one missed "
+            "at least %d in all and misses IOPub messages until it has read about half its "
+            "queue (%d messages). %d give-up(s) in all, %d messages sent. If that frontend is "
+            "alive but slow, raise --iopub-send-timeout. Counters: control message "
+            "iopub_stats_request.",
             new,
             stats.send_timeout_ms / 1000,
-            stats.backlog_limit_bytes,
             stats.missed,
             stats.sndhwm // 2,
             give_ups,
-            stats.timeouts,
-            stats.over_budget,
             stats.sent,
         )

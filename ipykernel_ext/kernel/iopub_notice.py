@@ -1,7 +1,7 @@
 """The missed-messages notice: a cell is told, in its own output, that a frontend missed some.
 
 When the IOPub socket gives a subscriber up (:mod:`ipykernel_ext.kernel.iopub`: its queue stayed
-full past the send timeout, or the backlog outgrew its budget), that frontend misses
+full past the send timeout), that frontend misses
 messages. The kernel log says so, but a user reading the notebook never sees the log; so the
 cell during which it happened gets a ``stream`` message on ``stderr``, published just before
 its ``idle`` status, saying how many messages were missed at least and which option to raise.
@@ -29,10 +29,8 @@ def notice_text(missed: int, stats: IOPubStats) -> str:
     return (
         f"{NOTICE_PREFIX} a frontend of this kernel missed at least {missed} output or "
         f"widget message(s) of this cell: its queue stayed full for "
-        f"{stats.send_timeout_ms / 1000:g} s (--iopub-send-timeout) or the messages waiting "
-        f"for it outgrew {stats.backlog_limit_bytes} bytes (--iopub-backlog-limit). Reload "
-        "the page to see the current state; raise those options if that frontend is alive "
-        "but slow.\n"
+        f"{stats.send_timeout_ms / 1000:g} s (--iopub-send-timeout). Reload the page to see "
+        "the current state; raise that option if that frontend is alive but slow.\n"
     )
 
 
