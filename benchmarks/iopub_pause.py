@@ -55,6 +55,7 @@ from tests.helpers import (
     RawSubscriber,
     can_make_namespaces,
     install_ssh_spec,
+    iopub_stats,
     limit_rate,
     new_client,
     shell_and_control_client,
@@ -351,17 +352,11 @@ def link_rows(timeout: float) -> Iterator[Row]:
 
 
 def control_stats(kc: Any) -> dict[str, Any] | None:
-    msg = kc.session.msg("iopub_stats_request", {})
-    kc.control_channel.send(msg)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            reply = kc.control_channel.get_msg(timeout=1)
-        except queue.Empty:
-            continue
-        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
-            return reply["content"]
-    return None
+    """The kernel's iopub_stats_reply content (the tests' request), None if none came."""
+    try:
+        return iopub_stats(kc)
+    except queue.Empty:
+        return None
 
 
 def read_comm_burst(kc: Any, code: str, timeout: float) -> tuple[int, bool, float | None]:
