@@ -107,13 +107,21 @@ def new_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
 
 @contextmanager
 def running_kernel(
-    kernel_name: str = EXT_KERNEL, extra_arguments: list[str] | None = None, **kwargs: Any
+    kernel_name: str = EXT_KERNEL,
+    extra_arguments: list[str] | None = None,
+    client: Callable[[KernelManager], BlockingKernelClient] | None = None,
+    **kwargs: Any,
 ) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
-    """A started kernel and one ready client; both torn down on exit."""
+    """A started kernel and one ready client; both torn down on exit.
+
+    ``client`` makes the client (default :func:`new_client`; :func:`shell_and_control_client`
+    for one that leaves IOPub to a :class:`RawSubscriber`). ``kwargs`` go to
+    :func:`start_kernel`.
+    """
     km = start_kernel(kernel_name, extra_arguments, **kwargs)
     kc = None
     try:
-        kc = new_client(km)
+        kc = (client or new_client)(km)
         yield km, kc
     finally:
         if kc is not None:
@@ -487,8 +495,37 @@ class RawSubscriber:
         _idents, frames = self.session.feed_identities(self.socket.recv_multipart())
         return self.session.deserialize(frames, content=False)
 
+    def drain(self, quiet: float = 2) -> int:
+        """Read what this subscriber holds, until nothing comes for ``quiet`` s; how many."""
+        held = 0
+        while self.recv(timeout=quiet) is not None:
+            held += 1
+        return held
+
+    def read_until(
+        self, done: Callable[[dict[str, Any]], bool], timeout: float
+    ) -> list[dict[str, Any]]:
+        """Messages up to and including the first for which ``done`` is true.
+
+        Stops early, without such a message, when none comes within what is left of
+        ``timeout`` s: the caller's assertions then say what was missing.
+        """
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while (msg := self.recv(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+            seen.append(msg)
+            if done(msg):
+                break
+        return seen
+
     def close(self) -> None:
         self.socket.close(linger=0)
+
+    def __enter__(self) -> RawSubscriber:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # --- a network namespace behind a veth pair (the SSH hop, the rate-limited link) ----------

@@ -59,7 +59,6 @@ from .helpers import (
     running_kernel,
     shell_and_control_client,
     shell_reply,
-    start_kernel,
 )
 
 
@@ -71,13 +70,8 @@ def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def ext_kernel() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
     """An ipykernel_ext kernel with default options, CurveZMQ on, one reading client."""
-    km = start_kernel(EXT_KERNEL)
-    kc = new_client(km)
-    try:
-        yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    with running_kernel(EXT_KERNEL) as pair:
+        yield pair
 
 
 # --- 1. bursts ----------------------------------------------------------------------
@@ -168,30 +162,23 @@ def test_nodrop_makes_a_slow_subscriber_lose_nothing(nodrop: bool) -> None:
     args = [f"--iopub-sndhwm={NODROP_HWM}", "--iopub-send-timeout=60000"]
     if not nodrop:
         args.append("--no-iopub-nodrop")
-    km = start_kernel(EXT_KERNEL, args)
-    kc = sub = None
-    try:
-        kc = shell_and_control_client(km)
-        sub = RawSubscriber(km)
+    with (
+        running_kernel(EXT_KERNEL, args, client=shell_and_control_client) as (km, kc),
+        RawSubscriber(km) as sub,
+    ):
         counts, idle, stats = read_only_when_waited_for(
             kc, sub, comm_loop_code(NODROP_BURST, pad=NODROP_PAD), batch=2 * NODROP_HWM
         )
-        assert (stats["sndhwm"], stats["nodrop"]) == (NODROP_HWM, nodrop)
-        if nodrop:
-            assert counts.get("comm_open", 0) == NODROP_BURST
-            assert idle
-            assert stats["waits"] >= 1, "the kernel never waited: the test proved nothing"
-            assert stats["timeouts"] == 0
-        else:
-            # The same subscriber, the same burst, no waiting: messages are lost.
-            assert counts.get("comm_open", 0) < NODROP_BURST
-            assert stats["waits"] == 0
-    finally:
-        if sub is not None:
-            sub.close()
-        if kc is not None:
-            kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    assert (stats["sndhwm"], stats["nodrop"]) == (NODROP_HWM, nodrop)
+    if nodrop:
+        assert counts.get("comm_open", 0) == NODROP_BURST
+        assert idle
+        assert stats["waits"] >= 1, "the kernel never waited: the test proved nothing"
+        assert stats["timeouts"] == 0
+    else:
+        # The same subscriber, the same burst, no waiting: messages are lost.
+        assert counts.get("comm_open", 0) < NODROP_BURST
+        assert stats["waits"] == 0
 
 
 # --- 3 and 5. a stalled subscriber; the warning on stderr ---------------------------
@@ -241,30 +228,17 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
         code = comm_loop_code(STALL_BURST, pad=1000)
         baseline = run_burst(kc, code)
         stats_before = iopub_stats(kc)
-        stalled_sub = RawSubscriber(km)
-        try:
+        with RawSubscriber(km) as stalled_sub:
             stalled = run_burst(kc, code)
             stats_after = iopub_stats(kc)
             after_reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
             stats_after_reply = iopub_stats(kc)
             stderr_after_stall = stderr_path.read_text()
             # The stalled subscriber wakes up: it reads what it holds, then a new cell.
-            drained = 0
-            while stalled_sub.recv(timeout=2) is not None:
-                drained += 1
+            drained = stalled_sub.drain()
             msg_id = kc.execute("print('after the stall')")
-            seen: list[dict[str, Any]] = []
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                msg = stalled_sub.recv(timeout=max(0.0, deadline - time.monotonic()))
-                if msg is None:
-                    break
-                seen.append(msg)
-                if is_idle_for(msg, msg_id):
-                    break
+            seen = stalled_sub.read_until(lambda m: is_idle_for(m, msg_id), timeout=30)
             kc.get_shell_msg(timeout=30)
-        finally:
-            stalled_sub.close()
         yield StallRun(
             km=km,
             kc=kc,
@@ -424,27 +398,19 @@ def test_sndhwm_is_the_queue_each_subscriber_gets() -> None:
     keeps 1000 (docs/UPSTREAM_NOTES.md), so this counts what a stalled subscriber got.
     """
     sndhwm = 5000
-    km = start_kernel(EXT_KERNEL, [f"--iopub-sndhwm={sndhwm}", "--iopub-send-timeout=200"])
-    kc = sub = None
-    try:
-        kc = shell_and_control_client(km)
-        sub = RawSubscriber(km)
+    args = [f"--iopub-sndhwm={sndhwm}", "--iopub-send-timeout=200"]
+    with (
+        running_kernel(EXT_KERNEL, args, client=shell_and_control_client) as (km, kc),
+        RawSubscriber(km) as sub,
+    ):
         # 2 kB messages: the kernel's TCP send buffer (at most 4 MB by default on Linux) then
         # holds fewer than half a queue, which libzmq does not count against SNDHWM.
         msg_id = kc.execute(comm_loop_code(2 * sndhwm, pad=2000))
         shell_reply(kc, msg_id, timeout=60)  # other replies (the client's own) may come first
-        held = 0
-        while sub.recv(timeout=2) is not None:
-            held += 1
+        held = sub.drain()
         stats = iopub_stats(kc)
-        assert stats["timeouts"] >= 1, "the subscriber was never full: the test proved nothing"
-        assert sndhwm - 1 <= held <= 1.5 * sndhwm, held
-    finally:
-        if sub is not None:
-            sub.close()
-        if kc is not None:
-            kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    assert stats["timeouts"] >= 1, "the subscriber was never full: the test proved nothing"
+    assert sndhwm - 1 <= held <= 1.5 * sndhwm, held
 
 
 # --- 4. flags, config, bad values ---------------------------------------------------

@@ -73,7 +73,6 @@ from .helpers import (
     running_kernel,
     shell_and_control_client,
     shell_reply,
-    start_kernel,
     veth_namespace,
     wait_iopub,
 )
@@ -240,10 +239,10 @@ def test_a_reader_behind_a_rate_limited_link_gets_the_whole_burst(
 ) -> None:
     # The kernel listens on this side's end of the pair; the reader inside reaches it only
     # through the shaped link, while this process's control client goes over loopback.
-    km = start_kernel(EXT_KERNEL, ip=slow_link.host_ip)
-    kc = None
-    try:
-        kc = shell_and_control_client(km)
+    with running_kernel(EXT_KERNEL, client=shell_and_control_client, ip=slow_link.host_ip) as (
+        km,
+        kc,
+    ):
         before = iopub_stats(kc)
         reader = subprocess.run(
             [
@@ -261,10 +260,6 @@ def test_a_reader_behind_a_rate_limited_link_gets_the_whole_burst(
         assert reader.returncode == 0, reader.stderr[-3000:]
         result = json.loads(reader.stdout.splitlines()[-1])
         after = iopub_stats(kc)
-    finally:
-        if kc is not None:
-            kc.stop_channels()
-        km.shutdown_kernel(now=True)
     reply = {"content": {"status": result["status"]}} if result["status"] else None
     burst = PausedBurst(result["counts"], result["idle"], reply, [], None)
     assert_whole_and_stalled(burst, before, after)
@@ -339,18 +334,9 @@ def give_up_then_read_again(
             ours.append(msg)  # sized later: a reader slowed down here could be given up too
     given_up_stats = iopub_stats(kc)
     largest = max(wire_size(kc.session, m) for m in ours)
-    while stalled.recv(timeout=2) is not None:
-        pass  # what it held before it was given up
+    stalled.drain()  # what it held before it was given up
     release.touch()
-    resumed: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        raw = stalled.recv(timeout=max(0.0, deadline - time.monotonic()))
-        if raw is None:
-            break
-        resumed.append(raw)
-        if is_idle_for(raw, msg_id):
-            break
+    resumed = stalled.read_until(lambda m: is_idle_for(m, msg_id), timeout=60)
     # The healthy reader's end of the cell.
     wait_iopub(kc, is_status("idle", msg_id), what="the cell's idle", seen=None)
     shell_reply(kc, msg_id)
@@ -362,12 +348,8 @@ def test_a_subscriber_that_never_reads_is_given_up_counted_and_told(tmp_path: Pa
         f"--iopub-send-timeout={GIVE_UP_TIMEOUT_MS}",
         f"--iopub-backlog-limit={GIVE_UP_BACKLOG_LIMIT}",
     ]
-    with running_kernel(EXT_KERNEL, args) as (km, kc):
-        stalled = RawSubscriber(km)
-        try:
-            run = give_up_then_read_again(kc, stalled, tmp_path)
-        finally:
-            stalled.close()
+    with running_kernel(EXT_KERNEL, args) as (km, kc), RawSubscriber(km) as stalled:
+        run = give_up_then_read_again(kc, stalled, tmp_path)
     before, given, after = run.before, run.given_up, run.after
     # The healthy reader got everything (the loop above ends only then).
     assert run.counts.get("comm_open", 0) == GIVE_UP_BURST, run.counts
@@ -402,11 +384,12 @@ def test_control_answers_while_the_backlog_is_not_empty() -> None:
     does not block on it, so the control thread's replies (sent on their own socket) and
     the kernel's handling of them go on while messages wait.
     """
-    km = start_kernel(EXT_KERNEL, ["--iopub-send-timeout=600000"])
-    kc = stalled = None
-    try:
-        kc = shell_and_control_client(km)
-        stalled = RawSubscriber(km)  # the only subscriber: kc does not subscribe to IOPub
+    with (
+        running_kernel(
+            EXT_KERNEL, ["--iopub-send-timeout=600000"], client=shell_and_control_client
+        ) as (km, kc),
+        RawSubscriber(km),  # the only subscriber: kc does not subscribe to IOPub
+    ):
         cell = kc.execute(comm_loop_code(GIVE_UP_BURST, pad=GIVE_UP_PAD))
         # The cell itself is not held back either: its messages go into the queue the IOPub
         # thread serves, and that thread never blocks on the full subscriber. Its reply
@@ -433,9 +416,3 @@ def test_control_answers_while_the_backlog_is_not_empty() -> None:
         shutdown = replies[shutdown_msg["header"]["msg_id"]]
         assert shutdown["msg_type"] == "shutdown_reply"
         assert shutdown["content"]["status"] == "ok", shutdown["content"]
-    finally:
-        if stalled is not None:
-            stalled.close()
-        if kc is not None:
-            kc.stop_channels()
-        km.shutdown_kernel(now=True)
