@@ -47,8 +47,9 @@ import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
-from ipykernel_ext.kernel.iopub import ADOPTED, DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.kernel.iopub_stats import ADOPTED
 
 from .bursts import (
     STALL_BURST,

@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from ipykernel_ext.kernel.iopub import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 
 from .bursts import (
     STALL_BURST,

@@ -50,7 +50,7 @@ import pytest
 from jupyter_client import BlockingKernelClient
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.iopub import ADOPTED
+from ipykernel_ext.kernel.iopub_stats import ADOPTED
 
 from .bursts import (
     SEED_BUTTONS,

@@ -30,13 +30,9 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.iopub import (
-    ADOPTED,
-    BOUND_BY_EXT_APP,
-    DEFAULT_BACKLOG_LIMIT_BYTES,
-    DEFAULT_SEND_TIMEOUT_MS,
-)
 from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
+from ipykernel_ext.kernel.iopub_options import DEFAULT_BACKLOG_LIMIT_BYTES, DEFAULT_SEND_TIMEOUT_MS
+from ipykernel_ext.kernel.iopub_stats import ADOPTED, BOUND_BY_EXT_APP
 
 from .helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
 

@@ -37,14 +37,20 @@ KERNEL_FEATURES = {
     "kernel.iopub",
     "kernel.iopub_adopt",
     "kernel.iopub_notice",
+    "kernel.iopub_options",
+    "kernel.iopub_stats",
     "kernel.router_identity",
     "kernel.widget_buffers",
     "kernel.widget_state",
 }
 #: The kernel-side features built on another feature (importer -> what it may import).
 FEATURE_EDGES = {
-    "kernel.iopub_adopt": {"kernel.iopub"},  # the no-loss socket, adopted under another app
-    "kernel.iopub_notice": {"kernel.iopub"},  # tells a cell what the socket says it missed
+    # the values it is configured with, and what it counts
+    "kernel.iopub": {"kernel.iopub_options", "kernel.iopub_stats"},
+    "kernel.iopub_stats": {"kernel.iopub_options"},  # reports the settings with the counters
+    # the no-loss socket, adopted under another app, with the options the kernel declares
+    "kernel.iopub_adopt": {"kernel.iopub", "kernel.iopub_options", "kernel.iopub_stats"},
+    "kernel.iopub_notice": {"kernel.iopub_stats"},  # tells a cell what the socket missed
     "kernel.busy_answers": {"kernel.widget_state"},  # the busy answer sends the snapshot
     "kernel.widget_state": {"kernel.widget_buffers"},  # splits buffers as ipywidgets does
 }

@@ -28,7 +28,8 @@ grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobod
   about half a queue). Parked pipes do not count for NODROP, so the rest of the backlog and
   every later message go out with NODROP back on: the other subscribers keep their no-loss
   guarantee, and a subscriber that never comes back costs one wait in all.
-* Every wait, episode, give-up and missed message is counted in :class:`IOPubStats`
+* Every wait, episode, give-up and missed message is counted in
+  :class:`~ipykernel_ext.kernel.iopub_stats.IOPubStats`
   (``iopub_stats_request``) and logged, one warning per give-up (gathered when close).
 
 All sends and socket-option calls happen on ipykernel's IOPub thread (``IOPubThread`` calls
@@ -50,19 +51,20 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
-from traitlets import Bool, HasTraits, Integer
 
-#: Defaults, chosen from the pause measurements in docs/BENCHMARKS.md and explained in
-#: README.md ("Choosing the IOPub defaults"). A subscriber's queue gets room back only after
-#: its reader has taken about half of it (libzmq's low-water mark), so a *smaller* queue is
-#: kinder to slow readers, and it bounds what a parked subscriber holds in libzmq.
-DEFAULT_SNDHWM = 1_000
-DEFAULT_SEND_TIMEOUT_MS = 60_000
-DEFAULT_BACKLOG_LIMIT_BYTES = 256 * 1024 * 1024
+from .iopub_options import (
+    DEFAULT_BACKLOG_LIMIT_BYTES,
+    DEFAULT_SEND_TIMEOUT_MS,
+    DEFAULT_SNDHWM,
+    check_backlog_limit,
+    check_send_timeout,
+    check_sndhwm,
+)
+from .iopub_stats import BOUND_BY_EXT_APP, IOPubStats
 
 #: How soon the backlog is tried again: at once after progress, then doubling while a queue
 #: stays full. The loop sleeps in between, so every other event on the IOPub thread (above
@@ -74,111 +76,6 @@ DRAIN_BATCH = 500
 
 #: Give-ups closer together than this are gathered into one warning, logged when it is over.
 WARNING_INTERVAL_S = 10.0
-
-#: ``iopub_stats_reply["socket"]``: who made the socket the send path runs on.
-BOUND_BY_EXT_APP = "bound-by-ext-app"
-ADOPTED = "adopted"
-
-
-def check_sndhwm(value: int, option: str) -> int:
-    """``value`` as an IOPub queue size, or ValueError naming ``option``."""
-    if value < 0:
-        raise ValueError(f"{option} must be 0 (unbounded) or more, not {value}")
-    return int(value)
-
-
-def check_send_timeout(value: int, option: str) -> int:
-    """``value`` as an IOPub send timeout in ms, or ValueError naming ``option``."""
-    if value < 1:
-        raise ValueError(f"{option} must be at least 1 ms, not {value}")
-    return int(value)
-
-
-def check_backlog_limit(value: int, option: str) -> int:
-    """``value`` as an IOPub backlog budget in bytes, or ValueError naming ``option``."""
-    if value < 1:
-        raise ValueError(f"{option} must be at least 1 byte, not {value}")
-    return int(value)
-
-
-class IOPubTraits(HasTraits):
-    """The IOPub options, declared once for the two classes that take them.
-
-    ``ExtKernelApp`` (``--iopub-*``, ``c.ExtKernelApp.iopub_*``) and ``ExtKernel``
-    (``c.ExtKernel.iopub_*``, honoured under any app) both inherit these; each validates with
-    the ``check_*`` rules above, naming its own option in the error.
-    """
-
-    iopub_sndhwm = Integer(
-        DEFAULT_SNDHWM,
-        help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM; 0: unbounded). libzmq
-        fixes it when the socket is bound: only ExtKernelApp (python -m ipykernel_ext) binds
-        after reading it; under another app a different value is logged as a warning.""",
-    ).tag(config=True)
-
-    iopub_nodrop = Bool(
-        True,
-        help="""Make IOPub wait for room (XPUB_NODROP) instead of silently dropping messages
-        for a full subscriber. Off: stock ipykernel behaviour.""",
-    ).tag(config=True)
-
-    iopub_send_timeout = Integer(
-        DEFAULT_SEND_TIMEOUT_MS,
-        help="""Milliseconds a subscriber's IOPub queue may stay full before the kernel gives
-        that subscriber up (it then misses messages until it reads again; counted, logged and
-        told to the cell). Until then the messages wait in the kernel, nothing is lost, and
-        the kernel's channels stay responsive. Covers a server paused or slowed for less.""",
-    ).tag(config=True)
-
-    iopub_backlog_limit = Integer(
-        DEFAULT_BACKLOG_LIMIT_BYTES,
-        help="""Bytes of IOPub messages the kernel may hold while a subscriber's queue is
-        full. Past it the full subscriber is given up at once, as at the send timeout, so a
-        wait never grows the kernel's memory without bound.""",
-    ).tag(config=True)
-
-
-@dataclass
-class IOPubStats:
-    """Counters and settings of one IOPub socket.
-
-    Written only by the IOPub thread; read from any thread (each field is a plain int or
-    bool, so a read never sees a torn value).
-    """
-
-    sndhwm: int
-    nodrop: bool
-    send_timeout_ms: int
-    backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES
-    #: BOUND_BY_EXT_APP or ADOPTED (see the module docstring)
-    socket: str = BOUND_BY_EXT_APP
-    #: messages handed to the XPUB socket
-    sent: int = 0
-    #: sends that found a subscriber's queue full
-    waits: int = 0
-    #: episodes in which messages waited in the backlog (a queue stayed full past one slice)
-    stalls: int = 0
-    #: the longest such episode so far, ms
-    longest_stall_ms: int = 0
-    #: give-ups because a queue stayed full for the whole send timeout
-    timeouts: int = 0
-    #: times the backlog reached backlog_limit_bytes and the kernel's output was held back
-    #: (the IOPub thread waited) until it was under the budget again: nothing is lost for it
-    over_budget: int = 0
-    #: messages a given-up subscriber missed, at least: the one sent with NODROP off and the
-    #: backlog behind it. It goes on missing messages, uncounted, until it has read about
-    #: half its queue.
-    missed: int = 0
-    #: stderr notices published to the affected cells (see ipykernel_ext.kernel.iopub_notice)
-    notices: int = 0
-    #: messages and bytes waiting now, and the most bytes that ever waited
-    backlog_messages: int = 0
-    backlog_bytes: int = 0
-    backlog_peak_bytes: int = 0
-
-    def as_reply(self) -> dict[str, Any]:
-        """The content of an ``iopub_stats_reply``."""
-        return {"status": "ok", **asdict(self)}
 
 
 def message_nbytes(msg_parts: Any) -> int:

@@ -30,14 +30,9 @@ from typing import Any
 import zmq
 from traitlets import TraitError, observe, validate
 
-from .iopub import (
-    ADOPTED,
-    IOPubTraits,
-    NoDropXPubSocket,
-    check_backlog_limit,
-    check_send_timeout,
-    check_sndhwm,
-)
+from .iopub import NoDropXPubSocket
+from .iopub_options import IOPubTraits, check_backlog_limit, check_send_timeout, check_sndhwm
+from .iopub_stats import ADOPTED
 
 #: How long the kernel waits for the IOPub thread to make the swap. The thread only has to
 #: finish the send in hand; stock IOPub never waits for a subscriber, so this is generous.

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .iopub import IOPubStats
+from .iopub_stats import IOPubStats
 
 #: The first words of every notice (tests and users can search for them).
 NOTICE_PREFIX = "[ipykernel_ext] IOPub:"

@@ -33,12 +33,12 @@ from traitlets.config import Application
 from traitlets.config.loader import ConfigFileNotFound, KVArgParseConfigLoader
 
 from .. import PROG, __version__
-from .iopub import (
+from .iopub import NoDropXPubSocket
+from .iopub_options import (
     DEFAULT_BACKLOG_LIMIT_BYTES,
     DEFAULT_SEND_TIMEOUT_MS,
     DEFAULT_SNDHWM,
     IOPubTraits,
-    NoDropXPubSocket,
     check_backlog_limit,
     check_send_timeout,
     check_sndhwm,
@@ -151,7 +151,7 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         except ValueError as exc:
             raise TraitError(f"{exc}{from_kernel}") from None
 
-    # The kernel class has the same three IOPub options (iopub.IOPubTraits), so that
+    # The kernel class has the same three IOPub options (iopub_options.IOPubTraits), so that
     # one config works under any launcher. Under this app the socket is made before the
     # kernel, so the app takes the kernel's values wherever its own are not given.
 
