@@ -28,50 +28,38 @@ def split_buffers(
     stay); a container is copied only when something in it changes, never mutated in place.
     """
     if isinstance(value, dict):
-        out: Any = value
-        keys_checked = False
-        for key, item in value.items():
-            if type(key) is not str and not keys_checked:
-                check_packable(dict.fromkeys(value))  # keys JSON has to turn into strings
-                keys_checked = True
-            if type(item) in PLAIN_TYPES:
+        entries: Any = value.items()
+        copy: type = dict
+    elif isinstance(value, (list, tuple)):
+        entries, copy = enumerate(value), list
+    else:
+        return value
+    out = value
+    keys_checked = copy is not dict
+    for key, item in entries:
+        if not keys_checked and type(key) is not str:
+            check_packable(dict.fromkeys(value))  # keys JSON has to turn into strings
+            keys_checked = True
+        if type(item) in PLAIN_TYPES:
+            continue
+        if isinstance(item, BINARY_TYPES):
+            new = None
+            buffer_paths.append([*path, key])
+            buffers.append(item)
+        elif isinstance(item, CONTAINER_TYPES):
+            new = split_buffers(item, [*path, key], buffer_paths, buffers)
+            if new is item:
                 continue
-            if isinstance(item, BINARY_TYPES):
-                if out is value:
-                    out = dict(value)
-                del out[key]
-                buffer_paths.append([*path, key])
-                buffers.append(item)
-            elif isinstance(item, CONTAINER_TYPES):
-                new = split_buffers(item, [*path, key], buffer_paths, buffers)
-                if new is not item:
-                    if out is value:
-                        out = dict(value)
-                    out[key] = new
-            else:
-                check_packable(item)
-        return out
-    if isinstance(value, (list, tuple)):
-        out = value
-        for index, item in enumerate(value):
-            if type(item) in PLAIN_TYPES:
-                continue
-            if isinstance(item, BINARY_TYPES):
-                if out is value:
-                    out = list(value)
-                out[index] = None
-                buffer_paths.append([*path, index])
-                buffers.append(item)
-            elif isinstance(item, CONTAINER_TYPES):
-                new = split_buffers(item, [*path, index], buffer_paths, buffers)
-                if new is not item:
-                    if out is value:
-                        out = list(value)
-                    out[index] = new
-            else:
-                check_packable(item)
-        return out
-    return value
+        else:
+            check_packable(item)
+            continue
+        if out is value:
+            out = copy(value)
+        if new is None and copy is dict:
+            del out[key]  # a dict's buffer leaves no key; a list's leaves None in its place
+        else:
+            out[key] = new
+    return out
 
 
 def remove_buffers(state: dict[str, Any]) -> tuple[Any, list[list[Any]], list[Any]]:
