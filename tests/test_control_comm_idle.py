@@ -221,17 +221,22 @@ def test_bad_request_gets_ipywidgets_answer(ext: BlockingKernelClient, data: Any
     send(ext, "comm_close", {"comm_id": comm_id, "data": {}})
 
 
-def test_other_major_version_is_refused_as_on_stock(ext: BlockingKernelClient) -> None:
-    comm_id = open_control_comm(ext, version="2.0.0")
+def assert_refused_as_on_stock(kc: BlockingKernelClient, comm_id: str, why: str) -> None:
+    """Stock closes a control comm it will not serve, and a ``request_states`` sent on it
+    anyway gets no ``update_states``."""
     seen: list[dict[str, Any]] = []
     wait_iopub(
-        ext,
+        kc,
         lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
-        what="stock's comm_close (refused version)",
+        what=f"stock's comm_close ({why})",
         seen=seen,
     )
-    seen += answer_on_main(ext, comm_id, {"method": "request_states"})
+    seen += answer_on_main(kc, comm_id, {"method": "request_states"})
     assert not any(is_update_states(comm_id)(m) for m in seen)
+
+
+def test_other_major_version_is_refused_as_on_stock(ext: BlockingKernelClient) -> None:
+    assert_refused_as_on_stock(ext, open_control_comm(ext, version="2.0.0"), "refused version")
 
 
 def test_a_widget_that_cannot_be_read_is_left_out(ext: BlockingKernelClient) -> None:
@@ -274,16 +279,7 @@ def test_switch_off_leaves_the_control_comm_to_ipywidgets() -> None:
 
 def test_without_ipywidgets_the_idle_control_comm_is_stock() -> None:
     with running_kernel(EXT_KERNEL) as (_km, kc):
-        comm_id = open_control_comm(kc)
-        seen: list[dict[str, Any]] = []
-        wait_iopub(
-            kc,
-            lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
-            what="stock's comm_close (no such target)",
-            seen=seen,
-        )
-        seen += answer_on_main(kc, comm_id, {"method": "request_states"})
-        assert not any(is_update_states(comm_id)(m) for m in seen)
+        assert_refused_as_on_stock(kc, open_control_comm(kc), "no such target")
         info = kc.kernel_info(reply=True, timeout=30)["content"]
         assert info["status"] == "ok"
         assert CONTROL_TARGET not in evaluate(kc, "list(get_ipython().kernel.comm_manager.targets)")
