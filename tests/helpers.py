@@ -233,6 +233,13 @@ def execute_and_collect(
     return reply, messages
 
 
+def run(kc: BlockingKernelClient, code: str) -> None:
+    """Run ``code`` to its idle; fail with its traceback unless it ends ``ok``."""
+    reply, messages = execute_and_collect(kc, code)
+    errors = [m["content"]["traceback"] for m in messages if m["msg_type"] == "error"]
+    assert reply["content"]["status"] == "ok", errors
+
+
 def iopub_until_barrier(kc: BlockingKernelClient, timeout: float = 30) -> list[dict[str, Any]]:
     """Every IOPub message before the ``idle`` of a barrier control ``kernel_info_request``.
 
@@ -341,6 +348,19 @@ def is_update_states(comm_id: str) -> Callable[[dict[str, Any]], bool]:
         and m["content"].get("comm_id") == comm_id
         and m["content"]["data"].get("method") == "update_states"
     )
+
+
+def assert_closed_unanswered(
+    kc: BlockingKernelClient, comm_id: str, seen: list[dict[str, Any]], what: str
+) -> None:
+    """The kernel closes control comm ``comm_id`` (stock's refusal); no update_states on it."""
+    wait_iopub(
+        kc,
+        lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
+        what=what,
+        seen=seen,
+    )
+    assert not any(is_update_states(comm_id)(m) for m in seen)
 
 
 def fetch_update_states(kc: BlockingKernelClient, timeout: float = 60) -> dict[str, Any]:

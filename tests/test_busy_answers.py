@@ -20,10 +20,10 @@ from jupyter_client.session import Session
 from .helpers import (
     CONTROL_TARGET,
     EXT_KERNEL,
+    assert_closed_unanswered,
     busy_cell,
     control_request,
     evaluate,
-    execute_and_collect,
     fetch_ipywidgets_update_states,
     fetch_update_states,
     is_status,
@@ -31,6 +31,7 @@ from .helpers import (
     new_client,
     open_control_comm,
     request_states,
+    run,
     running_kernel,
     send,
     shell_reply,
@@ -73,25 +74,6 @@ sliders = [w.IntSlider(value=i) for i in range(200)]
 image = w.Image(value=bytes(range(256)) * 40, format="png")
 box = w.VBox([*sliders, image])
 """
-
-
-def run(kc: BlockingKernelClient, code: str) -> None:
-    reply, messages = execute_and_collect(kc, code)
-    errors = [m["content"]["traceback"] for m in messages if m["msg_type"] == "error"]
-    assert reply["content"]["status"] == "ok", errors
-
-
-def assert_closed_unanswered(
-    kc: BlockingKernelClient, comm_id: str, seen: list[dict[str, Any]], what: str
-) -> None:
-    """The kernel closes ``comm_id`` (stock's refusal) and never sent update_states on it."""
-    wait_iopub(
-        kc,
-        lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
-        what=what,
-        seen=seen,
-    )
-    assert not any(is_update_states(comm_id)(m) for m in seen)
 
 
 def kernel_info_barrier(kc: BlockingKernelClient, seen: list[dict[str, Any]]) -> None:

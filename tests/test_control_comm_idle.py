@@ -23,9 +23,9 @@ from .helpers import (
     CONTROL_TARGET,
     EXT_KERNEL,
     STOCK_KERNEL,
+    assert_closed_unanswered,
     busy_cell,
     evaluate,
-    execute_and_collect,
     fetch_ipywidgets_update_states,
     fetch_update_states,
     is_status,
@@ -33,6 +33,7 @@ from .helpers import (
     new_client,
     open_control_comm,
     request_states,
+    run,
     running_kernel,
     send,
     set_answer_while_busy,
@@ -60,12 +61,6 @@ blobs = Blobs(data=b"raw", parts=[b"\\x00\\x01", {"x": memoryview(b"abc")}, 3])
 counted = Counted()
 box = w.VBox([*sliders, image, blobs, counted])
 """
-
-
-def run(kc: BlockingKernelClient, code: str) -> None:
-    reply, messages = execute_and_collect(kc, code)
-    errors = [m["content"]["traceback"] for m in messages if m["msg_type"] == "error"]
-    assert reply["content"]["status"] == "ok", errors
 
 
 def reads(kc: BlockingKernelClient) -> int:
@@ -225,14 +220,11 @@ def assert_refused_as_on_stock(kc: BlockingKernelClient, comm_id: str, why: str)
     """Stock closes a control comm it will not serve, and a ``request_states`` sent on it
     anyway gets no ``update_states``."""
     seen: list[dict[str, Any]] = []
-    wait_iopub(
-        kc,
-        lambda m: m["msg_type"] == "comm_close" and m["content"].get("comm_id") == comm_id,
-        what=f"stock's comm_close ({why})",
-        seen=seen,
+    assert_closed_unanswered(kc, comm_id, seen, f"stock's comm_close ({why})")
+    assert not any(
+        is_update_states(comm_id)(m)
+        for m in answer_on_main(kc, comm_id, {"method": "request_states"})
     )
-    seen += answer_on_main(kc, comm_id, {"method": "request_states"})
-    assert not any(is_update_states(comm_id)(m) for m in seen)
 
 
 def test_other_major_version_is_refused_as_on_stock(ext: BlockingKernelClient) -> None:

@@ -25,10 +25,10 @@ from .helpers import (
     control_request,
     drain_iopub,
     evaluate,
-    execute_and_collect,
     fetch_ipywidgets_update_states,
     iopub_until_barrier,
     new_client,
+    run,
     running_kernel,
     shell_reply,
 )
@@ -94,12 +94,6 @@ ids = {name: obj.model_id for name, obj in dict(image=image, blob=blob, own=own,
 
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def run(kc: Any, code: str) -> None:
-    reply, messages = execute_and_collect(kc, code)
-    errors = [m["content"]["traceback"] for m in messages if m["msg_type"] == "error"]
-    assert reply["content"]["status"] == "ok", errors
 
 
 def request(kc: Any, content: dict[str, Any] | None = None) -> dict[str, Any]:
