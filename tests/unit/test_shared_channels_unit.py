@@ -1,4 +1,5 @@
-"""SharedChannels against a fake kernel (real zmq sockets in this process) and fake clients.
+"""SharedChannels against a scripted kernel (real zmq sockets and a real Session, in this
+process) and channel clients.
 
 The "kernel" is a ROUTER per request channel and an XPUB for IOPub, signing with the same
 key; the clients are plain callbacks collecting what SharedChannels delivers to them (what a
@@ -25,7 +26,7 @@ KEY = b"unit-test-key"
 UNTRACKED = {"kernel_info_request", "comm_info_request"}
 
 
-class FakeKernel:
+class ScriptedKernel:
     """Sockets bound like a kernel's; answers and publishes what a test tells it to."""
 
     def __init__(self, ctx: zmq.asyncio.Context) -> None:
@@ -74,7 +75,7 @@ class FakeKernel:
         self.session.send(self.sockets["iopub"], kind, content, parent or {})
 
 
-class FakeWebsocket:
+class ChannelClient:
     """A client of the channels: its own Session, and every message delivered to it."""
 
     def __init__(self, channels: SharedChannels, session: str | None = None, **kw: Any) -> None:
@@ -102,10 +103,10 @@ async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
         await asyncio.sleep(0.005)
 
 
-def run(test: Callable[[SharedChannels, FakeKernel], Any], **channel_kw: Any) -> None:
+def run(test: Callable[[SharedChannels, ScriptedKernel], Any], **channel_kw: Any) -> None:
     async def main() -> None:
         ctx = zmq.asyncio.Context()
-        kernel = FakeKernel(ctx)
+        kernel = ScriptedKernel(ctx)
         channels = channel_kw.pop("cls", SharedChannels)(
             kernel.info, context=ctx, grace_period=0.05, **channel_kw
         )
@@ -120,7 +121,7 @@ def run(test: Callable[[SharedChannels, FakeKernel], Any], **channel_kw: Any) ->
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
-async def barrier(kernel: FakeKernel, *clients: FakeWebsocket) -> None:
+async def barrier(kernel: ScriptedKernel, *clients: ChannelClient) -> None:
     """Everything published before this is delivered: publish a marker, wait for it."""
     marker = f"barrier-{uuid.uuid4().hex}".encode()
     kernel.publish("stream", {"name": "stdout", "text": marker.decode()}, None)
@@ -129,8 +130,8 @@ async def barrier(kernel: FakeKernel, *clients: FakeWebsocket) -> None:
 
 
 def test_replies_go_to_their_session_only() -> None:
-    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
-        a, b = FakeWebsocket(channels), FakeWebsocket(channels)
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        a, b = ChannelClient(channels), ChannelClient(channels)
         for ws in (a, b):
             msg = ws.send("shell", "kernel_info_request")
             idents, request = await kernel.request("shell")
@@ -149,10 +150,10 @@ def test_replies_go_to_their_session_only() -> None:
 
 
 def test_iopub_fans_out_and_an_echo_skips_its_sender() -> None:
-    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
-        a = FakeWebsocket(channels)
-        b = FakeWebsocket(channels, skip_own_echo=False)
-        c = FakeWebsocket(channels)
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        a = ChannelClient(channels)
+        b = ChannelClient(channels, skip_own_echo=False)
+        c = ChannelClient(channels)
         sent = a.send("shell", "comm_msg", {"comm_id": "x", "data": {}})
         await kernel.request("shell")
         kernel.publish("comm_echo", {"comm_id": "x", "data": {}}, sent["header"])
@@ -168,8 +169,8 @@ def test_iopub_fans_out_and_an_echo_skips_its_sender() -> None:
 
 
 def test_sessions_are_owned_taken_over_and_retired() -> None:
-    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
-        a, b = FakeWebsocket(channels), FakeWebsocket(channels)
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        a, b = ChannelClient(channels), ChannelClient(channels)
         thief = Session(key=KEY, session=a.session.session)
         with pytest.raises(SessionInUse):
             thief.send(b.handle.stream("shell"), "kernel_info_request", {})
@@ -177,7 +178,7 @@ def test_sessions_are_owned_taken_over_and_retired() -> None:
             Session(key=KEY, session=channels.session.session).send(
                 b.handle.stream("shell"), "kernel_info_request", {}
             )
-        a2 = FakeWebsocket(channels, session=a.session.session)  # a reconnecting
+        a2 = ChannelClient(channels, session=a.session.session)  # a reconnecting
         assert channels.owner(a.session.session) is a2.handle
         b.handle.close()
         with pytest.raises(SessionInUse, match="belonged to another client"):
@@ -191,8 +192,8 @@ def test_sessions_are_owned_taken_over_and_retired() -> None:
 
 
 def test_a_late_joiner_gets_the_last_tracked_status() -> None:
-    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
-        first = FakeWebsocket(channels)
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        first = ChannelClient(channels)
         assert first.received == []  # nothing to announce yet
         execute = first.send("shell", "execute_request", {"code": "sleep"})["header"]
         await kernel.request("shell")
@@ -201,7 +202,7 @@ def test_a_late_joiner_gets_the_last_tracked_status() -> None:
         info = {"msg_id": "ki", "msg_type": "kernel_info_request", "session": "s"}
         kernel.publish("status", {"execution_state": "idle"}, info)
         await barrier(kernel, first)
-        late = FakeWebsocket(channels)
+        late = ChannelClient(channels)
         assert late.types() == ["status"]
         status = late.received[0]
         assert status is channels.status
@@ -212,19 +213,19 @@ def test_a_late_joiner_gets_the_last_tracked_status() -> None:
         assert busy.frames == status.frames
         kernel.publish("status", {"execution_state": "idle"}, execute)
         await barrier(kernel, late)
-        assert b"idle" in FakeWebsocket(channels).received[0].frames[4]
+        assert b"idle" in ChannelClient(channels).received[0].frames[4]
 
     run(test, track_status=lambda parent_type: parent_type not in UNTRACKED)
 
 
 def test_no_status_is_announced_without_a_tracking_rule() -> None:
-    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
-        first = FakeWebsocket(channels)
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        first = ChannelClient(channels)
         kernel.publish(
             "status", {"execution_state": "busy"}, {"msg_id": "e", "msg_type": "execute_request"}
         )
         await barrier(kernel, first)
-        assert FakeWebsocket(channels).received == []
+        assert ChannelClient(channels).received == []
 
     run(test)
 
@@ -239,8 +240,8 @@ class FaultyChannels(SharedChannels):
 
 
 def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
-    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
-        clients = [FakeWebsocket(channels) for _ in range(3)]
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        clients = [ChannelClient(channels) for _ in range(3)]
         closed: list[SharedChannels] = []
         channels.on_close = closed.append
         kernel.publish("stream", {"name": "stdout", "text": "inject-fault"}, None)
@@ -259,7 +260,7 @@ def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
         fresh.start()
         try:
             await kernel.subscribed()
-            again = FakeWebsocket(fresh)
+            again = ChannelClient(fresh)
             msg = again.send("control", "kernel_info_request")
             idents, request = await kernel.request("control")
             kernel.reply("control", idents, request["header"], "kernel_info_reply")
@@ -273,8 +274,8 @@ def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
 
 
 def test_the_last_client_leaving_closes_the_set_after_the_grace_period() -> None:
-    async def test(channels: SharedChannels, kernel: FakeKernel) -> None:
-        ws = FakeWebsocket(channels)
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        ws = ChannelClient(channels)
         ws.handle.close()
         assert not channels.closed
         await until(lambda: channels.closed)

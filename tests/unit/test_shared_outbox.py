@@ -1,9 +1,11 @@
 """The per-websocket outbox: order, chunked writes, the byte budget, a closed websocket.
 
-A fake websocket stands in for tornado's: ``write`` records the message and returns a future
-the test completes (as tornado does once the bytes are in the socket), so "the client stopped
-reading" is simply futures that never complete. Also: the IOPub socket's RCVHWM is set before
-it connects (what lets libzmq drain the kernel while the loop is busy).
+The outbox is given a ``write`` (the websocket's, in the relay). Here a ``WriteRecorder``
+gives it one that records the message and returns a future the test completes (as tornado's
+does once the bytes are in the socket), so "the client stopped reading" is simply futures
+that never complete. The relay with real websockets is tests/test_shared_channels.py. Also:
+the IOPub socket's RCVHWM is set before it connects (what lets libzmq drain the kernel
+while the loop is busy).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ipykernel_ext.endpoints import connect_channel
 from ipykernel_ext.shared_channels.outbox import Outbox
 
 
-class FakeWebsocket:
+class WriteRecorder:
     def __init__(self, auto: bool = True) -> None:
         self.auto = auto  # complete each write at once (a reading client)
         self.written: list[Any] = []
@@ -57,7 +59,7 @@ def run(coro: Any) -> Any:
 
 def test_messages_are_written_in_order_in_chunks() -> None:
     async def main() -> None:
-        ws = FakeWebsocket(auto=False)
+        ws = WriteRecorder(auto=False)
         outbox = Outbox(ws.write, budget=10**9, chunk_bytes=4)
         for i in range(10):
             assert outbox.put(b"%d" % i, True)
@@ -77,7 +79,7 @@ def test_messages_are_written_in_order_in_chunks() -> None:
 
 def test_a_stuck_websocket_is_closed_at_its_budget_and_never_holds_more() -> None:
     async def main() -> None:
-        ws = FakeWebsocket(auto=False)
+        ws = WriteRecorder(auto=False)
         overflows: list[int] = []
         outbox = Outbox(ws.write, budget=1000, on_overflow=overflows.append, chunk_bytes=180)
         accepted = 0
@@ -99,7 +101,7 @@ def test_a_stuck_websocket_is_closed_at_its_budget_and_never_holds_more() -> Non
 
 def test_one_message_larger_than_the_budget_still_goes_to_a_caught_up_websocket() -> None:
     async def main() -> None:
-        ws = FakeWebsocket()
+        ws = WriteRecorder()
         overflows: list[int] = []
         outbox = Outbox(ws.write, budget=100, on_overflow=overflows.append)
         assert outbox.put(b"y" * 500, True)
@@ -114,7 +116,7 @@ def test_one_message_larger_than_the_budget_still_goes_to_a_caught_up_websocket(
 
 def test_a_reading_websocket_never_overflows_however_many_messages() -> None:
     async def main() -> None:
-        ws = FakeWebsocket()
+        ws = WriteRecorder()
         outbox = Outbox(ws.write, budget=10_000, on_overflow=lambda n: None)
         for i in range(2000):
             assert outbox.put(b"m" * 100, True)
@@ -128,7 +130,7 @@ def test_a_reading_websocket_never_overflows_however_many_messages() -> None:
 
 def test_a_closed_websocket_stops_the_writer() -> None:
     async def main() -> None:
-        ws = FakeWebsocket()
+        ws = WriteRecorder()
         outbox = Outbox(ws.write)
         outbox.put(b"a", True)
         await turns()
