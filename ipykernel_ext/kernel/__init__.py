@@ -3,7 +3,8 @@
 * :class:`ExtKernel` (:mod:`.ipkernel`): the IPython kernel with the additions of
   PROTOCOL.md, and :class:`ExtKernelApp` (:mod:`.kernelapp`), its launcher
   (``python -m ipykernel_ext``);
-* IOPub without silent loss: :mod:`.iopub` (the socket and its backlog), :mod:`.iopub_adopt`
+* IOPub without silent loss: :mod:`.iopub` (the socket and its backlog), :mod:`.iopub_options`
+  (its options and their checks), :mod:`.iopub_stats` (what it counts), :mod:`.iopub_adopt`
   (under any other app), :mod:`.iopub_notice` (telling the affected cell);
 * :mod:`.comm_echo`, :mod:`.widget_state` / :mod:`.widget_buffers` (the one-reply snapshot),
   :mod:`.busy_answers` (a reconnecting frontend answered mid-cell), :mod:`.router_identity`.
