@@ -9,10 +9,11 @@ shell-channel thread. Everything here is real: one ``jupyter lab`` server (Jupyt
 and Voila's server extension) with ``transport_encryption=required``, Debian's Chromium driven
 by Playwright, no frontend change.
 
-What each test waits for is a condition, polled every 0.2 s; bounds are generous (20 s for a
-restore that takes about 2 s here) and the running cell has more than 30 s left when a bound
-expires, so only a kernel that does not answer mid-cell misses them. The tight times are
-measured by ``benchmarks/browser_restore.py``. The page's own kernel websocket is decoded from
+What each test waits for is a condition, polled every 0.2 s. The long cell runs until the
+test makes its stop file, which it does only after checking the page, so "restored while the
+cell runs" is decided by order, not by time; the bounds are hang guards (120 s for a restore
+that takes about 2 s here), and a kernel that does not answer mid-cell cannot pass them at
+any speed. The times are measured by ``python -m benchmarks browser_restore``. The page's own kernel websocket is decoded from
 outside (``browser_utils.WebsocketLog``) to check the statuses it receives mid-cell. The race
 test does not rely on luck: a serializer holds the kernel's off-thread read of the states until
 the cell has changed a widget read before it, so the page always gets that change too early.
@@ -66,10 +67,15 @@ BASE_KERNEL = os.environ.get("IPYKERNEL_EXT_RESTORE_KERNEL", "python3-ext")
 KERNEL_ARGS = shlex.split(os.environ.get("IPYKERNEL_EXT_RESTORE_KERNEL_ARGS", ""))
 KERNEL = f"{BASE_KERNEL}-restore-args" if KERNEL_ARGS else BASE_KERNEL
 
-#: How long the long cell may run at most. The test ends it earlier through a stop file.
-CELL_SECONDS = 60
-#: Bound on the restore after a reload (about 2 s here; the issue's target is 3 s).
-RESTORE_BOUND = 20
+#: How long the long cell may run at most: a safety net only. The test always ends it
+#: through a stop file (in a ``finally``), and only after it has checked the page, so a slow
+#: machine cannot end the cell before the check: the verdict does not depend on speed.
+CELL_SECONDS = 900
+#: A hang guard on the restore after a reload, not a speed bar (it takes about 2 s here;
+#: docs/BENCHMARKS.md has the times). A kernel that does not answer mid-cell (stock, or
+#: ``--no-answer-while-busy``) never restores before the stop file, so it fails at this
+#: bound however fast the machine is.
+RESTORE_BOUND = 120
 #: After the restore, the page is done reconnecting once it has sent nothing for this long.
 QUIET_SECONDS = 3
 N_SLIDERS = 200
