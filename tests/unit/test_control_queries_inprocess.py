@@ -1,0 +1,342 @@
+"""The control queries of ExtKernel in process: bad input gets a clear error reply, not a crash.
+
+A real ExtKernel is made in this process, as ipykernel's own tests make theirs: a keyed
+Session, a control ROUTER under a ZMQStream on a tornado IOLoop, and IOPub through a real
+IOPubThread over ExtKernelApp's NoDropXPubSocket, all on one zmq Context (``inproc://``).
+A client sends with its own Session on a DEALER; the kernel's ``process_control`` gets the
+frames as the control thread does. The kernel is made once for the module (the queries are
+read-only); each test has a client of its own. What the kernel changes in the process (the
+IPython shell singleton, builtins, its user module, an atexit hook) is put back afterwards.
+
+Absence is shown by order: after a query that must publish (or answer) nothing, a request
+that does is sent, and what it gets is the first to arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import builtins
+import logging
+import sys
+import threading
+import types
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import zmq
+from ipykernel.iostream import IOPubThread
+from ipykernel.zmqshell import ZMQInteractiveShell
+from jupyter_client.session import Session
+from tornado.ioloop import IOLoop
+from traitlets.config import Config
+from zmq.eventloop.zmqstream import ZMQStream
+
+from ipykernel_ext.kernel import ExtKernel
+from ipykernel_ext.kernel.iopub import NoDropXPubSocket
+
+w = pytest.importorskip("ipywidgets")
+
+KEY = b"control-queries-inprocess"
+#: How long a poll waits before the test fails: a hang guard only, never a measure.
+HANG_MS = 10_000
+LOG = "tests.unit.control_queries"
+SNDHWM = 50
+SEND_TIMEOUT_MS = 4321
+
+
+class Rig:
+    """An in-process ExtKernel, a client on its control channel, a subscriber on its IOPub."""
+
+    def __init__(
+        self,
+        kernel: ExtKernel,
+        ctx: zmq.Context,
+        control: zmq.Socket,
+        url: str,
+        subscriber: zmq.Socket,
+    ) -> None:
+        self.kernel = kernel
+        self.ctx = ctx
+        self.control = control
+        self.url = url
+        self.subscriber = subscriber
+        self.io_loop: IOLoop = kernel.control_stream.io_loop
+        self.client = self.new_client()
+
+    def new_client(self) -> tuple[Session, zmq.Socket]:
+        """A client of its own (a session and a DEALER), so no test reads another's replies."""
+        socket = self.ctx.socket(zmq.DEALER)
+        socket.linger = 0
+        socket.connect(self.url)
+        return Session(key=KEY), socket
+
+    def send(
+        self, msg_type: str, content: Any, client: tuple[Session, zmq.Socket] | None = None
+    ) -> dict[str, Any]:
+        """Send a request; ``content`` may be packed bytes (content that is not an object)."""
+        session, socket = client or self.client
+        msg = session.msg(msg_type, {})
+        msg["content"] = content
+        session.send(socket, msg)
+        return msg
+
+    def deliver(self) -> None:
+        """The control thread: what reached the control socket goes to process_control."""
+        assert self.control.poll(HANG_MS), "nothing reached the control socket"
+        frames = self.control.recv_multipart(copy=False)
+
+        async def process() -> None:
+            await self.kernel.process_control(frames)
+            # A reply waits in the ZMQStream's queue: send it now, as stock's
+            # _publish_status_and_flush does.
+            self.kernel.control_stream.flush(zmq.POLLOUT)
+
+        self.io_loop.run_sync(process, timeout=HANG_MS / 1000)
+
+    def query(self, msg_type: str, content: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        request = self.send(msg_type, content)
+        self.deliver()
+        return request, self.reply()
+
+    def reply(self) -> dict[str, Any]:
+        session, socket = self.client
+        assert socket.poll(HANG_MS), "no reply on control"
+        _, msg = session.recv(socket, mode=0)
+        assert msg is not None
+        return msg
+
+    def published(self) -> dict[str, Any]:
+        assert self.subscriber.poll(HANG_MS), "nothing published on IOPub"
+        _, msg = self.client[0].recv(self.subscriber, mode=0)
+        assert msg is not None
+        return msg
+
+
+@pytest.fixture(scope="module")
+def kernel_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    ctx = zmq.Context()
+    url = f"inproc://control-{uuid.uuid4().hex}"
+    control = ctx.socket(zmq.ROUTER)
+    control.linger = 0
+    control.bind(url)
+    iopub_url = f"inproc://iopub-{uuid.uuid4().hex}"
+    pub = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
+    pub.linger = 0
+    pub.configure(sndhwm=SNDHWM, send_timeout_ms=SEND_TIMEOUT_MS)
+    pub.bind(iopub_url)
+    subscriber = ctx.socket(zmq.SUB)
+    subscriber.linger = 0
+    subscriber.connect(iopub_url)
+    subscriber.setsockopt(zmq.SUBSCRIBE, b"")
+    # Read before the IOPub thread starts (it reads subscriptions itself from then on).
+    assert pub.poll(HANG_MS) and pub.recv() == b"\x01"
+    iopub = IOPubThread(pub, session=None)
+    pub.attach(iopub.io_loop.call_later, iopub.thread)
+    iopub.start()
+    io_loop = IOLoop(make_current=False)
+
+    builtins_before = set(vars(builtins))
+    user_module = types.ModuleType(f"tests_ext_kernel_{uuid.uuid4().hex}")
+    config = Config()
+    config.HistoryManager.enabled = False
+    with pytest.MonkeyPatch.context() as patch:
+        # The shell makes its profile there, not in the home directory.
+        patch.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
+        kernel = ExtKernel(
+            config=config,
+            session=Session(key=KEY),
+            control_stream=ZMQStream(control, io_loop),
+            iopub_thread=iopub,
+            iopub_socket=iopub.background_socket,
+            user_module=user_module,
+            log=logging.getLogger(LOG),
+        )
+        made = Rig(kernel, ctx, control, url, subscriber)
+        try:
+            yield made
+        finally:
+            shell = kernel.shell
+            atexit.unregister(shell.atexit_operations)
+            ZMQInteractiveShell.clear_instance()
+            sys.modules.pop(user_module.__name__, None)
+            for name in set(vars(builtins)) - builtins_before:
+                delattr(builtins, name)
+            kernel.control_stream.close()
+            io_loop.close()
+            stop_iopub(iopub)
+            ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def rig(kernel_rig: Rig) -> Rig:
+    kernel_rig.client[1].close()  # the last test's (the module's end closes the last one)
+    kernel_rig.client = kernel_rig.new_client()
+    return kernel_rig
+
+
+def stop_iopub(thread: IOPubThread) -> None:
+    """Stop the IOPub thread with no task left pending on its loop (see test_iopub_socket)."""
+    done = threading.Event()
+
+    def cancel_tasks() -> None:
+        for task in asyncio.all_tasks():
+            task.cancel()
+        thread.io_loop.add_callback(done.set)  # one turn later: the tasks have ended
+
+    thread.schedule(cancel_tasks)
+    assert done.wait(HANG_MS / 1000), "the IOPub thread did not get to it"
+    thread.stop()
+    thread.close()
+
+
+@pytest.fixture
+def widgets() -> Iterator[list[Any]]:
+    made = [w.IntSlider(value=7), w.Image(value=b"\x89PNG in-process", format="png")]
+    yield made
+    for widget in made:
+        widget.close()
+
+
+def parent_id(msg: dict[str, Any]) -> str:
+    return msg["parent_header"]["msg_id"]
+
+
+def assert_error_reply(reply: dict[str, Any], ename: str, evalue: str) -> None:
+    content = reply["content"]
+    assert content["status"] == "error"
+    assert content["ename"] == ename
+    assert evalue in content["evalue"]
+    assert isinstance(content["traceback"], list) and content["traceback"]
+
+
+# --- iopub_stats_request -------------------------------------------------------------------
+
+
+def test_iopub_stats_request_reports_the_kernels_iopub_socket(rig: Rig) -> None:
+    request, reply = rig.query("iopub_stats_request", {})
+    assert reply["msg_type"] == "iopub_stats_reply" and parent_id(reply) == request["msg_id"]
+    content = reply["content"]
+    assert content["status"] == "ok"
+    # The socket's own settings, as configured before bind here.
+    assert (content["sndhwm"], content["nodrop"], content["send_timeout_ms"]) == (
+        SNDHWM,
+        True,
+        SEND_TIMEOUT_MS,
+    )
+    assert set(content) >= {"sent", "waits", "stalls", "timeouts", "missed", "backlog_bytes"}
+
+
+@pytest.mark.parametrize(
+    ("content", "ename", "evalue"),
+    [
+        (
+            {"verbose": True},
+            "ValueError",
+            "iopub_stats_request takes no fields; unknown: ['verbose']",
+        ),
+        (b"[]", "TypeError", "iopub_stats_request content must be an object, not list"),
+        (b'"text"', "TypeError", "iopub_stats_request content must be an object, not str"),
+    ],
+    ids=["unknown-field", "list", "string"],
+)
+def test_iopub_stats_request_with_bad_content_gets_an_error_reply(
+    rig: Rig, content: Any, ename: str, evalue: str
+) -> None:
+    request, reply = rig.query("iopub_stats_request", content)
+    assert reply["msg_type"] == "iopub_stats_reply" and parent_id(reply) == request["msg_id"]
+    assert_error_reply(reply, ename, evalue)
+
+
+# --- widget_state_request ------------------------------------------------------------------
+
+
+def test_widget_state_request_answers_with_this_process_widgets(
+    rig: Rig, widgets: list[Any]
+) -> None:
+    slider, image = widgets
+    request, reply = rig.query(
+        "widget_state_request", {"model_ids": [slider.model_id, "gone", image.model_id]}
+    )
+    assert reply["msg_type"] == "widget_state_reply" and parent_id(reply) == request["msg_id"]
+    content = reply["content"]
+    assert content["status"] == "ok"
+    assert list(content["states"]) == [slider.model_id, image.model_id]
+    assert content["states"][slider.model_id]["state"]["value"] == 7
+    assert content["missing"] == ["gone"] and content["errors"] == {}
+    assert content["buffer_paths"] == [[image.model_id, "state", "value"]]
+    assert [bytes(b) for b in reply["buffers"]] == [b"\x89PNG in-process"]
+
+
+@pytest.mark.parametrize(
+    ("content", "evalue"),
+    [
+        ({"model_ids": "abc"}, "list of strings"),
+        ({"model_ids": ["a", 1]}, "list of strings"),
+        ({"model_ids": [], "extra": 1}, "unknown fields ['extra']"),
+        (b"[]", "must be an object, not list"),
+    ],
+    ids=["ids-string", "ids-int", "unknown-field", "list"],
+)
+def test_widget_state_request_with_bad_content_gets_an_error_reply(
+    rig: Rig, content: Any, evalue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        request, reply = rig.query("widget_state_request", content)
+    assert reply["msg_type"] == "widget_state_reply" and parent_id(reply) == request["msg_id"]
+    assert_error_reply(reply, "WidgetStateRequestError", evalue)
+    assert not reply["buffers"]
+    # The client's fault: one warning line, no traceback in the kernel log.
+    [record] = [r for r in caplog.records if "widget_state_request failed" in r.getMessage()]
+    assert not record.exc_info
+
+
+# --- both queries --------------------------------------------------------------------------
+
+
+def test_queries_publish_no_status(rig: Rig) -> None:
+    for msg_type in ("widget_state_request", "iopub_stats_request"):
+        for content in ({}, {"bad": 1}):  # answered, and refused with an error reply
+            rig.query(msg_type, content)
+    # A stock control request publishes busy/idle: its busy is the first thing on IOPub.
+    request, reply = rig.query("kernel_info_request", {})
+    assert reply["msg_type"] == "kernel_info_reply"
+    first = rig.published()
+    assert first["msg_type"] == "status" and first["content"]["execution_state"] == "busy"
+    assert parent_id(first) == request["msg_id"]
+    assert parent_id(rig.published()) == request["msg_id"]  # its idle
+
+
+@pytest.mark.parametrize(
+    ("sender", "msg_type"),
+    [
+        ("wrong-key", "widget_state_request"),
+        ("unsigned", "iopub_stats_request"),
+        ("replayed", "widget_state_request"),
+        ("undecodable-content", "iopub_stats_request"),
+    ],
+)
+def test_a_query_the_session_refuses_gets_no_reply_and_the_next_is_answered(
+    rig: Rig, msg_type: str, sender: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    if sender == "replayed":
+        session, socket = rig.client
+        frames = session.serialize(session.msg(msg_type, {}))
+        socket.send_multipart(frames)
+        rig.deliver()
+        rig.reply()  # the first is answered
+        socket.send_multipart(frames)
+    elif sender == "undecodable-content":
+        rig.send(msg_type, b"\xff not JSON")
+    else:
+        # Another key (or none) on the same socket: a reply would come back on it first.
+        session = Session(key=b"not-the-kernels-key" if sender == "wrong-key" else b"")
+        rig.send(msg_type, {}, (session, rig.client[1]))
+    with caplog.at_level(logging.ERROR, logger=LOG):
+        rig.deliver()
+    assert "Invalid control message" in caplog.text
+    # The control channel goes on: the next query's reply is the first one back.
+    request, reply = rig.query(msg_type, {})
+    assert parent_id(reply) == request["msg_id"] and reply["content"]["status"] == "ok"
