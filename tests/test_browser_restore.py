@@ -13,8 +13,9 @@ What each test waits for is a condition, polled every 0.2 s. The long cell runs 
 test makes its stop file, which it does only after checking the page, so "restored while the
 cell runs" is decided by order, not by time; the bounds are hang guards (120 s for a restore
 that takes about 2 s here), and a kernel that does not answer mid-cell cannot pass them at
-any speed. The times are measured by ``python -m benchmarks browser_restore``. The page's own kernel websocket is decoded from
-outside (``browser_utils.WebsocketLog``) to check the statuses it receives mid-cell. The race
+any speed. The times are measured by ``python -m benchmarks browser_restore``. The page's
+own kernel websocket is decoded from outside (``browser_utils.WebsocketLog``) to check the
+statuses it receives mid-cell. The race
 test does not rely on luck: a serializer holds the kernel's off-thread read of the states until
 the cell has changed a widget read before it, so the page always gets that change too early.
 

@@ -340,6 +340,8 @@ WIDGET_STATE_PY = "ipykernel_ext/kernel/widget_state.py"
 SERVER_PY = "ipykernel_ext/server.py"
 IOPUB_ADOPT_PY = "ipykernel_ext/kernel/iopub_adopt.py"
 RECONNECT_PY = "ipykernel_ext/kernel/busy_answers.py"
+BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
+QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
 CONTRACT: list[Row] = [
     # ipykernel: the kernel ---------------------------------------------------------------
@@ -348,10 +350,11 @@ CONTRACT: list[Row] = [
     Row(f"{KERNEL}.shell_handlers", [Attribute(dict, _new_kernel)], (KERNEL_PY,),
         "the comm handlers are wrapped there to publish comm_echo"),
     Row(f"{KERNEL}.process_control", [Function(("self", "msg"), "async function")],
-        (KERNEL_PY,), "overridden to answer the queries without busy/idle"),
-    Row(f"{KERNEL}.control_stream", [Trait("Instance")], (KERNEL_PY,),
+        (KERNEL_PY, QUERIES_INPROC),
+        "overridden to answer the queries without busy/idle (the in-process tests call it)"),
+    Row(f"{KERNEL}.control_stream", [Trait("Instance")], (KERNEL_PY, QUERIES_INPROC),
         "the stream query replies are sent on"),
-    Row(f"{KERNEL}.iopub_thread", [Trait("Any")], (KERNEL_PY, IOPUB_ADOPT_PY),
+    Row(f"{KERNEL}.iopub_thread", [Trait("Any")], (KERNEL_PY, IOPUB_ADOPT_PY, QUERIES_INPROC),
         "its socket's counters answer iopub_stats_request"),
     Row(f"{KERNEL}._topic", [Function(("self", "topic"))], (KERNEL_PY, ECHO_PY),
         "the ZMQ topic of comm_echo, as stock builds every IOPub topic"),
@@ -393,7 +396,7 @@ CONTRACT: list[Row] = [
         "whether ipywidgets registered its control comm target"),
     Row("comm.base_comm:BaseComm.on_msg",
         [Function(("self", "callback")), Source((r"self\._msg_callback\s*=\s*callback",))],
-        (RECONNECT_PY,),
+        (RECONNECT_PY, BUSY_INPROC),
         "a control comm's handler is read from _msg_callback and swapped through on_msg"),
     Row("comm.base_comm:BaseComm.handle_msg",
         [Source((r"self\._msg_callback\(msg\)", r'trigger\("pre_execute"\)'))], (RECONNECT_PY,),
@@ -476,9 +479,12 @@ CONTRACT: list[Row] = [
         "update_states' model_module_version"),
     Row(f"{WIDGET}:Widget.handle_control_comm_opened",
         [Function(("comm", "msg"), "classmethod"),
-         Source((r"on_msg\(cls\._handle_control_comm_msg\)",))], (RECONNECT_PY,),
+         Source((r"on_msg\(cls\._handle_control_comm_msg\)",))], (RECONNECT_PY, BUSY_INPROC),
         "the jupyter.widget.control target whose replies are matched off-thread; a comm it "
         "accepts gets _handle_control_comm_msg as its handler, which an idle kernel swaps"),
+    Row(f"{WIDGET}:Widget._control_comm", [Value(type(None))], (BUSY_INPROC,),
+        "the control comm ipywidgets keeps class-wide once handle_control_comm_opened accepts "
+        "one; the in-process tests put it back to None"),
     Row(f"{WIDGET}:Widget.send_state", [Function(("self", "key"))], (RECONNECT_PY,),
         "sends what changed since an off-thread snapshot, once the cell is over"),
     Row(f"{WIDGET}:Widget._handle_control_comm_msg", [Function(("msg",), "classmethod")],
