@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
+
+import tomllib
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$")
