@@ -241,7 +241,7 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
     def _try_bind_socket(self, s: zmq.Socket[Any], port: int) -> int:
         if (
             self.router_identity == "endpoint"
-            and s.socket_type == zmq.ROUTER
+            and s.type == zmq.ROUTER
             and (s is self.shell_socket or s is self.control_socket)
         ):
             return bind_with_endpoint_identity(s, self.transport, self.ip, port)

@@ -136,7 +136,7 @@ def test_connect_channel_is_jupyter_clients_socket(ctx: zmq.Context, encrypted: 
         shell = connect_channel(actx, info, "shell", identity=b"me")
         iopub = connect_channel(actx, info, "iopub")
         assert isinstance(shell, zmq.asyncio.Socket)
-        assert shell.socket_type == zmq.DEALER and iopub.socket_type == zmq.SUB
+        assert shell.type == zmq.DEALER and iopub.type == zmq.SUB
         assert shell.identity == b"me"
         assert shell.linger == 1000
         assert shell.mechanism == (zmq.CURVE if encrypted else zmq.NULL)
