@@ -1,6 +1,6 @@
 """What every benchmark shares: kernels, alternating trials, medians and ratios, a table, JSON.
 
-A benchmark module (see ``benchmarks/__main__.py`` for what the runner asks of one) keeps only
+A benchmark module (see ``benchmarks/runner.py`` for what the runner asks of one) keeps only
 its trial and its summary; everything below is the same for all of them, so it lives here once:
 
 * the kernel names (``STOCK`` is stock ipykernel, ``EXT`` is ipykernel_ext) and kernel start
@@ -10,19 +10,19 @@ its trial and its summary; everything below is the same for all of them, so it l
   elsewhere on the machine hits both alike;
 * :func:`median`, :func:`ratio` and :func:`fmt`, which all treat ``None`` (a lost idle, a
   trial with no time) as missing instead of failing;
-* :func:`print_table`, the one table printer, and :func:`write_json`, the common ``--json``;
-* :func:`script`, so that ``python benchmarks/NAME.py`` still runs (through the runner).
+* :func:`print_table`, the one table printer, and :func:`write_json`, the common ``--json``.
+
+Nothing here imports the runner: the runner imports this module.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
@@ -110,12 +110,3 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=1))
     print(f"\nraw results: {path}")
 
-
-def script(file: str) -> NoReturn:
-    """``python benchmarks/NAME.py ARGS``: the same as ``python -m benchmarks NAME ARGS``.
-
-    Imported here, not at the top: the runner imports this module.
-    """
-    from benchmarks.__main__ import main
-
-    sys.exit(main([Path(file).stem, *sys.argv[1:]]))

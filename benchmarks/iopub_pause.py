@@ -42,7 +42,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.harness import EXT, RESULTS, ROOT, STOCK, print_table, script
+from benchmarks.harness import EXT, RESULTS, ROOT, STOCK, print_table
 from tests.bursts import (
     PAUSE_AFTER_COMM_OPEN,
     SEED_BUTTONS,
@@ -553,5 +553,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"rows": [dict(asdict(r), lost=r.lost) for r in rows], "errors": errors}
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.runner import script
+
     script(__file__)

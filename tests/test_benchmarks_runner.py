@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_BENCHMARKS = {"__init__", "__main__", "harness"}
+NOT_BENCHMARKS = {"__init__", "__main__", "harness", "runner"}
 
 
 def runner(*args: str) -> subprocess.CompletedProcess[str]:
