@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
@@ -33,27 +33,40 @@ KERNELS = (STOCK, EXT)
 ROOT = Path(__file__).resolve().parents[1]
 #: Where benchmarks that always keep their raw results write them (git-ignored).
 RESULTS = ROOT / "benchmarks" / "results"
+T = TypeVar("T")
 
 
 @contextmanager
 def kernel(
-    name: str, extra: list[str] | None = None, curve: bool = True
+    name: str,
+    extra: list[str] | None = None,
+    curve: bool = True,
+    client: Callable[[KernelManager], BlockingKernelClient] | None = None,
+    **kwargs: Any,
 ) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
     """A fresh kernel and one ready client with a session of its own; both shut down on exit.
 
     ``curve=False`` asks for plain TCP explicitly ("disabled"), not the manager's default,
-    so that a plain-TCP row is plain TCP whatever the environment configures.
+    so that a plain-TCP row is plain TCP whatever the environment configures. ``client``
+    makes the client (default ``tests.helpers.new_client``; ``shell_and_control_client`` for
+    one that leaves IOPub to a raw subscriber); ``kwargs`` go to ``KernelManager``.
     """
-    kwargs: dict[str, Any] = {} if curve else {"transport_encryption": "disabled"}
-    with running_kernel(name, extra, encryption=curve, **kwargs) as pair:
+    if not curve:
+        kwargs["transport_encryption"] = "disabled"
+    with running_kernel(name, extra, client, encryption=curve, **kwargs) as pair:
         yield pair
 
 
-def alternate(trials: int, kernels: Sequence[str] = KERNELS) -> Iterator[tuple[int, str]]:
-    """``(trial, kernel)`` with the kernels taking turns in every trial."""
+def alternate(
+    trials: int, items: Sequence[T] = KERNELS, flip: bool = False
+) -> Iterator[tuple[int, T]]:
+    """``(trial, item)`` with the items (kernels, by default) taking turns in every trial.
+
+    ``flip=True`` reverses the order every other trial, so that no item always goes first.
+    """
     for trial in range(trials):
-        for name in kernels:
-            yield trial, name
+        for item in items[::-1] if flip and trial % 2 else items:
+            yield trial, item
 
 
 def median(xs: Iterable[float | None]) -> float | None:
