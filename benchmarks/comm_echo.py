@@ -219,8 +219,8 @@ def measure(
     for config in configs:  # warm-up, not counted
         config.prepare()
         round_trips(config.client, config.comm_id, max(1, n // 10), window, buffers, config.kernel)
-    # The order flips every trial, so a slow phase of the shared machine hits every column.
-    for _, config in alternate(trials, configs, flip=True):
+    # Each trial starts with another column, so a slow phase of the machine hits every one.
+    for _, config in alternate(trials, configs, rotate=True):
         config.prepare()
         runs[config.label].append(
             round_trips(config.client, config.comm_id, n, window, buffers, config.kernel)

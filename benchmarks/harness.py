@@ -58,14 +58,16 @@ def kernel(
 
 
 def alternate(
-    trials: int, items: Sequence[T] = KERNELS, flip: bool = False
+    trials: int, items: Sequence[T] = KERNELS, rotate: bool = False
 ) -> Iterator[tuple[int, T]]:
     """``(trial, item)`` with the items (kernels, by default) taking turns in every trial.
 
-    ``flip=True`` reverses the order every other trial, so that no item always goes first.
+    ``rotate=True`` starts trial ``t`` at item ``t % len(items)``, so that no item always goes
+    first (with two items: the order flips every trial).
     """
     for trial in range(trials):
-        for item in items[::-1] if flip and trial % 2 else items:
+        shift = trial % len(items) if rotate else 0
+        for item in [*items[shift:], *items[:shift]]:
             yield trial, item
 
 
