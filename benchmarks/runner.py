@@ -10,7 +10,8 @@ A benchmark module gives the runner:
 
 * a docstring whose first line says what it measures (the ``--list`` line and ``--help``);
 * ``TRIALS`` and ``QUICK_TRIALS``: the default of ``--trials``, without and with ``--quick``
-  (an explicit ``--trials`` wins over both);
+  (an explicit ``--trials`` wins over both; ``args.trials_given`` says whether there was one,
+  for a mode with a default of its own);
 * ``RESULTS_FILE`` (optional): the default of ``--json``, for benchmarks that always keep
   their raw results; without it JSON is written only when ``--json`` is given;
 * ``add_arguments(parser)`` (optional): its own options;
@@ -66,7 +67,9 @@ def run_benchmark(module: ModuleType, name: str, argv: list[str]) -> int:
     )
     common = parser.add_argument_group("common options")
     common.add_argument(
-        "--quick", action="store_true", help=f"{quick_trials} trials, smaller settings"
+        "--quick",
+        action="store_true",
+        help=f"{quick_trials} trial{'s' * (quick_trials != 1)}, smaller settings",
     )
     common.add_argument(
         "--trials",
@@ -84,8 +87,11 @@ def run_benchmark(module: ModuleType, name: str, argv: list[str]) -> int:
     if hasattr(module, "add_arguments"):
         module.add_arguments(parser)
     args = parser.parse_args(argv)
+    args.trials_given = args.trials is not None
     if args.trials is None:
         args.trials = quick_trials if args.quick else trials
+    if args.trials < 1:
+        parser.error("--trials must be at least 1")
     results = module.run(args)
     if results is not None and args.json is not None:
         write_json(args.json, results)
@@ -122,7 +128,6 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(module, "run"):
         return run_benchmark(module, name, rest)
     return run_main(module, name, rest)
-
 
 
 def script(file: str) -> NoReturn:
