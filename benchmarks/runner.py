@@ -17,9 +17,6 @@ A benchmark module gives the runner:
 * ``add_arguments(parser)`` (optional): its own options;
 * ``run(args) -> dict | None``: the trials and the printed summary; the dict returned is what
   ``--json`` writes (None: nothing to write).
-
-A module with only ``main(argv)`` (or ``main()`` reading ``sys.argv``) is run as it is, with
-the arguments after its name: the benchmarks not yet converted to the harness.
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
-import inspect
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -98,14 +94,6 @@ def run_benchmark(module: ModuleType, name: str, argv: list[str]) -> int:
     return 0
 
 
-def run_main(module: ModuleType, name: str, argv: list[str]) -> int:
-    """A module not converted yet: its own ``main``, with its own argument parsing."""
-    # As a script: sys.argv for a main() that parses it, and for argparse's program name.
-    sys.argv = [f"benchmarks/{name}.py", *argv]
-    code = module.main(argv) if inspect.signature(module.main).parameters else module.main()
-    return int(code or 0)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     usage = "usage: python -m benchmarks NAME [--quick] [--trials N] [--json PATH] [options]"
@@ -124,10 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    module = importlib.import_module(f"benchmarks.{name}")
-    if hasattr(module, "run"):
-        return run_benchmark(module, name, rest)
-    return run_main(module, name, rest)
+    return run_benchmark(importlib.import_module(f"benchmarks.{name}"), name, rest)
 
 
 def script(file: str) -> NoReturn:
