@@ -82,9 +82,9 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return None if ours is None or not theirs else ours / theirs
 
 
-def fmt(x: float | None, digits: int = 2) -> str:
-    """A number with ``digits`` decimals, ``-`` for a missing one."""
-    return "-" if x is None else f"{x:.{digits}f}"
+def fmt(x: float | None, digits: int = 2, unit: str = "") -> str:
+    """A number with ``digits`` decimals and ``unit`` after it, ``-`` for a missing one."""
+    return "-" if x is None else f"{x:.{digits}f}{unit}"
 
 
 def print_table(
@@ -124,4 +124,3 @@ def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1))
     print(f"\nraw results: {path}")
-
