@@ -10,7 +10,8 @@ its trial and its summary; everything below is the same for all of them, so it l
   elsewhere on the machine hits both alike;
 * :func:`median`, :func:`ratio` and :func:`fmt`, which all treat ``None`` (a lost idle, a
   trial with no time) as missing instead of failing;
-* :func:`print_table`, the one table printer, and :func:`write_json`, the common ``--json``.
+* :func:`print_table`, the one table printer (:func:`cells` makes a row of an object's
+  fields), and :func:`write_json`, the common ``--json``.
 
 Nothing here imports the runner: the runner imports this module.
 """
@@ -85,6 +86,12 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
 def fmt(x: float | None, digits: int = 2, unit: str = "") -> str:
     """A number with ``digits`` decimals and ``unit`` after it, ``-`` for a missing one."""
     return "-" if x is None else f"{x:.{digits}f}{unit}"
+
+
+def cells(obj: Any, fields: Iterable[str], digits: int = 1) -> list[Any]:
+    """The attributes ``fields`` of ``obj`` as table cells, floats with ``digits`` decimals."""
+    values = (getattr(obj, name) for name in fields)
+    return [fmt(v, digits) if isinstance(v, float) else v for v in values]
 
 
 def print_table(
