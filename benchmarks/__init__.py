@@ -1,4 +1,5 @@
 """The benchmarks, stock ipykernel vs ipykernel_ext: ``python -m benchmarks --list``.
 
-Each module here is one benchmark; ``__main__`` is the runner and ``harness`` what they share.
+Each module here is one benchmark but ``runner`` (``python -m benchmarks``; ``__main__`` only
+calls it) and ``harness`` (what the benchmarks share).
 """

@@ -25,16 +25,15 @@ Each trial uses a fresh notebook, a fresh JupyterLab workspace and a fresh kerne
 is saved (and the saved file checked) before the reload, since a reload reopens it from disk.
 Kernels alternate trial by trial. Prints medians, ratios (stock / ext) and writes the plot.
 
-    python benchmarks/browser_restore.py                 # 3 trials each, --window 30
-    python benchmarks/browser_restore.py --quick         # 1 trial each, --window 15, no plot
-    python benchmarks/browser_restore.py --scenario idle,voila --buttons 1000,10000 --trials 1
-    python benchmarks/browser_restore.py --trials 5 --json out.json --plot docs/browser_restore.png
+    python -m benchmarks browser_restore               # 3 trials each, --window 30
+    python -m benchmarks browser_restore --quick       # 1 trial each, --window 15, no plot
+    python -m benchmarks browser_restore --scenario idle,voila --buttons 1000,10000 --trials 1
+    python -m benchmarks browser_restore --trials 5 --json out.json --plot docs/browser_restore.png
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -43,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import EXT, STOCK, alternate, fmt, median, print_table, ratio
 from tests.browser_utils import (  # the tests' own helpers (tests/browser_utils.py)
     LAB_ARGS,
     LAB_STATUS_JS,
@@ -59,7 +59,7 @@ from tests.browser_utils import (  # the tests' own helpers (tests/browser_utils
 )
 from tests.server_utils import JupyterServer
 
-STOCK, EXT = "python3", "python3-ext"
+TRIALS, QUICK_TRIALS = 3, 1
 LABELS = {STOCK: "stock ipykernel 7.4", EXT: "ipykernel_ext"}
 N_SLIDERS, N_BUTTONS = 200, 1000
 SLIDER = ".jp-OutputArea .widget-slider"
@@ -191,11 +191,6 @@ def run_trial(
         shut_down_everything(lab)
 
 
-def median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
 def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
     rows = []
     groups = list(dict.fromkeys(t.group for t in trials))
@@ -206,8 +201,8 @@ def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
             if not mine:
                 continue
             medians[kernel] = {
-                "rendered": median([t.rendered_s for t in mine]),
-                "states": median([t.states_s for t in mine]),
+                "rendered": median(t.rendered_s for t in mine),
+                "states": median(t.states_s for t in mine),
             }
             rows.append(
                 {
@@ -217,7 +212,7 @@ def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
                     "trials": len(mine),
                     "rendered_s": [t.rendered_s for t in mine],
                     "median_rendered_s": medians[kernel]["rendered"],
-                    "median_busy_s": median([t.busy_s for t in mine]),
+                    "median_busy_s": median(t.busy_s for t in mine),
                     "states_s": [t.states_s for t in mine],
                     "median_states_s": medians[kernel]["states"],
                     "failed": [t.failed for t in mine if t.failed],
@@ -228,41 +223,46 @@ def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
             )
         if STOCK in medians and EXT in medians:
             for key in ("rendered", "states"):
-                stock, ext = medians[STOCK][key], medians[EXT][key]
-                if stock and ext:
+                value = ratio(medians[STOCK][key], medians[EXT][key])
+                if value is not None:
                     for row in rows[-2:]:
-                        row[f"ratio_{key}_stock_over_ext"] = stock / ext
+                        row[f"ratio_{key}_stock_over_ext"] = value
     return rows
 
 
-def print_table(rows: list[dict[str, Any]], window: float) -> None:
+def print_summary(rows: list[dict[str, Any]], window: float) -> None:
     def seconds(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f} s"
+        return "-" if value is None else f"{fmt(value)} s"
 
-    def ratio(value: float | None) -> str:
-        return "" if value is None else f"{value:.1f}x"
+    def times(value: float | None) -> str:
+        return "" if value is None else f"{fmt(value, 1)}x"
 
-    print(
-        f"\n{'scenario':12} {'kernel':22} {'trials':>6} {'median rendered':>16} "
-        f"{'median Busy':>12} {'mid-cell':>9} {'stock/ext':>9} {'states':>9} {'stock/ext':>9}"
-        "  rendered (each trial)"
+    print()
+    header = ["scenario", "kernel", "trials", "median rendered", "median Busy", "mid-cell"]
+    print_table(
+        [*header, "stock/ext", "states", "stock/ext", "rendered (each trial)"],
+        [
+            [
+                row["group"],
+                LABELS[row["kernel"]],
+                row["trials"],
+                seconds(row["median_rendered_s"]),
+                seconds(row["median_busy_s"]),
+                ""
+                if row["restored_mid_cell"] is None
+                else f"{row['restored_mid_cell']}/{row['trials']}",
+                times(row.get("ratio_rendered_stock_over_ext")),
+                seconds(row["median_states_s"]),
+                times(row.get("ratio_states_stock_over_ext")),
+                ", ".join(seconds(v) for v in row["rendered_s"]),
+            ]
+            for row in rows
+        ],
+        align="llrrrrrrrl",
     )
     for row in rows:
-        mid = (
-            ""
-            if row["restored_mid_cell"] is None
-            else f"{row['restored_mid_cell']}/{row['trials']}"
-        )
-        each = ", ".join(seconds(v) for v in row["rendered_s"])
-        print(
-            f"{row['group']:12} {LABELS[row['kernel']]:22} {row['trials']:>6} "
-            f"{seconds(row['median_rendered_s']):>16} {seconds(row['median_busy_s']):>12} "
-            f"{mid:>9} {ratio(row.get('ratio_rendered_stock_over_ext')):>9} "
-            f"{seconds(row['median_states_s']):>9} "
-            f"{ratio(row.get('ratio_states_stock_over_ext')):>9}  {each}"
-        )
         for reason in row["failed"]:
-            print(f"{'':12} {'':22} failed: {reason}")
+            print(f"failed: {row['group']}, {LABELS[row['kernel']]}: {reason}")
     print(
         f"(mid-cell: the cell is ended {window:.0f} s after the reload when the views are not "
         "there by then; 'mid-cell' counts trials restored while the cell still ran; "
@@ -313,65 +313,80 @@ def plot(trials: list[Trial], window: float, path: Path) -> None:
     print(f"plot written to {path}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trials", type=int, default=3, help="trials per kernel and scenario")
+def positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def scenario_list(text: str) -> list[str]:
+    scenarios = ["mid-cell", "idle"] if text == "both" else text.split(",")
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown scenario(s) {unknown}; choose from {', '.join(SCENARIOS)}"
+        )
+    return scenarios
+
+
+def counts(text: str) -> list[int]:
+    return [int(n) for n in text.split(",")]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--window", type=float, default=30, help="seconds after the reload before the cell ends"
+        "--window",
+        type=positive,
+        help="seconds after the reload before the cell ends (default 30; 15 with --quick)",
     )
-    parser.add_argument("--quick", action="store_true", help="1 trial each, --window 15")
     parser.add_argument(
         "--scenario",
+        type=scenario_list,
         default=",".join(SCENARIOS),
         help=f"comma-separated, of {', '.join(SCENARIOS)} ('both': mid-cell,idle)",
     )
     parser.add_argument(
-        "--buttons", default=f"{N_BUTTONS},10000", help="idle and voila: comma-separated counts"
+        "--buttons",
+        type=counts,
+        default=f"{N_BUTTONS},10000",
+        help="idle and voila: comma-separated counts",
     )
-    parser.add_argument("--json", type=Path, help="write the trials and summary here")
     parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
-    args = parser.parse_args(argv)
-    if args.trials < 1 or args.window <= 0:
-        parser.error("--trials must be at least 1 and --window positive")
-    if args.quick:
-        args.trials, args.window = 1, 15.0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    window = args.window or (15.0 if args.quick else 30.0)
     reason = missing_requirement()
     if reason:
         print(f"cannot run: {reason}", file=sys.stderr)
-        return 2
+        raise SystemExit(2)
 
-    scenarios = ["mid-cell", "idle"] if args.scenario == "both" else args.scenario.split(",")
-    unknown = [s for s in scenarios if s not in SCENARIOS]
-    if unknown:
-        parser.error(f"unknown scenario(s) {unknown}; choose from {', '.join(SCENARIOS)}")
-    counts = [int(n) for n in args.buttons.split(",")]
-    runs = [(s, n) for s in scenarios for n in ([N_BUTTONS] if s == "mid-cell" else counts)]
+    runs = [
+        (s, n) for s in args.scenario for n in ([N_BUTTONS] if s == "mid-cell" else args.buttons)
+    ]
     trials: list[Trial] = []
     with JupyterServer(app="lab", extra_args=LAB_ARGS) as lab:
         quiet_lab_settings(lab)
         with chromium() as browser:
             for scenario, buttons in runs:
-                for i in range(args.trials):
-                    kernels = (STOCK, EXT) if i % 2 == 0 else (EXT, STOCK)
-                    for kernel in kernels:
-                        try:
-                            trial = run_trial(browser, lab, scenario, kernel, args.window, buttons)
-                        except Exception as exc:  # a page that never got ready: say so, go on
-                            count = None if scenario == "mid-cell" else buttons
-                            reason = f"{type(exc).__name__}: {str(exc)[:200]}"
-                            trial = Trial(scenario, kernel, None, None, None, count, failed=reason)
-                        trials.append(trial)
-                        print(f"{trial.group:12} {kernel:12} trial {i + 1}: {trial}", flush=True)
+                for i, kernel in alternate(args.trials, rotate=True):
+                    try:
+                        trial = run_trial(browser, lab, scenario, kernel, window, buttons)
+                    except Exception as exc:  # a page that never got ready: say so, go on
+                        count = None if scenario == "mid-cell" else buttons
+                        why = f"{type(exc).__name__}: {str(exc)[:200]}"
+                        trial = Trial(scenario, kernel, None, None, None, count, failed=why)
+                    trials.append(trial)
+                    print(f"{trial.group:12} {kernel:12} trial {i + 1}: {trial}", flush=True)
     rows = summarize(trials)
-    print_table(rows, args.window)
-    if args.json:
-        args.json.write_text(
-            json.dumps({"trials": [asdict(t) for t in trials], "summary": rows}, indent=1)
-        )
+    print_summary(rows, window)
     if args.plot:
-        plot(trials, args.window, args.plot)
-    return 0
+        plot(trials, window, args.plot)
+    return {"trials": [asdict(t) for t in trials], "summary": rows}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.runner import script
+
+    script(__file__)

@@ -233,6 +233,6 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
-    from benchmarks.harness import script
+    from benchmarks.runner import script
 
     script(__file__)

@@ -30,25 +30,28 @@ issue's target is <= 1.15 for small messages) and the echo's cost per echoed mes
 CPU time, all threads, from psutil). ``lost`` counts missing replies plus missing
 (or unexpected) echoes plus round trips that never finished; it must be 0.
 
-    python benchmarks/comm_echo.py            # 7 trials of each
-    python benchmarks/comm_echo.py --quick    # 3 trials, fewer large messages
+    python -m benchmarks comm_echo            # 7 trials of each
+    python -m benchmarks comm_echo --quick    # 3 trials, fewer large messages
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import psutil
 import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
 
-STOCK, EXT = "python3", "python3-ext"
+from benchmarks.harness import EXT, STOCK, alternate, fmt, kernel, median, print_table, ratio
+from tests.helpers import shell_and_control_client
+
+TRIALS, QUICK_TRIALS = 7, 3
 
 #: The kernel-side target: answers every comm_msg with a small comm_msg.
 SETUP = r"""
@@ -193,16 +196,20 @@ class Config:
     prepare: Callable[[], None]
 
 
-def start(kernel_name: str) -> tuple[KernelManager, Client, str, psutil.Process]:
-    km = KernelManager(kernel_name=kernel_name, transport_encryption="required")
-    km.start_kernel()
-    client = Client(km)
-    client.execute(SETUP)
-    comm_id = uuid.uuid4().hex
-    client.wait_idle(
-        client.send("comm_open", {"comm_id": comm_id, "target_name": "bench", "data": {}})
-    )
-    return km, client, comm_id, psutil.Process(km.provisioner.pid)  # type: ignore[union-attr]
+@contextmanager
+def echo_kernel(name: str) -> Iterator[tuple[Client, str, psutil.Process]]:
+    """A kernel with the bench target and a comm open to it: its raw client, comm, process.
+
+    The harness's own client asks on shell and control only, so the raw client is the one
+    IOPub reader (and the one whose time is measured).
+    """
+    with kernel(name, client=shell_and_control_client) as (km, _), closing(Client(km)) as client:
+        client.execute(SETUP)
+        comm_id = uuid.uuid4().hex
+        client.wait_idle(
+            client.send("comm_open", {"comm_id": comm_id, "target_name": "bench", "data": {}})
+        )
+        yield client, comm_id, psutil.Process(km.provisioner.pid)  # type: ignore[union-attr]
 
 
 def measure(
@@ -212,14 +219,12 @@ def measure(
     for config in configs:  # warm-up, not counted
         config.prepare()
         round_trips(config.client, config.comm_id, max(1, n // 10), window, buffers, config.kernel)
-    for trial in range(trials):
-        # Alternate the order so a slow phase of the shared machine hits every column.
-        order = configs if trial % 2 == 0 else configs[::-1]
-        for config in order:
-            config.prepare()
-            runs[config.label].append(
-                round_trips(config.client, config.comm_id, n, window, buffers, config.kernel)
-            )
+    # Each trial starts with another column, so a slow phase of the machine hits every one.
+    for _, config in alternate(trials, configs, rotate=True):
+        config.prepare()
+        runs[config.label].append(
+            round_trips(config.client, config.comm_id, n, window, buffers, config.kernel)
+        )
     return runs
 
 
@@ -227,78 +232,89 @@ def lost(run: Run, n: int, echo: bool) -> int:
     return (n - run.replies) + abs((n if echo else 0) - run.echoes) + run.unfinished
 
 
+def per_message_us(on: float | None, off: float | None, n: int) -> float | None:
+    """``(on - off) / n`` in microseconds: what each echoed message added."""
+    return None if on is None or off is None else (on - off) / n * 1e6
+
+
 def report(title: str, configs: list[Config], runs: dict[str, list[Run]], n: int) -> None:
     print(f"\n{title}: {n} round trips, median of {len(next(iter(runs.values())))} trials")
-    print(
-        f"{'kernel':<14} {'median s':>9} {'us/round trip':>14} {'min s':>8} {'max s':>8}"
-        f" {'kernel CPU s':>13} {'lost':>5}"
-    )
-    medians, cpus = {}, {}
-    for config in configs:
-        times = [r.seconds for r in runs[config.label]]
-        medians[config.label] = statistics.median(times)
-        cpus[config.label] = statistics.median(r.kernel_cpu for r in runs[config.label])
-        total_lost = sum(lost(r, n, config.echo) for r in runs[config.label])
-        print(
-            f"{config.label:<14} {medians[config.label]:>9.3f}"
-            f" {medians[config.label] / n * 1e6:>14.1f} {min(times):>8.3f} {max(times):>8.3f}"
-            f" {cpus[config.label]:>13.3f} {total_lost:>5}"
+    seconds = {c.label: median(r.seconds for r in runs[c.label]) for c in configs}
+    cpus = {c.label: median(r.kernel_cpu for r in runs[c.label]) for c in configs}
+    rows = []
+    for c in configs:
+        times = [r.seconds for r in runs[c.label]]
+        mid = seconds[c.label]
+        rows.append(
+            [
+                c.label,
+                fmt(mid, 3),
+                fmt(None if mid is None else mid / n * 1e6, 1),
+                fmt(min(times), 3),
+                fmt(max(times), 3),
+                fmt(cpus[c.label], 3),
+                sum(lost(r, n, c.echo) for r in runs[c.label]),
+            ]
         )
-    on, off, stock = medians["ext echo on"], medians["ext echo off"], medians["stock"]
+    header = ["kernel", "median s", "us/round trip", "min s", "max s", "kernel CPU s", "lost"]
+    print_table(header, rows)
+    on, off, stock = seconds["ext echo on"], seconds["ext echo off"], seconds["stock"]
     print(
-        f"ratio echo on / echo off: {on / off:.3f}   echo on / stock: {on / stock:.3f}   "
-        f"echo off / stock: {off / stock:.3f}"
+        f"ratio echo on / echo off: {fmt(ratio(on, off), 3)}   "
+        f"echo on / stock: {fmt(ratio(on, stock), 3)}   "
+        f"echo off / stock: {fmt(ratio(off, stock), 3)}"
     )
     cpu_on, cpu_off = cpus["ext echo on"], cpus["ext echo off"]
-    print(f"kernel CPU echo on / echo off: {cpu_on / cpu_off:.3f}")
-    cpu_cost = (cpu_on - cpu_off) / n * 1e6
+    print(f"kernel CPU echo on / echo off: {fmt(ratio(cpu_on, cpu_off), 3)}")
     print(
-        f"echo cost per echoed message: {(on - off) / n * 1e6:.1f} us of wall time "
-        f"(kernel and client), {cpu_cost:.1f} us of kernel CPU"
+        f"echo cost per echoed message: {fmt(per_message_us(on, off, n), 1)} us of wall time "
+        f"(kernel and client), {fmt(per_message_us(cpu_on, cpu_off, n), 1)} us of kernel CPU"
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 trials, 50 large messages")
-    parser.add_argument("--trials", type=int, help="trials per configuration (default 7)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=10_000, help="small round trips per trial")
     parser.add_argument("--window", type=int, default=100, help="small requests in flight")
-    parser.add_argument("--big-n", type=int, help="1 MB round trips per trial (default 200)")
+    parser.add_argument(
+        "--big-n", type=int, help="1 MB round trips per trial (default 200; 50 with --quick)"
+    )
     parser.add_argument("--big-window", type=int, default=4, help="1 MB requests in flight")
     parser.add_argument("--big-size", type=int, default=1_000_000, help="buffer size, bytes")
-    args = parser.parse_args()
-    trials = args.trials or (3 if args.quick else 7)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     big_n = args.big_n or (50 if args.quick else 200)
+    with echo_kernel(STOCK) as stock, echo_kernel(EXT) as (ext_client, ext_comm, ext_proc):
 
-    stock_km, stock_client, stock_comm, stock_proc = start(STOCK)
-    ext_km, ext_client, ext_comm, ext_proc = start(EXT)
+        def switch(on: bool) -> Callable[[], None]:
+            return lambda: ext_client.execute(f"get_ipython().kernel.echo_enabled = {on}")
 
-    def switch(on: bool) -> Callable[[], None]:
-        return lambda: ext_client.execute(f"get_ipython().kernel.echo_enabled = {on}")
-
-    configs = [
-        Config("stock", stock_client, stock_comm, stock_proc, False, lambda: None),
-        Config("ext echo off", ext_client, ext_comm, ext_proc, False, switch(False)),
-        Config("ext echo on", ext_client, ext_comm, ext_proc, True, switch(True)),
-    ]
-    try:
+        configs = [
+            Config("stock", *stock, False, lambda: None),
+            Config("ext echo off", ext_client, ext_comm, ext_proc, False, switch(False)),
+            Config("ext echo on", ext_client, ext_comm, ext_proc, True, switch(True)),
+        ]
         print("comm_msg round trips, CurveZMQ, one client; the kernel replies with a comm_msg")
-        small = measure(configs, args.n, args.window, [], trials)
+        small = measure(configs, args.n, args.window, [], args.trials)
         report(f"small messages (window {args.window})", configs, small, args.n)
-        big = measure(configs, big_n, args.big_window, [b"\xab" * args.big_size], trials)
+        big = measure(configs, big_n, args.big_window, [b"\xab" * args.big_size], args.trials)
         report(
             f"{args.big_size / 1e6:g} MB buffer each (window {args.big_window})",
             configs,
             big,
             big_n,
         )
-    finally:
-        for client in (stock_client, ext_client):
-            client.close()
-        for km in (stock_km, ext_km):
-            km.shutdown_kernel(now=True)
+    return {
+        "small": {"n": args.n, "window": args.window, "runs": as_json(small)},
+        "big": {"n": big_n, "window": args.big_window, "size": args.big_size, "runs": as_json(big)},
+    }
 
 
-if __name__ == "__main__":
-    main()
+def as_json(runs: dict[str, list[Run]]) -> dict[str, list[dict[str, Any]]]:
+    return {label: [asdict(r) for r in rs] for label, rs in runs.items()}
+
+
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.runner import script
+
+    script(__file__)

@@ -1,6 +1,6 @@
 """What every benchmark shares: kernels, alternating trials, medians and ratios, a table, JSON.
 
-A benchmark module (see ``benchmarks/__main__.py`` for what the runner asks of one) keeps only
+A benchmark module (see ``benchmarks/runner.py`` for what the runner asks of one) keeps only
 its trial and its summary; everything below is the same for all of them, so it lives here once:
 
 * the kernel names (``STOCK`` is stock ipykernel, ``EXT`` is ipykernel_ext) and kernel start
@@ -10,19 +10,20 @@ its trial and its summary; everything below is the same for all of them, so it l
   elsewhere on the machine hits both alike;
 * :func:`median`, :func:`ratio` and :func:`fmt`, which all treat ``None`` (a lost idle, a
   trial with no time) as missing instead of failing;
-* :func:`print_table`, the one table printer, and :func:`write_json`, the common ``--json``;
-* :func:`script`, so that ``python benchmarks/NAME.py`` still runs (through the runner).
+* :func:`print_table`, the one table printer (:func:`cells` makes a row of an object's
+  fields), and :func:`write_json`, the common ``--json``.
+
+Nothing here imports the runner: the runner imports this module.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, TypeVar
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
@@ -33,27 +34,42 @@ KERNELS = (STOCK, EXT)
 ROOT = Path(__file__).resolve().parents[1]
 #: Where benchmarks that always keep their raw results write them (git-ignored).
 RESULTS = ROOT / "benchmarks" / "results"
+T = TypeVar("T")
 
 
 @contextmanager
 def kernel(
-    name: str, extra: list[str] | None = None, curve: bool = True
+    name: str,
+    extra: list[str] | None = None,
+    curve: bool = True,
+    client: Callable[[KernelManager], BlockingKernelClient] | None = None,
+    **kwargs: Any,
 ) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
     """A fresh kernel and one ready client with a session of its own; both shut down on exit.
 
     ``curve=False`` asks for plain TCP explicitly ("disabled"), not the manager's default,
-    so that a plain-TCP row is plain TCP whatever the environment configures.
+    so that a plain-TCP row is plain TCP whatever the environment configures. ``client``
+    makes the client (default ``tests.helpers.new_client``; ``shell_and_control_client`` for
+    one that leaves IOPub to a raw subscriber); ``kwargs`` go to ``KernelManager``.
     """
-    kwargs: dict[str, Any] = {} if curve else {"transport_encryption": "disabled"}
-    with running_kernel(name, extra, encryption=curve, **kwargs) as pair:
+    if not curve:
+        kwargs["transport_encryption"] = "disabled"
+    with running_kernel(name, extra, client, encryption=curve, **kwargs) as pair:
         yield pair
 
 
-def alternate(trials: int, kernels: Sequence[str] = KERNELS) -> Iterator[tuple[int, str]]:
-    """``(trial, kernel)`` with the kernels taking turns in every trial."""
+def alternate(
+    trials: int, items: Sequence[T] = KERNELS, rotate: bool = False
+) -> Iterator[tuple[int, T]]:
+    """``(trial, item)`` with the items (kernels, by default) taking turns in every trial.
+
+    ``rotate=True`` starts trial ``t`` at item ``t % len(items)``, so that no item always goes
+    first (with two items: the order flips every trial).
+    """
     for trial in range(trials):
-        for name in kernels:
-            yield trial, name
+        shift = trial % len(items) if rotate else 0
+        for item in [*items[shift:], *items[:shift]]:
+            yield trial, item
 
 
 def median(xs: Iterable[float | None]) -> float | None:
@@ -67,9 +83,15 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return None if ours is None or not theirs else ours / theirs
 
 
-def fmt(x: float | None, digits: int = 2) -> str:
-    """A number with ``digits`` decimals, ``-`` for a missing one."""
-    return "-" if x is None else f"{x:.{digits}f}"
+def fmt(x: float | None, digits: int = 2, unit: str = "") -> str:
+    """A number with ``digits`` decimals and ``unit`` after it, ``-`` for a missing one."""
+    return "-" if x is None else f"{x:.{digits}f}{unit}"
+
+
+def cells(obj: Any, fields: Iterable[str], digits: int = 1) -> list[Any]:
+    """The attributes ``fields`` of ``obj`` as table cells, floats with ``digits`` decimals."""
+    values = (getattr(obj, name) for name in fields)
+    return [fmt(v, digits) if isinstance(v, float) else v for v in values]
 
 
 def print_table(
@@ -109,13 +131,3 @@ def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1))
     print(f"\nraw results: {path}")
-
-
-def script(file: str) -> NoReturn:
-    """``python benchmarks/NAME.py ARGS``: the same as ``python -m benchmarks NAME ARGS``.
-
-    Imported here, not at the top: the runner imports this module.
-    """
-    from benchmarks.__main__ import main
-
-    sys.exit(main([Path(file).stem, *sys.argv[1:]]))

@@ -42,7 +42,8 @@ from typing import Any
 
 import psutil
 
-from benchmarks.harness import EXT, RESULTS, ROOT, STOCK, print_table, script
+from benchmarks.harness import EXT, RESULTS, ROOT, STOCK, fmt, kernel, print_table
+from ipykernel_ext.demo import run_cell  # counted until idle, or until quiet (a lost idle)
 from tests.bursts import (
     PAUSE_AFTER_COMM_OPEN,
     SEED_BUTTONS,
@@ -57,9 +58,7 @@ from tests.helpers import (
     install_ssh_spec,
     iopub_stats,
     limit_rate,
-    new_client,
     shell_and_control_client,
-    start_kernel,
     veth_namespace,
 )
 from tests.server_utils import JupyterServer, KernelWebsocket, ServerPause
@@ -246,27 +245,14 @@ def server_row(
 
 
 def pause_rows(blocks: list[float], stops: list[float], timeout: float) -> Iterator[Row]:
+    pauses: list[tuple[str, Callable[[JupyterServer], ServerPause]]] = [
+        *((f"block {s:g} s", lambda srv, s=s: srv.block_event_loop(s)) for s in blocks),
+        *((f"SIGSTOP {s:g} s", lambda srv, s=s: srv.stop_process(s)) for s in stops),
+    ]
     with JupyterServer(pause_extension=True) as server:
-        for seconds in blocks:
-            for kernel in KERNELS:
-                yield server_row(
-                    server,
-                    f"block {seconds:g} s",
-                    kernel,
-                    kernel,
-                    lambda srv, s=seconds: srv.block_event_loop(s),
-                    timeout,
-                )
-        for seconds in stops:
-            for kernel in KERNELS:
-                yield server_row(
-                    server,
-                    f"SIGSTOP {seconds:g} s",
-                    kernel,
-                    kernel,
-                    lambda srv, s=seconds: srv.stop_process(s),
-                    timeout,
-                )
+        for scenario, pause in pauses:
+            for name in KERNELS:
+                yield server_row(server, scenario, name, name, pause, timeout)
 
 
 def gateway_rows(timeout: float) -> Iterator[Row]:
@@ -312,13 +298,10 @@ def link_rows(timeout: float) -> Iterator[Row]:
     reader = ROOT / "tests" / "burst_reader.py"
     with veth_namespace() as net:
         limit_rate(net.host_if, LINK_RATE_BIT)
-        for kernel in KERNELS:
-            km = start_kernel(kernel, ip=net.host_ip)
-            kc = None
-            try:
-                kc = shell_and_control_client(km)
-                pid = km.provisioner.process.pid  # type: ignore[union-attr]
-                with RssSampler(pid) as rss:
+        for name in KERNELS:
+            # The reader in the namespace is the only IOPub subscriber.
+            with kernel(name, client=shell_and_control_client, ip=net.host_ip) as (km, kc):
+                with RssSampler(process_pid(km)) as rss:
                     out = subprocess.run(
                         [
                             *net.exec_prefix,
@@ -334,14 +317,10 @@ def link_rows(timeout: float) -> Iterator[Row]:
                         timeout=timeout + 120,
                     )
                 result = json.loads(out.stdout.splitlines()[-1])
-                stats = control_stats(kc) if kernel == EXT else None
-            finally:
-                if kc is not None:
-                    kc.stop_channels()
-                km.shutdown_kernel(now=True)
+                stats = control_stats(kc) if name == EXT else None
             yield Row(
                 "tbf link",
-                kernel,
+                name,
                 SEED_COMM_OPEN,
                 result["counts"].get("comm_open", 0),
                 result["idle"],
@@ -359,64 +338,33 @@ def control_stats(kc: Any) -> dict[str, Any] | None:
         return None
 
 
-def read_comm_burst(kc: Any, code: str, timeout: float) -> tuple[int, bool, float | None]:
-    """Run ``code`` on a jupyter_client client; (comm_open, idle, seconds to idle)."""
-    start = time.perf_counter()
-    msg_id = kc.execute(code)
-    comm_open, replied, last = 0, False, time.monotonic()
-    while time.perf_counter() - start < timeout:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.2)
-        except queue.Empty:
-            if not replied:
-                with contextlib.suppress(queue.Empty):
-                    replied = kc.get_shell_msg(timeout=0)["parent_header"]["msg_id"] == msg_id
-            if replied and time.monotonic() - last > QUIET_S:
-                return comm_open, False, None
-            continue
-        last = time.monotonic()
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "comm_open":
-            comm_open += 1
-        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return comm_open, True, time.perf_counter() - start
-    return comm_open, False, None
+def process_pid(km: Any) -> int:
+    """The pid of a kernel this process started."""
+    return km.provisioner.process.pid
 
 
 def cosubscriber_rows(timeout: float) -> Iterator[Row]:
     """A healthy reader with and without a co-subscriber that never reads."""
     code = comm_loop_code(COSUB_BURST)
-    for kernel in KERNELS:
+    for name in KERNELS:
         baseline: float | None = None
         for with_cosub in (False, True):
-            km = start_kernel(kernel)
-            kc = sub = None
-            try:
-                kc = new_client(km)
-                read_comm_burst(kc, comm_loop_code(10), timeout)  # warm up
-                if with_cosub:
-                    sub = RawSubscriber(km)
-                pid = km.provisioner.process.pid  # type: ignore[union-attr]
-                with RssSampler(pid) as rss:
-                    received, idle, seconds = read_comm_burst(kc, code, timeout)
-                stats = control_stats(kc) if kernel == EXT else None
-            finally:
-                if sub is not None:
-                    sub.close()
-                if kc is not None:
-                    kc.stop_channels()
-                km.shutdown_kernel(now=True)
+            with kernel(name) as (km, kc):
+                run_cell(kc, comm_loop_code(10), timeout, grace=QUIET_S)  # warm up
+                with RawSubscriber(km) if with_cosub else contextlib.nullcontext():
+                    with RssSampler(process_pid(km)) as rss:
+                        burst = run_cell(kc, code, timeout, grace=QUIET_S)
+                    stats = control_stats(kc) if name == EXT else None
             if not with_cosub:
-                baseline = seconds
+                baseline = burst.seconds_to_idle
                 continue
             yield Row(
                 "never-returning co-subscriber",
-                kernel,
+                name,
                 COSUB_BURST,
-                received,
-                idle,
-                seconds,
+                burst.comm_open,
+                burst.idle,
+                burst.seconds_to_idle,
                 rss.growth_mb,
                 stats,
                 baseline_seconds=baseline,
@@ -424,10 +372,6 @@ def cosubscriber_rows(timeout: float) -> Iterator[Row]:
 
 
 # --- output -------------------------------------------------------------------------------
-
-
-def fmt(x: float | None, unit: str = "") -> str:
-    return "-" if x is None else f"{x:.1f}{unit}"
 
 
 HEADER = (
@@ -445,7 +389,7 @@ HEADER = (
 def table_rows(rows: list[Row]) -> Iterator[list[str]]:
     for r in rows:
         extra = (
-            fmt(r.seconds_to_idle - r.baseline_seconds, " s")
+            fmt(r.seconds_to_idle - r.baseline_seconds, 1, " s")
             if r.seconds_to_idle is not None and r.baseline_seconds is not None
             else ""
         )
@@ -459,9 +403,9 @@ def table_rows(rows: list[Row]) -> Iterator[list[str]]:
             KERNELS[r.kernel],
             f"{r.lost} of {r.expected}",
             "yes" if r.idle else "**lost**",
-            fmt(r.seconds_to_idle, " s"),
+            fmt(r.seconds_to_idle, 1, " s"),
             extra,
-            fmt(r.rss_growth_mb, " MB"),
+            fmt(r.rss_growth_mb, 1, " MB"),
             counters,
         ]
 
@@ -475,16 +419,16 @@ def plot(rows: list[Row], path: Path) -> None:
     scenarios = list(dict.fromkeys(r.scenario for r in rows))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     width = 0.38
-    for i, kernel in enumerate(KERNELS):
-        mine = {r.scenario: r for r in rows if r.kernel == kernel}
+    for i, name in enumerate(KERNELS):
+        mine = {r.scenario: r for r in rows if r.kernel == name}
         xs = [j + (i - 0.5) * width for j in range(len(scenarios))]
         lost = [100 * mine[s].lost / mine[s].expected if s in mine else 0 for s in scenarios]
         took = [
             mine[s].seconds_to_idle if s in mine and mine[s].seconds_to_idle else 0
             for s in scenarios
         ]
-        axes[0].bar(xs, lost, width, label=KERNELS[kernel])
-        axes[1].bar(xs, took, width, label=KERNELS[kernel])
+        axes[0].bar(xs, lost, width, label=KERNELS[name])
+        axes[1].bar(xs, took, width, label=KERNELS[name])
         for x, s in zip(xs, scenarios, strict=True):
             if s in mine and not mine[s].idle:
                 axes[1].text(x, 0.5, "idle\nlost", ha="center", fontsize=7, color="red")
@@ -538,7 +482,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     rows.append(row)
                     print(
                         f"   {row.scenario:<30} {KERNELS[row.kernel]:<16} lost {row.lost:>5}/"
-                        f"{row.expected}  idle {row.idle!s:<5}  {fmt(row.seconds_to_idle, ' s')}",
+                        f"{row.expected}  idle {row.idle!s:<5}  "
+                        f"{fmt(row.seconds_to_idle, 1, ' s')}",
                         flush=True,
                     )
             except Exception as exc:  # reported, and kept in the JSON
@@ -553,5 +498,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"rows": [dict(asdict(r), lost=r.lost) for r in rows], "errors": errors}
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.runner import script
+
     script(__file__)

@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import queue
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client import KernelManager
 
 from benchmarks.harness import (
     EXT,
@@ -43,12 +42,14 @@ from benchmarks.harness import (
     RESULTS,
     STOCK,
     alternate,
+    cells,
     fmt,
     kernel,
     median,
     print_table,
 )
-from tests.helpers import RawSubscriber, iopub_stats, start_kernel
+from ipykernel_ext.demo import Outcome, run_cell
+from tests.helpers import RawSubscriber, iopub_stats, shell_and_control_client
 
 TRIALS, QUICK_TRIALS = 3, 1
 RESULTS_FILE = RESULTS / "iopub_stall.json"
@@ -71,22 +72,6 @@ for _i in range({n}):
 """
 
 
-def shell_client(km: KernelManager) -> BlockingKernelClient:
-    """A client with shell and control only (no IOPub: the slow reader is the subscriber)."""
-    kc = BlockingKernelClient(connection_file=km.connection_file)
-    kc.load_connection_file()
-    kc.start_channels(iopub=False, stdin=False, hb=False)
-    deadline = time.monotonic() + 60
-    while True:  # kernel_info until answered (wait_for_ready needs an IOPub channel)
-        msg_id = kc.kernel_info()
-        try:
-            if kc.get_shell_msg(timeout=1)["parent_header"].get("msg_id") == msg_id:
-                return kc
-        except queue.Empty:
-            if time.monotonic() > deadline:
-                raise
-
-
 def memory(km: KernelManager) -> dict[str, int]:
     """VmRSS and VmHWM (peak RSS) of the kernel process, in kB."""
     pid = km.provisioner.process.pid  # type: ignore[union-attr]
@@ -98,30 +83,9 @@ def memory(km: KernelManager) -> dict[str, int]:
     return out
 
 
-def read_burst(kc: Any, code: str, timeout: float = 600) -> tuple[float | None, int]:
-    """Run ``code``; (seconds to idle or None if the idle was lost, comm_open received)."""
-    start_time = time.perf_counter()
-    msg_id = kc.execute(code)
-    comm_open, replied = 0, False
-    quiet_since = time.perf_counter()
-    while time.perf_counter() - start_time < timeout:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.1)
-        except queue.Empty:
-            if not replied:
-                with contextlib.suppress(queue.Empty):
-                    replied = kc.get_shell_msg(timeout=0)["parent_header"]["msg_id"] == msg_id
-            if replied and time.perf_counter() - quiet_since > 5:
-                return None, comm_open
-            continue
-        quiet_since = time.perf_counter()
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "comm_open":
-            comm_open += 1
-        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return time.perf_counter() - start_time, comm_open
-    return None, comm_open
+def read_burst(kc: Any, code: str) -> Outcome:
+    """Run ``code``; its comm_open counted until idle, or 5 s quiet after the reply (lost idle)."""
+    return run_cell(kc, code, timeout=600, grace=5)
 
 
 # --- 1. added time ---------------------------------------------------------------------
@@ -142,16 +106,12 @@ def added_time(name: str, messages: int, stalled: bool) -> AddedTime:
         read_burst(kc, COMM_BURST.format(n=10))  # warm up
         # Stock ipykernel does not answer iopub_stats_request (unknown to it).
         before = iopub_stats(kc) if name == EXT else None
-        sub = RawSubscriber(km) if stalled else None
-        try:
-            seconds, received = read_burst(kc, COMM_BURST.format(n=messages))
+        with RawSubscriber(km) if stalled else contextlib.nullcontext():
+            burst = read_burst(kc, COMM_BURST.format(n=messages))
             # Asked before the stalled subscriber goes, so every send it held up is counted.
             after = iopub_stats(kc) if name == EXT else None
-        finally:
-            if sub is not None:
-                sub.close()
         timeouts = after["timeouts"] - before["timeouts"] if after and before else None
-        return AddedTime(name, stalled, messages, seconds, received, timeouts)
+        return AddedTime(name, stalled, messages, burst.seconds_to_idle, burst.comm_open, timeouts)
 
 
 # --- 2. peak memory --------------------------------------------------------------------
@@ -168,18 +128,19 @@ class PeakMemory:
     received: int
     seconds: float | None
 
+    @property
+    def lost(self) -> int:
+        return self.messages - self.received
+
 
 def peak_memory(name: str, sndhwm: int | None, messages: int) -> PeakMemory:
     extra = [] if sndhwm is None else [f"--iopub-sndhwm={sndhwm}"]
     with kernel(name, extra) as (km, kc):
         read_burst(kc, SESSION_BURST.format(n=100))  # warm up the code path
-        sub = RawSubscriber(km)
-        try:
+        with RawSubscriber(km):
             before = memory(km)
-            seconds, received = read_burst(kc, SESSION_BURST.format(n=messages))
+            burst = read_burst(kc, SESSION_BURST.format(n=messages))
             after = memory(km)
-        finally:
-            sub.close()
         label = "1000 (libzmq)" if name == STOCK else str(sndhwm if sndhwm is not None else "")
         return PeakMemory(
             name,
@@ -188,8 +149,8 @@ def peak_memory(name: str, sndhwm: int | None, messages: int) -> PeakMemory:
             before["VmRSS"] / 1024,
             after["VmHWM"] / 1024,
             (after["VmHWM"] - before["VmRSS"]) / 1024,
-            received,
-            seconds,
+            burst.comm_open,
+            burst.seconds_to_idle,
         )
 
 
@@ -206,13 +167,17 @@ class SlowReader:
     timeouts: int
     seconds: float
 
+    @property
+    def lost(self) -> int:
+        return self.messages - self.received
+
 
 def slow_reader(sndhwm: int, timeout_ms: int, rate: int, messages: int) -> SlowReader:
     extra = [f"--iopub-sndhwm={sndhwm}", f"--iopub-send-timeout={timeout_ms}"]
-    km = start_kernel(EXT, extra)
-    kc = shell_client(km)
-    sub = RawSubscriber(km, rcvhwm=1000, rcvbuf=0)
-    try:
+    with (
+        kernel(EXT, extra, client=shell_and_control_client) as (km, kc),
+        RawSubscriber(km, rcvhwm=1000, rcvbuf=0) as sub,  # the one IOPub reader
+    ):
         msg_id = kc.execute(COMM_BURST.format(n=messages))
         start_time = time.perf_counter()
         received = 0
@@ -240,10 +205,6 @@ def slow_reader(sndhwm: int, timeout_ms: int, rate: int, messages: int) -> SlowR
             stats.get("timeouts", -1),
             time.perf_counter() - start_time,
         )
-    finally:
-        sub.close()
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -287,21 +248,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             mem.append(peak_memory(name, sndhwm, messages))
             print(f"   {mem[-1]}", flush=True)
     print()
-    print_table(
-        ["kernel", "sndhwm", "messages", "RSS before MB", "peak MB", "growth MB", "lost (reader)"],
-        [
-            [
-                m.kernel,
-                m.sndhwm,
-                m.messages,
-                f"{m.rss_before_mb:.1f}",
-                f"{m.peak_mb:.1f}",
-                f"{m.growth_mb:.1f}",
-                m.messages - m.received,
-            ]
-            for m in mem
-        ],
-    )
+    header = ["kernel", "sndhwm", "messages", "RSS before MB", "peak MB", "growth MB"]
+    fields = ("kernel", "sndhwm", "messages", "rss_before_mb", "peak_mb", "growth_mb", "lost")
+    print_table([*header, "lost (reader)"], [cells(m, fields) for m in mem])
     out["peak_memory"] = [asdict(m) for m in mem]
 
     if slow:
@@ -313,27 +262,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 slow_rows.append(slow_reader(sndhwm, 2000, rate, messages))
                 print(f"   {slow_rows[-1]}", flush=True)
         print()
-        print_table(
-            ["sndhwm", "reads/s", "messages", "received", "lost", "timeouts", "seconds"],
-            [
-                [
-                    r.sndhwm,
-                    r.rate,
-                    r.messages,
-                    r.received,
-                    r.messages - r.received,
-                    r.timeouts,
-                    f"{r.seconds:.1f}",
-                ]
-                for r in slow_rows
-            ],
-            align="r" * 7,
-        )
+        header = ["sndhwm", "reads/s", "messages", "received", "lost", "timeouts", "seconds"]
+        fields = ("sndhwm", "rate", "messages", "received", "lost", "timeouts", "seconds")
+        print_table(header, [cells(r, fields) for r in slow_rows], align="r" * 7)
         out["slow_reader"] = [asdict(r) for r in slow_rows]
     return out
 
 
 if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
-    from benchmarks.harness import script
+    from benchmarks.runner import script
 
     script(__file__)

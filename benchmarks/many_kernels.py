@@ -303,6 +303,6 @@ def print_summary(rows: list[Row], n: int) -> None:
 
 
 if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
-    from benchmarks.harness import script
+    from benchmarks.runner import script
 
     script(__file__)

@@ -22,9 +22,9 @@ The ``--fanout`` row (issue 17): 20 clients, 2000 comm_msg of 8 kB each, behind 
 both server classes: burst messages lost per client (min-max), clients that never saw the
 idle, time to the last client's idle, server peak RSS.
 
-    python benchmarks/shared_channels.py            # 1, 10, 100 clients, 3 bursts each
-    python benchmarks/shared_channels.py --quick    # 1 and 10 clients, 1 burst, 2000 messages
-    python benchmarks/shared_channels.py --fanout   # 20 clients, 2000 x 8 kB, both kernels
+    python -m benchmarks shared_channels            # 1, 10, 100 clients, 3 bursts each
+    python -m benchmarks shared_channels --quick    # 1 and 10 clients, 1 burst, 2000 messages
+    python -m benchmarks shared_channels --fanout   # 20 clients, 2000 x 8 kB, 1 burst
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ import asyncio
 import contextlib
 import json
 import multiprocessing as mp
-import statistics
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,14 +48,16 @@ from jupyter_server.services.kernels.connection.base import (
     serialize_msg_to_ws_v1,
 )
 
+from benchmarks.harness import EXT, STOCK, fmt, median, print_table, ratio
 from tests.server_utils import JupyterServer  # the tests' own (the checkout is on sys.path)
 
+TRIALS, QUICK_TRIALS = 3, 1
 V1 = "v1.kernel.websocket.jupyter.org"
-STOCK = "jupyter_server.services.kernels.connection.channels.ZMQChannelsWebsocketConnection"
-SHARED = "ipykernel_ext.server.SharedChannelsConnection"
-CLASSES = {"stock": STOCK, "shared": SHARED}
-KERNEL = "python3-ext"
-STOCK_KERNEL = "python3"
+#: The server's websocket connection classes, by the name the tables give them.
+CLASSES = {
+    "stock": "jupyter_server.services.kernels.connection.channels.ZMQChannelsWebsocketConnection",
+    "shared": "ipykernel_ext.server.SharedChannelsConnection",
+}
 
 BURST_CODE = """
 from comm import create_comm
@@ -85,7 +88,10 @@ class Server(JupyterServer):
             ],
             startup_timeout=60,
         )
+
+    def __enter__(self) -> Server:
         self.start()
+        return self
 
     @property
     def pid(self) -> int:
@@ -244,17 +250,9 @@ def worker(conn: Any, port: int, token: str, kernel_id: str, n: int) -> None:
 # --- one configuration -------------------------------------------------------------------
 
 
-def run_config(
-    name: str,
-    n_clients: int,
-    messages: int,
-    trials: int,
-    timeout: float,
-    kernel: str = KERNEL,
-    pad: int = 0,
-) -> dict[str, Any]:
-    server = Server(CLASSES[name])
-    kernel_id = server.start_kernel(kernel)
+@contextlib.contextmanager
+def client_workers(server: Server, kernel_id: str, n_clients: int) -> Iterator[list[Connection]]:
+    """``n_clients`` websocket clients, connected, in one or two worker processes: their pipes."""
     ctx = mp.get_context("spawn")
     n_workers = 1 if n_clients < 10 else 2
     split = [
@@ -273,82 +271,97 @@ def run_config(
             if not pipe.poll(120):
                 raise RuntimeError("clients did not connect")
             assert pipe.recv() == "ready"
-        time.sleep(1.5)  # let ZMQ connections settle before counting
-        fds, fds_wo_ws = server.fds()
-        kernel_conns = server.kernel_connections(kernel_id)
-        times: list[float] = []
-        lost = 0
-        incomplete = 0
-        per_client: list[int] = []
-        for trial in range(trials + 1):  # trial 0 warms up (imports, first comm): 10 messages
-            code = BURST_CODE.format(n=messages if trial else 10, pad=pad)
-            msg_id = uuid.uuid4().hex
-            for i, (_, pipe) in enumerate(workers):
-                pipe.send(("burst", msg_id, code, timeout, i == 0))
-            results = [pipe.recv() for _, pipe in workers]
-            sent_at = results[0][-1][1]
-            counts = [r for res in results for r in res[:-1]]
-            if trial == 0:
-                cpu_before = server.cpu_seconds()
-                continue
-            per_client += [messages - c for c, _ in counts]
-            lost += sum(messages - c for c, _ in counts)
-            done = [t for _, t in counts]
-            if any(t is None for t in done):
-                incomplete += sum(1 for t in done if t is None)
-            else:
-                times.append(max(done) - sent_at)
-        cpu = server.cpu_seconds() - cpu_before
-        # What the server's own activity monitor (one IOPub subscription, one message per
-        # loop turn) made of the burst: "busy" here means it missed the idle.
-        time.sleep(1)
-        state = server.kernel_model(kernel_id).get("execution_state")
-        rss, peak = server.rss_mb()
-        stats: dict[str, Any] = {}
-        if kernel == KERNEL:  # stock ipykernel has no iopub_stats_request
-            workers[0][1].send(("stats",))
-            stats = workers[0][1].recv()
-        # messages the kernel sent with NODROP off after a full wait: some subscriber (a server
-        # socket: client channels or the activity monitor) missed each
-        stalls = stats.get("missed", -1)
+        yield [pipe for _, pipe in workers]
         for _, pipe in workers:
             pipe.send(("stop",))
         for proc, _ in workers:
             proc.join(30)
-        return {
-            "class": name,
-            "clients": n_clients,
-            "fds": fds,
-            "fds_wo_ws": fds_wo_ws,
-            "kernel_conns": kernel_conns,
-            "rss": rss,
-            "peak": peak,
-            "time": statistics.median(times) if times else float("nan"),
-            "times": times,
-            "lost": lost,
-            "cpu": cpu / max(1, trials),
-            "state": state,
-            "lost_per_client": (min(per_client), max(per_client)) if per_client else (0, 0),
-            "incomplete": incomplete,
-            "kernel": kernel,
-            "stalls": stalls,
-        }
     finally:
         for proc, _ in workers:
             if proc.is_alive():
                 proc.kill()
-        server.stop()  # shuts its kernels down first
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="1 and 10 clients, 1 burst")
+def burst(
+    pipes: list[Connection], code: str, timeout: float
+) -> tuple[list[tuple[int, float | None]], float]:
+    """Run ``code`` (sent by the first client): each client's (comm_msg, idle time), sent at."""
+    msg_id = uuid.uuid4().hex
+    for i, pipe in enumerate(pipes):
+        pipe.send(("burst", msg_id, code, timeout, i == 0))
+    results = [pipe.recv() for pipe in pipes]
+    return [r for res in results for r in res[:-1]], results[0][-1][1]
+
+
+def run_config(
+    name: str,
+    n_clients: int,
+    messages: int,
+    trials: int,
+    timeout: float,
+    kernel: str = EXT,
+    pad: int = 0,
+) -> dict[str, Any]:
+    with Server(CLASSES[name]) as server:  # stop() shuts its kernels down first
+        kernel_id = server.start_kernel(kernel)
+        with client_workers(server, kernel_id, n_clients) as pipes:
+            time.sleep(1.5)  # let ZMQ connections settle before counting
+            fds, fds_wo_ws = server.fds()
+            kernel_conns = server.kernel_connections(kernel_id)
+            burst(pipes, BURST_CODE.format(n=10, pad=pad), timeout)  # warm-up (imports, comm)
+            cpu_before = server.cpu_seconds()
+            code = BURST_CODE.format(n=messages, pad=pad)
+            bursts = [burst(pipes, code, timeout) for _ in range(trials)]
+            cpu = server.cpu_seconds() - cpu_before
+            # What the server's own activity monitor (one IOPub subscription, one message per
+            # loop turn) made of the burst: "busy" here means it missed the idle.
+            time.sleep(1)
+            state = server.kernel_model(kernel_id).get("execution_state")
+            rss, peak = server.rss_mb()
+            stats: dict[str, Any] = {}
+            if kernel == EXT:  # stock ipykernel has no iopub_stats_request
+                pipes[0].send(("stats",))
+                stats = pipes[0].recv()
+    per_client = [messages - count for counts, _ in bursts for count, _ in counts]
+    times: list[float] = []
+    incomplete = 0
+    for counts, sent_at in bursts:
+        idles = [t for _, t in counts if t is not None]
+        incomplete += len(counts) - len(idles)
+        if len(idles) == len(counts):
+            times.append(max(idles) - sent_at)
+    return {
+        "class": name,
+        "clients": n_clients,
+        "fds": fds,
+        "fds_wo_ws": fds_wo_ws,
+        "kernel_conns": kernel_conns,
+        "rss": rss,
+        "peak": peak,
+        "time": median(times),
+        "times": times,
+        "lost": sum(per_client),
+        "cpu": cpu / max(1, trials),
+        "state": state,
+        "lost_per_client": (min(per_client), max(per_client)) if per_client else (0, 0),
+        "incomplete": incomplete,
+        "kernel": kernel,
+        # messages the kernel sent with NODROP off after a full wait: some subscriber (a server
+        # socket: client channels or the activity monitor) missed each
+        "stalls": stats.get("missed", -1),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", default=None, help="comma-separated, default 1,10,100")
-    parser.add_argument("--messages", type=int, default=None, help="burst size (10000)")
-    parser.add_argument("--trials", type=int, default=None, help="bursts per setting (3)")
+    parser.add_argument(
+        "--messages", type=int, default=None, help="burst size (10000; 2000 with --quick)"
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds per burst")
     parser.add_argument(
-        "--fanout", action="store_true", help="20 clients, 2000 x 8 kB, both kernels"
+        "--fanout",
+        action="store_true",
+        help="20 clients, 2000 x 8 kB, both kernels (1 burst unless --trials)",
     )
     parser.add_argument("--kernels", default=None, help="--fanout: python3,python3-ext")
     parser.add_argument("--classes", default=None, help="--fanout: stock,shared")
@@ -358,45 +371,51 @@ def main() -> None:
         default=[],
         help="an extra jupyter_server option, e.g. --SharedChannelsConnection.shared_recv_batch=64",
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     Server.extra = list(args.server_arg)
     if args.fanout:
-        fanout(args)
-        return
+        return fanout(args)
     clients = [int(c) for c in (args.clients or ("1,10" if args.quick else "1,10,100")).split(",")]
     messages = args.messages or (2000 if args.quick else 10000)
-    trials = args.trials or (1 if args.quick else 3)
 
     print(
-        f"{messages}-message IOPub burst (comm_msg), kernel {KERNEL} with CurveZMQ, "
-        f"IOPub rate limit off, median of {trials} burst(s)"
+        f"{messages}-message IOPub burst (comm_msg), kernel {EXT} with CurveZMQ, "
+        f"IOPub rate limit off, median of {args.trials} burst(s)"
     )
     rows = []
     for n in clients:
-        for name in ("stock", "shared"):
-            row = run_config(name, n, messages, trials, args.timeout)
+        for name in CLASSES:
+            row = run_config(name, n, messages, args.trials, args.timeout)
             rows.append(row)
             print(
-                f"  {name:6} {n:4} clients: {row['time']:.2f} s "
+                f"  {name:6} {n:4} clients: {fmt(row['time'])} s "
                 f"{[round(t, 2) for t in row['times']]} lost {row['lost']}",
                 flush=True,
             )
     print()
-    header = (
-        f"{'clients':>7} {'class':>6} {'fds':>5} {'fds-ws':>6} {'kernel conns':>12} "
-        f"{'RSS MB':>7} {'peak MB':>7} {'fan-out s':>9} {'lost':>6} {'stalls':>6} {'ratio':>6}"
-    )
-    print(header)
-    print("-" * len(header))
+    table = []
     for n in clients:
-        stock = next(r for r in rows if r["clients"] == n and r["class"] == "stock")
-        for row in (stock, next(r for r in rows if r["clients"] == n and r["class"] == "shared")):
-            ratio = row["time"] / stock["time"] if stock["time"] else float("nan")
-            print(
-                f"{n:>7} {row['class']:>6} {row['fds']:>5} {row['fds_wo_ws']:>6} "
-                f"{row['kernel_conns']:>12} {row['rss']:>7.1f} {row['peak']:>7.1f} "
-                f"{row['time']:>9.2f} {row['lost']:>6} {row['stalls']:>6} {ratio:>6.2f}"
+        mine = {r["class"]: r for r in rows if r["clients"] == n}
+        for row in mine.values():
+            table.append(
+                [
+                    n,
+                    row["class"],
+                    row["fds"],
+                    row["fds_wo_ws"],
+                    row["kernel_conns"],
+                    fmt(row["rss"], 1),
+                    fmt(row["peak"], 1),
+                    fmt(row["time"]),
+                    row["lost"],
+                    row["stalls"],
+                    fmt(ratio(row["time"], mine["stock"]["time"])),
+                ]
             )
+    header = ["clients", "class", "fds", "fds-ws", "kernel conns", "RSS MB", "peak MB"]
+    print_table([*header, "fan-out s", "lost", "stalls", "ratio"], table, align="r" * 11)
     print(
         "\nfds-ws: server descriptors minus its websocket connections (one per client in any "
         "server).\nratio: fan-out time / stock's. lost: burst messages never received, all "
@@ -409,45 +428,58 @@ def main() -> None:
             "some clients never saw the burst's idle status:",
             {(r["class"], r["clients"]): r["incomplete"] for r in rows if r["incomplete"]},
         )
+    return {"messages": messages, "rows": rows}
 
 
-def fanout(args: argparse.Namespace) -> None:
+def fanout(args: argparse.Namespace) -> dict[str, Any]:
     """The 20-tab 8 kB fan-out row: both kernels behind both server classes."""
     n_clients = int(args.clients or 20)
     messages = args.messages or 2000
-    trials = args.trials or 1
+    trials = args.trials if args.trials_given else 1
     timeout = min(args.timeout, 60)
     print(
         f"{n_clients} clients, {messages} comm_msg of 8 kB, CurveZMQ, IOPub rate limit off, "
         f"{trials} burst(s); a client missing the idle waits {timeout:.0f} s"
     )
-    header = (
-        f"{'kernel':>12} {'class':>6} {'lost/client':>11} {'no idle':>7} "
-        f"{'last idle s':>11} {'server CPU s':>12} {'peak MB':>7} {'REST state':>10}"
-    )
-    print(header)
-    print("-" * len(header))
-    kernels = args.kernels.split(",") if args.kernels else [STOCK_KERNEL, KERNEL]
-    classes = args.classes.split(",") if args.classes else ["stock", "shared"]
+    kernels = args.kernels.split(",") if args.kernels else [STOCK, EXT]
+    classes = args.classes.split(",") if args.classes else list(CLASSES)
+    rows = []
     for kernel in kernels:
         for name in classes:
             row = run_config(name, n_clients, messages, trials, timeout, kernel, pad=8000)
-            low, high = row["lost_per_client"]
-            print(
-                f"{kernel:>12} {name:>6} {f'{low}-{high}':>11} {row['incomplete']:>7} "
-                f"{row['time']:>11.2f} {row['cpu']:>12.2f} {row['peak']:>7.1f} "
-                f"{row['state']:>10}",
-                flush=True,
-            )
+            rows.append(row)
+            print(f"  {kernel:12} {name:6}: done", flush=True)
+    print()
+    header = ["kernel", "class", "lost/client", "no idle", "last idle s", "server CPU s"]
+    print_table(
+        [*header, "peak MB", "REST state"],
+        [
+            [
+                row["kernel"],
+                row["class"],
+                "{}-{}".format(*row["lost_per_client"]),
+                row["incomplete"],
+                fmt(row["time"]),
+                fmt(row["cpu"]),
+                fmt(row["peak"], 1),
+                row["state"],
+            ]
+            for row in rows
+        ],
+        align="r" * 8,
+    )
     print(
         "\nlost/client: burst messages a client never received (fewest-most over clients). "
         "no idle: clients that never saw the burst's idle status. last idle: execute_request "
-        "to the last client's idle (nan if one never came). server CPU: per burst (the "
+        "to the last client's idle (- if one never came). server CPU: per burst (the "
         "machine's load moves the wall times; this less so). REST state: the kernel's "
         "execution_state 1 s after, from the server's activity monitor (busy: it missed the "
         "idle)."
     )
+    return {"fanout": True, "messages": messages, "rows": rows}
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.runner import script
+
+    script(__file__)

@@ -20,71 +20,53 @@ JSON packing) in process, without the transport.
 
 Scenarios: a GridBox of 1000 Buttons (3002 models), 200 Image widgets of 100 kB (400 models).
 
-    python benchmarks/widget_fetch.py            # 7 runs (3 for per-widget)
-    python benchmarks/widget_fetch.py --quick    # 3 runs (1 for per-widget)
+    python -m benchmarks widget_fetch            # 7 runs (3 for per-widget)
+    python -m benchmarks widget_fetch --quick    # 3 runs (1 for per-widget)
+    python -m benchmarks widget_fetch --quick --only Buttons --plain
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from queue import Empty
 from typing import Any
 
-from jupyter_client import BlockingKernelClient, KernelManager
+import zmq
+from jupyter_client import BlockingKernelClient
 
+from benchmarks.harness import EXT, STOCK, alternate, fmt, kernel, median, print_table, ratio
 from ipykernel_ext.client import fetch_widget_states
+from tests.helpers import (
+    drain_iopub,
+    execute_and_collect,
+    is_update_states,
+    open_control_comm,
+    request_states,
+    send,
+    set_answer_while_busy,
+    shell_reply,
+    wait_iopub,
+)
 
-STOCK, EXT = "python3", "python3-ext"
-CONTROL_PROTOCOL_VERSION = "1.0.0"
-WIDGET_PROTOCOL_VERSION = "2.1.0"
-
-
-def start(kernel_name: str, plain: bool) -> tuple[KernelManager, BlockingKernelClient]:
-    if plain:
-        km = KernelManager(kernel_name=kernel_name)
-    else:
-        km = KernelManager(kernel_name=kernel_name, transport_encryption="required")
-    km.start_kernel()
-    kc = BlockingKernelClient(connection_file=km.connection_file)
-    kc.load_connection_file()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=60)
-    return km, kc
+TRIALS, QUICK_TRIALS = 7, 3
+#: Quiet seconds that end a drain of IOPub between the steps.
+QUIET = 0.3
 
 
 def run_cell(kc: BlockingKernelClient, code: str, timeout: float = 300) -> str:
-    """Run ``code``; drain IOPub up to its idle; return its stdout."""
-    msg_id = kc.execute(code)
-    out: list[str] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "stream":
-            out.append(msg["content"]["text"])
-        elif msg["msg_type"] == "error":
+    """Run ``code`` up to its idle; its stdout (an error in the cell raises)."""
+    _, messages = execute_and_collect(
+        kc, code, timeout, keep=lambda m: m["msg_type"] in ("stream", "error")
+    )
+    for msg in messages:
+        if msg["msg_type"] == "error":
             raise RuntimeError("\n".join(msg["content"]["traceback"]))
-        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    return "".join(out)
-
-
-def drain_iopub(kc: BlockingKernelClient, quiet: float = 0.3) -> None:
-    while True:
-        try:
-            kc.get_iopub_msg(timeout=quiet)
-        except Empty:
-            return
+    return "".join(msg["content"]["text"] for msg in messages)
 
 
 SCENARIOS = {
@@ -105,10 +87,7 @@ SCENARIOS = {
 
 
 def comm_ids(kc: BlockingKernelClient) -> list[str]:
-    msg_id = kc.comm_info(target_name="jupyter.widget")
-    reply = kc.get_shell_msg(timeout=60)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=60)
+    reply = shell_reply(kc, kc.comm_info(target_name="jupyter.widget"))
     return list(reply["content"]["comms"])
 
 
@@ -120,42 +99,18 @@ def put_buffers(states: dict[str, Any], paths: list[list[Any]], buffers: list[An
         target[path[-1]] = buffer
 
 
-def send_comm_msg(kc: BlockingKernelClient, comm_id: str, data: dict[str, Any]) -> None:
-    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data}))
-
-
-def open_control_comm(kc: BlockingKernelClient) -> str:
-    comm_id = uuid.uuid4().hex
-    msg = kc.session.msg(
-        "comm_open",
-        {"comm_id": comm_id, "target_name": "jupyter.widget.control", "data": {}},
-        metadata={"version": CONTROL_PROTOCOL_VERSION},
-    )
-    kc.shell_channel.send(msg)
-    drain_iopub(kc)
-    return comm_id
-
-
 def fetch_control_comm(
     kc: BlockingKernelClient, comm_id: str, timeout: float = 60
 ) -> dict[str, Any] | None:
     """``request_states`` on the control comm; the states with buffers in place (None: lost)."""
-    send_comm_msg(kc, comm_id, {"method": "request_states"})
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-        except Empty:
-            return None
-        content = msg["content"]
-        if (
-            msg["msg_type"] == "comm_msg"
-            and content.get("comm_id") == comm_id
-            and content["data"].get("method") == "update_states"
-        ):
-            states = content["data"]["states"]
-            put_buffers(states, content["data"]["buffer_paths"], msg["buffers"])
-            return states
+    request_states(kc, comm_id)
+    try:
+        msg = wait_iopub(kc, is_update_states(comm_id), "update_states", timeout)
+    except AssertionError:  # none within the timeout
+        return None
+    data = msg["content"]["data"]
+    put_buffers(data["states"], data["buffer_paths"], msg["buffers"])
+    return data["states"]
 
 
 def fetch_per_widget(
@@ -167,7 +122,7 @@ def fetch_per_widget(
     in_flight = 0
     while waiting:
         while pending and in_flight < window:
-            send_comm_msg(kc, pending.pop(), {"method": "request_state"})
+            send(kc, "comm_msg", {"comm_id": pending.pop(), "data": {"method": "request_state"}})
             in_flight += 1
         try:
             msg = kc.get_iopub_msg(timeout=quiet)
@@ -221,15 +176,11 @@ print(_json.dumps(_t))
 """
 
 
-def transport_floor(frames: list[int], runs: int, plain: bool) -> float:
+def transport_floor(frames: list[int], runs: int, plain: bool) -> float | None:
     """Median time to move frames of these sizes once over ROUTER/DEALER, no kernel involved.
 
     The least any reply of that size can cost on this machine (with CurveZMQ unless plain).
     """
-    import os
-
-    import zmq
-
     ctx = zmq.Context()
     server, client = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
     if not plain:
@@ -255,7 +206,7 @@ def transport_floor(frames: list[int], runs: int, plain: bool) -> float:
         server.close(linger=0)
         client.close(linger=0)
         ctx.term()
-    return statistics.median(times)
+    return median(times)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -264,90 +215,91 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, result
 
 
-def median_ms(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1000:9.1f}" if values else "      n/a"
+def per_widget_trials(
+    kc: BlockingKernelClient, ids: list[str], runs: int, window: int
+) -> tuple[list[float], int]:
+    """The times of the per-widget fetches that lost nothing; the models lost in all."""
+    times: list[float] = []
+    lost = 0
+    for _ in range(runs):
+        seconds, missed = timed(lambda: fetch_per_widget(kc, ids, window))
+        lost += missed
+        if not missed:
+            times.append(seconds)
+        drain_iopub(kc, QUIET)
+    return times, lost
 
 
-def bench_kernel(kernel: str, args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
-    km, kc = start(kernel, args.plain)
-    try:
+def control_trials(
+    kc: BlockingKernelClient, name: str, trials: int
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The control comm (on ipykernel_ext also ipywidgets' handler and widget_state), interleaved.
+
+    On ipykernel_ext "comm" is the idle kernel's control comm answered by our snapshot,
+    "theirs" the same comm answered by ipywidgets' handler (the switch turned off for that
+    trial only, outside the timing) and "ours" ``widget_state_request``. Returns the row's
+    times, losses and equality checks, and the last widget_state reply (None on stock).
+    """
+    control_id = open_control_comm(kc)
+    drain_iopub(kc, QUIET)
+    methods = ["comm", "ours", "theirs"] if name == EXT else ["comm"]
+    times: dict[str, list[float]] = {m: [] for m in ("comm", "ours", "theirs")}
+    states: dict[str, Any] = {}
+    lost = 0
+    reply = None
+    for _, method in alternate(trials, methods, rotate=True):
+        if method == "ours":
+            seconds, reply = timed(lambda: fetch_widget_states(kc, timeout=60))
+            times["ours"].append(seconds)
+            states["ours"] = reply["states"]
+            continue
+        if method == "theirs":
+            set_answer_while_busy(kc, False)
+            drain_iopub(kc, quiet=0.05)
+        seconds, got = timed(lambda: fetch_control_comm(kc, control_id))
+        if method == "theirs":
+            set_answer_while_busy(kc, True)
+        if got is None:
+            lost += 1
+        else:
+            times[method].append(seconds)
+            states[method] = got
+        drain_iopub(kc, quiet=0.05)
+
+    def same(a: str, b: str) -> bool | None:
+        return _same_states(states[a], states[b]) if a in states and b in states else None
+
+    row = {**times, "comm_lost": lost, "equal": same("theirs", "ours")}
+    return dict(row, comm_equal=same("theirs", "comm")), reply
+
+
+def bench_kernel(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    with kernel(name, curve=not args.plain) as (_, kc):
         for scenario, template in SCENARIOS.items():
-            if args.only and args.only not in scenario:
+            if args.only not in scenario:
                 continue
             n = args.buttons if scenario.startswith("1000") else args.images
             code = template.replace("{n}", str(n)).replace("{kb}", str(args.image_kb))
             models = int(run_cell(kc, code).strip())
-            drain_iopub(kc)
+            drain_iopub(kc, QUIET)
             ids = comm_ids(kc)
             label = scenario.replace("1000", str(args.buttons)).replace("200", str(args.images))
             label = label.replace("100 kB", f"{args.image_kb} kB")
-            row: dict[str, Any] = {"kernel": kernel, "scenario": label, "models": models}
-
-            per_widget: list[float] = []
-            lost = 0
-            for _ in range(args.per_widget_runs):
-                seconds, missed = timed(lambda ids=ids: fetch_per_widget(kc, ids, args.window))
-                lost += missed
-                if not missed:
-                    per_widget.append(seconds)
-                drain_iopub(kc)
-            row["per_widget"], row["per_widget_lost"] = per_widget, lost
-
-            control_id = open_control_comm(kc)
-            comm: list[float] = []
-            theirs: list[float] = []
-            ours: list[float] = []
-            comm_lost = 0
-            equal: bool | None = None
-            comm_equal: bool | None = None
-            # On ipykernel_ext, "comm" is the idle kernel's control comm answered by our
-            # snapshot; "theirs" the same comm answered by ipywidgets' handler (the switch
-            # turned off for that trial only, outside the timing).
-            methods = ["comm", "ours", "theirs"] if kernel == EXT else ["comm"]
-            for trial in range(args.runs):
-                shift = trial % len(methods)
-                for method in methods[shift:] + methods[:shift]:
-                    if method in ("comm", "theirs"):
-                        if method == "theirs":
-                            run_cell(kc, "get_ipython().kernel.answer_while_busy = False")
-                            drain_iopub(kc, quiet=0.05)
-                        seconds, states = timed(lambda cid=control_id: fetch_control_comm(kc, cid))
-                        if method == "theirs":
-                            run_cell(kc, "get_ipython().kernel.answer_while_busy = True")
-                        if states is None:
-                            comm_lost += 1
-                        elif method == "comm":
-                            comm.append(seconds)
-                            comm_states = states
-                        else:
-                            theirs.append(seconds)
-                            theirs_states = states
-                        drain_iopub(kc, quiet=0.05)
-                    else:
-                        seconds, reply = timed(lambda: fetch_widget_states(kc, timeout=60))
-                        ours.append(seconds)
-                        ours_states = reply["states"]
-            if kernel == EXT and comm and theirs:
-                equal = _same_states(theirs_states, ours_states)
-                comm_equal = _same_states(theirs_states, comm_states)
-            row.update(
-                comm=comm,
-                comm_lost=comm_lost,
-                ours=ours,
-                theirs=theirs,
-                equal=equal,
-                comm_equal=comm_equal,
+            per_widget, per_widget_lost = per_widget_trials(
+                kc, ids, args.per_widget_runs, args.window
             )
-
-            if kernel == EXT:
-                out = run_cell(kc, KERNEL_SIDE.format(runs=args.runs))
+            control, reply = control_trials(kc, name, args.trials)
+            row = {"kernel": name, "scenario": label, "models": models, **control}
+            row.update(per_widget=per_widget, per_widget_lost=per_widget_lost)
+            if name == EXT:
+                out = run_cell(kc, KERNEL_SIDE.format(runs=args.trials))
                 row["kernel_side"] = json.loads(out.strip().splitlines()[-1])
+            if reply is not None:
                 row["reply_frames"] = frame_sizes(reply)
             rows.append(row)
-            print(f"  {kernel:12} {label}: done", file=sys.stderr, flush=True)
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+            print(f"  {name:12} {label}: done", file=sys.stderr, flush=True)
+    return rows
 
 
 def frame_sizes(reply: dict[str, Any]) -> list[int]:
@@ -378,36 +330,48 @@ def _same_states(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return plain(a) == plain(b)
 
 
+def ms(values: list[float]) -> str:
+    """The median in milliseconds, ``-`` if there is none."""
+    seconds = median(values)
+    return fmt(None if seconds is None else seconds * 1000, 1)
+
+
+def ratio_of_medians(a: list[float], b: list[float], digits: int = 2, unit: str = "") -> str:
+    value = ratio(median(a), median(b))
+    return "" if value is None else fmt(value, digits) + unit
+
+
+SAME = {True: "yes", False: "NO", None: "-"}
+
+
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print()
     transport = "plain TCP" if args.plain else "CurveZMQ"
     print(f"Client round trip, request sent to states usable (median ms; {transport})")
-    print(
-        f"{'kernel':12} {'scenario':22} {'models':>6} {'per-widget':>10} {'lost':>5} "
-        f"{'ctrl comm':>9} {'lost':>5} {'widget_state':>12} {'ours/comm':>9} "
-        f"{'per-widget/ours':>15} {'same':>5}"
+    header = ["kernel", "scenario", "models", "per-widget", "lost", "ctrl comm", "lost"]
+    print_table(
+        [*header, "widget_state", "ours/comm", "per-widget/ours", "same"],
+        [
+            [
+                row["kernel"],
+                row["scenario"],
+                row["models"],
+                ms(row["per_widget"]),
+                row["per_widget_lost"],
+                ms(row["comm"]),
+                row["comm_lost"],
+                ms(row["ours"]),
+                # ours/comm: widget_state against ipywidgets' own handler, on the same kernel.
+                ratio_of_medians(row["ours"], row["theirs"]),
+                ratio_of_medians(row["per_widget"], row["ours"], 1, "x"),
+                SAME[row["equal"]],
+            ]
+            for row in rows
+        ],
+        align="llrrrrrrrrr",
     )
-    for row in rows:
-        ours, comm, per_widget = row["ours"], row["comm"], row["per_widget"]
-        # ours/comm: widget_state against ipywidgets' own handler, on the same kernel.
-        theirs = row["theirs"]
-        ratio = (
-            f"{statistics.median(ours) / statistics.median(theirs):9.2f}" if ours and theirs else ""
-        )
-        speedup = (
-            f"{statistics.median(per_widget) / statistics.median(ours):.1f}x"
-            if ours and per_widget
-            else ""
-        )
-        print(
-            f"{row['kernel']:12} {row['scenario']:22} {row['models']:6} "
-            f"{median_ms(row['per_widget']):>10} {row['per_widget_lost']:5} "
-            f"{median_ms(row['comm']):>9} {row['comm_lost']:5} "
-            f"{median_ms(ours) if ours else 'n/a':>12} {ratio:>9} {speedup:>15} "
-            f"{ {True: 'yes', False: 'NO', None: '-'}[row['equal']]:>5}"
-        )
     print(
-        f"\nruns: {args.runs} (control comm, widget_state, interleaved), "
+        f"\nruns: {args.trials} (control comm, widget_state, interleaved), "
         f"{args.per_widget_runs} (per-widget); ctrl comm on ipykernel_ext: our idle snapshot; "
         "ours/comm and 'same': widget_state against ipywidgets' own handler on that kernel; "
         "'lost' counts replies that never came "
@@ -417,54 +381,63 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\nControl comm on an idle kernel, client round trip (median ms; {transport})")
     print("(ipykernel_ext answers it with its snapshot on the main shell; stock and the")
     print(" ext kernel with answer_while_busy off, with ipywidgets' own handler)")
-    print(
-        f"{'scenario':22} {'stock':>9} {'ext':>9} {'stock/ext':>9} "
-        f"{'ext, ipywidgets':>15} {'same':>5}"
+    stock_comm = {row["scenario"]: row["comm"] for row in rows if row["kernel"] == STOCK}
+    print_table(
+        ["scenario", "stock", "ext", "stock/ext", "ext, ipywidgets", "same"],
+        [
+            [
+                row["scenario"],
+                ms(stock_comm.get(row["scenario"], [])),
+                ms(row["comm"]),
+                ratio_of_medians(stock_comm.get(row["scenario"], []), row["comm"]),
+                ms(row["theirs"]),
+                SAME[row["comm_equal"]],
+            ]
+            for row in rows
+            if row["kernel"] == EXT
+        ],
     )
-    stock_rows = {row["scenario"]: row for row in rows if row["kernel"] == STOCK}
-    for row in rows:
-        if row["kernel"] != EXT:
-            continue
-        stock_row = stock_rows.get(row["scenario"])
-        stock_comm = stock_row["comm"] if stock_row else []
-        ratio = (
-            f"{statistics.median(stock_comm) / statistics.median(row['comm']):9.2f}"
-            if stock_comm and row["comm"]
-            else ""
-        )
-        print(
-            f"{row['scenario']:22} {median_ms(stock_comm):>9} {median_ms(row['comm']):>9} "
-            f"{ratio:>9} {median_ms(row['theirs']):>15} "
-            f"{ {True: 'yes', False: 'NO', None: '-'}[row['comm_equal']]:>5}"
-        )
     print("('same': the ext kernel's two control comm answers carry the same states)")
     print("\nTransport floor: the same bytes once over a bare ROUTER/DEALER pair (median ms)")
-    for row in rows:
-        if row.get("reply_frames"):
-            floor = transport_floor(row["reply_frames"], args.runs, args.plain)
-            size = sum(row["reply_frames"]) / 1e6
-            print(f"{row['scenario']:22} {size:6.1f} MB {floor * 1000:9.1f}")
+    print_table(
+        ["scenario", "MB", "floor ms"],
+        [
+            [
+                row["scenario"],
+                fmt(sum(row["reply_frames"]) / 1e6, 1),
+                fmt(row["transport_floor_s"] * 1000, 1),
+            ]
+            for row in rows
+            if row.get("transport_floor_s") is not None
+        ],
+    )
     print("\nIn the kernel, same process (median ms): state + buffers + JSON packing")
     print("(straightforward: get_state per widget, ipywidgets' _remove_buffers, pack)")
-    print(
-        f"{'scenario':22} {'comm handler':>12} {'straightforward':>15} {'widget_state':>12} "
-        f"{'ours/comm':>9} {'ours/straightforward':>20}"
+    header = ["scenario", "comm handler", "straightforward", "widget_state", "ours/comm"]
+    print_table(
+        [*header, "ours/straightforward"],
+        [kernel_side_row(row) for row in rows if row.get("kernel_side")],
     )
-    for row in rows:
-        side = row.get("kernel_side")
-        if side:
-            comm, plain, ours = (statistics.median(side[k]) for k in ("comm", "plain", "ours"))
-            print(
-                f"{row['scenario']:22} {comm * 1000:12.1f} {plain * 1000:15.1f} "
-                f"{ours * 1000:12.1f} {ours / comm:9.2f} {ours / plain:20.2f}"
-            )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 runs, 1 per-widget run")
-    parser.add_argument("--runs", type=int, default=7, help="control comm / widget_state runs")
-    parser.add_argument("--per-widget-runs", type=int, default=3)
+def kernel_side_row(row: dict[str, Any]) -> list[str]:
+    comm, plain, ours = (median(row["kernel_side"][k]) for k in ("comm", "plain", "ours"))
+    in_ms = [fmt(None if x is None else x * 1000, 1) for x in (comm, plain, ours)]
+    return [row["scenario"], *in_ms, fmt(ratio(ours, comm)), fmt(ratio(ours, plain))]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runs",
+        type=int,
+        dest="trials",
+        metavar="N",
+        default=argparse.SUPPRESS,
+        help="control comm / widget_state runs (the same as --trials)",
+    )
+    parser.add_argument(
+        "--per-widget-runs", type=int, help="per-widget fetches (default 3; 1 with --quick)"
+    )
     parser.add_argument(
         "--window", type=int, default=200, help="per-widget: request_state messages in flight"
     )
@@ -476,14 +449,22 @@ def main() -> None:
     parser.add_argument(
         "--kernels", default=f"{STOCK},{EXT}", help="comma-separated kernelspec names"
     )
-    args = parser.parse_args()
-    if args.quick:
-        args.runs, args.per_widget_runs = 3, 1
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.per_widget_runs is None:
+        args.per_widget_runs = 1 if args.quick else 3
     rows: list[dict[str, Any]] = []
-    for kernel in args.kernels.split(","):
-        bench_kernel(kernel, args, rows)
+    for name in args.kernels.split(","):
+        rows += bench_kernel(name, args)
+    for row in rows:
+        if row.get("reply_frames"):  # ipykernel_ext's rows: the widget_state reply's frames
+            row["transport_floor_s"] = transport_floor(row["reply_frames"], args.trials, args.plain)
     report(rows, args)
+    return {"plain": args.plain, "rows": rows}
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.runner import script
+
+    script(__file__)

@@ -1,21 +1,33 @@
 """The benchmark runner (``python -m benchmarks``): every benchmark listed, unknown names refused.
 
-No benchmark is run here (each takes minutes); only the runner's listing and its errors.
+No benchmark is run here (each takes minutes): the runner's listing, its errors, each
+benchmark's ``--help`` (its module imported and its options parsed next to the common ones)
+and, read from the source, what each module gives the runner.
 """
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-NOT_BENCHMARKS = {"__init__", "__main__", "harness"}
+BENCHMARKS = ROOT / "benchmarks"
+NOT_BENCHMARKS = {"__init__", "__main__", "harness", "runner"}
+#: Read from the folder, not from the runner, so a new benchmark cannot be left out.
+MODULES = sorted(p.stem for p in BENCHMARKS.glob("*.py") if p.stem not in NOT_BENCHMARKS)
 
 
 def runner(*args: str) -> subprocess.CompletedProcess[str]:
+    return python("-m", "benchmarks", *args)
+
+
+def python(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks", *args],
+        [sys.executable, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -24,13 +36,37 @@ def runner(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def top_level_names(path: Path) -> set[str]:
+    """The functions, classes and assigned names a module defines at its top level."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                names.update(t.id for t in elts if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth (function-level imports included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
 def test_list_names_every_benchmark_module() -> None:
-    # Read from the folder, not from the runner, so a new benchmark cannot be left out.
-    modules = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} - NOT_BENCHMARKS
     result = runner("--list")
     assert result.returncode == 0, result.stderr
-    listed = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
-    assert listed == modules
+    listed = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+    assert listed == MODULES
     for line in result.stdout.splitlines():
         assert len(line.split(maxsplit=1)) == 2, f"no description: {line!r}"
 
@@ -40,3 +76,40 @@ def test_unknown_benchmark_is_an_error() -> None:
     assert result.returncode != 0
     assert "unknown benchmark 'no_such_benchmark'" in result.stderr
     assert "--list" in result.stderr
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_benchmark_is_on_the_harness(name: str) -> None:
+    # What the runner asks of a module (benchmarks/runner.py); no main() of its own.
+    names = top_level_names(BENCHMARKS / f"{name}.py")
+    assert {"run", "TRIALS", "QUICK_TRIALS"} <= names
+    assert "main" not in names
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_benchmark_parses_its_options(name: str) -> None:
+    # Imports the module and builds its parser: an option clashing with a common one fails.
+    result = runner(name, "--help")
+    assert result.returncode == 0, result.stderr
+    assert f"usage: python -m benchmarks {name}" in result.stdout
+    assert "common options" in result.stdout
+
+
+def test_a_benchmark_file_runs_through_the_runner() -> None:
+    result = python("benchmarks/iopub_burst.py", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage: python -m benchmarks iopub_burst" in result.stdout
+
+
+def test_harness_does_not_import_the_runner() -> None:
+    # The runner imports the harness; the other way round would be a cycle.
+    assert not imported_modules(BENCHMARKS / "harness.py") & {
+        "benchmarks.runner",
+        "benchmarks.__main__",
+    }
+    result = python(
+        "-c",
+        "import sys, benchmarks.harness; "
+        "assert 'benchmarks.runner' not in sys.modules, 'harness imported the runner'",
+    )
+    assert result.returncode == 0, result.stderr
