@@ -44,6 +44,7 @@ import psutil
 
 from benchmarks.harness import EXT, RESULTS, ROOT, STOCK, fmt, kernel, print_table
 from ipykernel_ext.demo import run_cell  # counted until idle, or until quiet (a lost idle)
+from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS
 from tests.bursts import (
     PAUSE_AFTER_COMM_OPEN,
     SEED_BUTTONS,
@@ -74,6 +75,10 @@ COSUB_BURST = 20_000
 #: Once the execute_reply is in and any pause is over, this long without a message means the
 #: idle was lost (the kernel has nothing more to send).
 QUIET_S = 5.0
+#: With a co-subscriber that never reads, ipykernel_ext holds every message (the healthy
+#: reader's too) until it gives the co-subscriber up, a send timeout after its queue filled,
+#: while the cell's reply comes at once: quiet for that long is waiting, not loss.
+STALLED_QUIET_S = DEFAULT_SEND_TIMEOUT_MS / 1000 + QUIET_S
 
 
 @dataclass
@@ -353,7 +358,8 @@ def cosubscriber_rows(timeout: float) -> Iterator[Row]:
                 run_cell(kc, comm_loop_code(10), timeout, grace=QUIET_S)  # warm up
                 with RawSubscriber(km) if with_cosub else contextlib.nullcontext():
                     with RssSampler(process_pid(km)) as rss:
-                        burst = run_cell(kc, code, timeout, grace=QUIET_S)
+                        grace = STALLED_QUIET_S if with_cosub else QUIET_S
+                        burst = run_cell(kc, code, timeout, grace=grace)
                     stats = control_stats(kc) if name == EXT else None
             if not with_cosub:
                 baseline = burst.seconds_to_idle

@@ -49,6 +49,7 @@ from benchmarks.harness import (
     print_table,
 )
 from ipykernel_ext.demo import Outcome, run_cell
+from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS
 from tests.helpers import RawSubscriber, iopub_stats, shell_and_control_client
 
 TRIALS, QUICK_TRIALS = 3, 1
@@ -83,9 +84,18 @@ def memory(km: KernelManager) -> dict[str, int]:
     return out
 
 
-def read_burst(kc: Any, code: str) -> Outcome:
-    """Run ``code``; its comm_open counted until idle, or 5 s quiet after the reply (lost idle)."""
-    return run_cell(kc, code, timeout=600, grace=5)
+#: Quiet after the execute_reply that means the idle was lost.
+QUIET_S = 5.0
+#: With a subscriber that never reads, ipykernel_ext holds every message (the healthy
+#: reader's too) until it gives that subscriber up, a send timeout after its queue filled,
+#: while the cell's reply comes at once: quiet for that long is waiting, not loss.
+STALLED_QUIET_S = DEFAULT_SEND_TIMEOUT_MS / 1000 + QUIET_S
+
+
+def read_burst(kc: Any, code: str, stalled: bool = False) -> Outcome:
+    """Run ``code``; its comm_open counted until idle, or until quiet after the reply (a
+    lost idle): QUIET_S, or STALLED_QUIET_S while a ``stalled`` subscriber is connected."""
+    return run_cell(kc, code, timeout=600, grace=STALLED_QUIET_S if stalled else QUIET_S)
 
 
 # --- 1. added time ---------------------------------------------------------------------
@@ -107,7 +117,7 @@ def added_time(name: str, messages: int, stalled: bool) -> AddedTime:
         # Stock ipykernel does not answer iopub_stats_request (unknown to it).
         before = iopub_stats(kc) if name == EXT else None
         with RawSubscriber(km) if stalled else contextlib.nullcontext():
-            burst = read_burst(kc, COMM_BURST.format(n=messages))
+            burst = read_burst(kc, COMM_BURST.format(n=messages), stalled)
             # Asked before the stalled subscriber goes, so every send it held up is counted.
             after = iopub_stats(kc) if name == EXT else None
         timeouts = after["timeouts"] - before["timeouts"] if after and before else None
@@ -139,7 +149,7 @@ def peak_memory(name: str, sndhwm: int | None, messages: int) -> PeakMemory:
         read_burst(kc, SESSION_BURST.format(n=100))  # warm up the code path
         with RawSubscriber(km):
             before = memory(km)
-            burst = read_burst(kc, SESSION_BURST.format(n=messages))
+            burst = read_burst(kc, SESSION_BURST.format(n=messages), stalled=True)
             after = memory(km)
         label = "1000 (libzmq)" if name == STOCK else str(sndhwm if sndhwm is not None else "")
         return PeakMemory(
