@@ -211,14 +211,6 @@ def rig() -> Iterator[Rig]:
     made.close()
 
 
-@pytest.fixture
-def widgets() -> Iterator[list[Any]]:
-    made = [w.IntSlider(value=7), w.Image(value=b"\x89PNG in-process", format="png")]
-    yield made
-    for widget in made:
-        widget.close()
-
-
 def control_open(client: Client, version: Any = "1.0.0") -> dict[str, Any]:
     """ipywidgets' manager's comm_open, metadata.version as given (None: no version)."""
     metadata = {} if version is None else {"version": version}
@@ -243,6 +235,14 @@ def opened_by_main_shell(rig: Rig, msg: dict[str, Any]) -> str:
     comm_id = comm_id_of(msg)
     assert comm_id in rig.manager.comms
     return comm_id
+
+
+def open_mid_cell(rig: Rig) -> str:
+    """A cell starts; page ``b`` opens a control comm, answered here; its comm_id."""
+    rig.busy()
+    opening = control_open(rig.b)
+    rig.claim_and_answer(rig.b, opening)
+    return comm_id_of(opening)
 
 
 def parent_id(msg: dict[str, Any]) -> str:
@@ -467,10 +467,7 @@ def test_control_comm_opened_mid_cell_answers_until_closed(
     rig: Rig, widgets: list[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     slider, image = widgets
-    rig.busy()
-    opening = control_open(rig.b)
-    comm_id = comm_id_of(opening)
-    rig.claim_and_answer(rig.b, opening)  # nothing is sent for it (as ipywidgets)
+    comm_id = open_mid_cell(rig)  # nothing is sent for it (as ipywidgets)
     rig.idle()  # a control comm opened here stays here, busy or not
     with caplog.at_level(logging.WARNING, logger=LOG):
         rig.claim_and_answer(rig.b, request_states(rig.b, comm_id, method="other"))
@@ -499,10 +496,7 @@ def test_after_the_frontend_closes_changes_since_the_snapshot_are_sent(
     rig: Rig, widgets: list[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     slider, image = widgets
-    rig.busy()
-    opening = control_open(rig.b)
-    comm_id = comm_id_of(opening)
-    rig.claim_and_answer(rig.b, opening)
+    comm_id = open_mid_cell(rig)
     rig.claim_and_answer(rig.b, request_states(rig.b, comm_id))
     assert rig.published()["content"]["data"]["method"] == "update_states"
     # The cell goes on: one widget changes, one is closed, after the snapshot.

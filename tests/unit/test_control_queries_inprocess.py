@@ -192,14 +192,6 @@ def stop_iopub(thread: IOPubThread) -> None:
     thread.close()
 
 
-@pytest.fixture
-def widgets() -> Iterator[list[Any]]:
-    made = [w.IntSlider(value=7), w.Image(value=b"\x89PNG in-process", format="png")]
-    yield made
-    for widget in made:
-        widget.close()
-
-
 def parent_id(msg: dict[str, Any]) -> str:
     return msg["parent_header"]["msg_id"]
 
