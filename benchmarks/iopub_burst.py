@@ -35,7 +35,6 @@ from benchmarks.harness import (
     EXT,
     KERNELS,
     RESULTS,
-    ROOT,
     STOCK,
     fmt,
     kernel,
@@ -49,7 +48,9 @@ from ipykernel_ext.demo import (  # the demo's burst, counted until idle (or qui
 
 TRIALS, QUICK_TRIALS = 10, 3
 RESULTS_FILE = RESULTS / "iopub_burst.json"
-PLOT_PATHS = [RESULTS / "iopub_burst.png", ROOT / "docs" / "iopub_burst.png"]
+#: Where the figure goes unless --plot says otherwise (git-ignored): the one in docs/ is
+#: replaced only on purpose, with --plot docs/iopub_burst.png.
+PLOT = RESULTS / "iopub_burst.png"
 
 
 @dataclass
@@ -230,13 +231,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sweep-values", type=int, nargs="+", default=[1000, 10_000, 0])
     parser.add_argument("--sweep-only", action="store_true", help="only the sndhwm sweep")
+    parser.add_argument("--plot", type=Path, default=PLOT, help=f"the figure (default {PLOT})")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--replot", action="store_true", help="only plot the --json results")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.replot:
-        plot(json.loads(args.json.read_text())["summary"], PLOT_PATHS)
+        plot(json.loads(args.json.read_text())["summary"], [args.plot])
         return None
 
     plan: list[tuple[str, str, int, int | None]] = []
@@ -268,7 +270,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     print_summary(rows)
     print_ratios(rows)
     if not args.no_plot and not args.sweep_only:
-        plot(rows, PLOT_PATHS)
+        plot(rows, [args.plot])
     return {"trials": [asdict(t) for t in trials], "summary": rows}
 
 

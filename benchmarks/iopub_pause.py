@@ -67,7 +67,9 @@ from tests.server_utils import JupyterServer, KernelWebsocket, ServerPause
 TRIALS, QUICK_TRIALS = 1, 1
 RESULTS_FILE = RESULTS / "iopub_pause.json"
 KERNELS = {STOCK: "stock ipykernel", EXT: "ipykernel_ext"}
-PLOT = ROOT / "docs" / "iopub_pause.png"
+#: Where the figure goes unless --plot says otherwise (git-ignored): the one in docs/ is
+#: replaced only on purpose, with --plot docs/iopub_pause.png.
+PLOT = RESULTS / "iopub_pause.png"
 
 #: As in tests/test_iopub_pause.py: ~170 Button comm_open a second.
 LINK_RATE_BIT = 2_400_000
