@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -75,6 +76,53 @@ class AdoptedXPubSocket(NoDropXPubSocket):
         return self.owner.closed
 
 
+def _swap_on_iopub_thread(
+    iopub_thread: Any,
+    socket: zmq.Socket[Any],
+    configure: Callable[[AdoptedXPubSocket], None],
+    log: logging.Logger,
+    bound_by: str,
+) -> AdoptedXPubSocket | None:
+    """Make the adopted socket on the IOPub thread itself, ``configure`` it and put it in place.
+
+    Only that thread sends on the socket, so swapping it there needs no lock and never cuts a
+    send in two. Waits for the swap; None (with the reason logged) if it failed or was late.
+    """
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def adopt_on_iopub_thread() -> None:
+        try:
+            adopted = AdoptedXPubSocket(shadow=socket)
+            configure(adopted)
+            adopted.attach(iopub_thread.io_loop.call_later, iopub_thread.thread)
+            iopub_thread.socket = adopted
+            outcome["socket"] = adopted
+        except Exception as exc:  # reported by the waiting thread, with its traceback
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    # Runs at once if the thread is not running (then no other thread can be sending).
+    iopub_thread.schedule(adopt_on_iopub_thread)
+    if not done.wait(ADOPT_TIMEOUT_S):
+        log.warning(
+            "IOPub: the IOPub thread did not adopt the socket within %.0f s; it will when it "
+            "gets to it, and sends until then keep stock behaviour.",
+            ADOPT_TIMEOUT_S,
+        )
+        return None
+    if "error" in outcome:
+        log.error(
+            "IOPub: could not adopt the IOPub socket made by %s; it keeps stock behaviour "
+            "(messages for a full subscriber are dropped silently).",
+            bound_by,
+            exc_info=outcome["error"],
+        )
+        return None
+    return outcome["socket"]
+
+
 def adopt_iopub_socket(
     iopub_thread: Any,
     *,
@@ -107,44 +155,17 @@ def adopt_iopub_socket(
         )
         return None
 
-    done = threading.Event()
-    outcome: dict[str, Any] = {}
-
-    def adopt_on_iopub_thread() -> None:
-        try:
-            adopted = AdoptedXPubSocket(shadow=socket)
-            adopted.set_send_options(
-                nodrop=nodrop,
-                send_timeout_ms=send_timeout_ms,
-                backlog_limit_bytes=backlog_limit_bytes,
-                log=log,
-            )
-            adopted.attach(iopub_thread.io_loop.call_later, iopub_thread.thread)
-            iopub_thread.socket = adopted
-            outcome["socket"] = adopted
-        except Exception as exc:  # reported by the waiting thread, with its traceback
-            outcome["error"] = exc
-        finally:
-            done.set()
-
-    # Runs at once if the thread is not running (then no other thread can be sending).
-    iopub_thread.schedule(adopt_on_iopub_thread)
-    if not done.wait(ADOPT_TIMEOUT_S):
-        log.warning(
-            "IOPub: the IOPub thread did not adopt the socket within %.0f s; it will when it "
-            "gets to it, and sends until then keep stock behaviour.",
-            ADOPT_TIMEOUT_S,
+    def configure(adopted: AdoptedXPubSocket) -> None:
+        adopted.set_send_options(
+            nodrop=nodrop,
+            send_timeout_ms=send_timeout_ms,
+            backlog_limit_bytes=backlog_limit_bytes,
+            log=log,
         )
+
+    adopted = _swap_on_iopub_thread(iopub_thread, socket, configure, log, bound_by)
+    if adopted is None:
         return None
-    if "error" in outcome:
-        log.error(
-            "IOPub: could not adopt the IOPub socket made by %s; it keeps stock behaviour "
-            "(messages for a full subscriber are dropped silently).",
-            bound_by,
-            exc_info=outcome["error"],
-        )
-        return None
-    adopted = outcome["socket"]
     in_use = adopted.stats.sndhwm
     if sndhwm != in_use:
         log.warning(
