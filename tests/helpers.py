@@ -183,6 +183,25 @@ def iopub_stats(kc: BlockingKernelClient) -> dict[str, Any]:
     return control_request(kc, "iopub_stats_request")["content"]
 
 
+def wait_stats(
+    kc: BlockingKernelClient,
+    done: Callable[[dict[str, Any]], bool],
+    what: str,
+    timeout: float = 60,
+) -> dict[str, Any]:
+    """Ask ``iopub_stats`` until ``done(stats)``; those stats. ``timeout`` is a hang guard.
+
+    A barrier on the kernel's own counters: the IOPub thread gives a subscriber up, or empties
+    its backlog, after the cell's reply may already have come.
+    """
+    deadline = time.monotonic() + timeout
+    while not done(stats := iopub_stats(kc)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not in {timeout} s; last iopub_stats: {stats}")
+        time.sleep(0.05)
+    return stats
+
+
 def execute_and_collect(
     kc: BlockingKernelClient,
     code: str,
