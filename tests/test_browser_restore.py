@@ -563,7 +563,8 @@ def test_voila_dashboard_of_1000_buttons_renders_whole(lab: JupyterServer, page:
     log = WebsocketLog(page)
     started = time.perf_counter()
     page.goto(lab.http_url(f"voila/render/{path.name}?token={lab.token}"), wait_until="commit")
-    wait_for(lambda: page.locator(BUTTON).count() == N_BUTTONS, 180, what="1000 Buttons", page=page)
+    # A hang guard: about 6 s here; 180 s once ran out with a busy loop on each core.
+    wait_for(lambda: page.locator(BUTTON).count() == N_BUTTONS, 300, what="1000 Buttons", page=page)
     rendered_at = time.perf_counter() - started
     text = page.inner_text("body")
     kernels = lab.api("GET", "api/kernels")
