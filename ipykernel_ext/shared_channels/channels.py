@@ -39,9 +39,8 @@ from typing import Any
 
 import zmq
 import zmq.asyncio
-from jupyter_client.session import Session
 
-from ..endpoints import as_bytes, channel_endpoint
+from ..endpoints import channel_endpoint, client_session
 from .clients import OnLost, SessionOwners, SharedClient
 from .messages import (
     Deliver,
@@ -108,10 +107,7 @@ class SharedChannels:
         self.track_status = track_status
         # Our own session: signs the readiness kernel_info requests; replies that carry its
         # id are consumed here and never reach a client.
-        self.session = Session(
-            key=as_bytes(connection_info.get("key", b"")),
-            signature_scheme=connection_info.get("signature_scheme", "hmac-sha256"),
-        )
+        self.session = client_session(connection_info)
         # One identity on shell and stdin: the kernel sends an input_request to the stdin
         # peer whose identity is the shell identity of the execute_request.
         self.identity = f"shared-{uuid.uuid4()}".encode()
