@@ -414,7 +414,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         if channel == "iopub" and self.limit_rate:
             msg: dict[str, Any] = {"header": kmsg.header, "parent_header": None, "content": None}
             if kmsg.msg_type == "status":
-                msg["content"] = kmsg.memo("content", lambda: self.session.unpack(kmsg.frames[4]))
+                msg["content"] = kmsg.content
             if self._limit_rate(channel, msg, kmsg.parts):
                 return
         try:

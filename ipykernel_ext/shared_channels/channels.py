@@ -41,6 +41,7 @@ import zmq
 import zmq.asyncio
 
 from ..endpoints import channel_endpoint, client_session
+from ..protocol import HEADER
 from .clients import OnLost, SessionOwners, SharedClient
 from .messages import (
     Deliver,
@@ -370,7 +371,7 @@ class SharedChannels:
     def _fan_out(self, msg: KernelMessage) -> None:
         self._readiness.saw_iopub()
         skip: SharedClient | None = None
-        header = msg.frames[1]
+        header = msg.frames[HEADER]
         # Cheap byte tests first: only an echo or a status pays for decoding its header.
         if b"comm_echo" in header and msg.msg_type == "comm_echo":
             skip = self.owners.get(msg.parent_header.get("session"))

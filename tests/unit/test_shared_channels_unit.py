@@ -20,6 +20,7 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import Session
 
+from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
 
 KEY = b"unit-test-key"
@@ -126,7 +127,7 @@ async def barrier(kernel: ScriptedKernel, *clients: ChannelClient) -> None:
     marker = f"barrier-{uuid.uuid4().hex}".encode()
     kernel.publish("stream", {"name": "stdout", "text": marker.decode()}, None)
     for ws in clients:
-        await until(lambda ws=ws: any(marker in m.frames[4] for m in ws.received))
+        await until(lambda ws=ws: any(marker in m.frames[CONTENT] for m in ws.received))
 
 
 def test_replies_go_to_their_session_only() -> None:
@@ -207,13 +208,13 @@ def test_a_late_joiner_gets_the_last_tracked_status() -> None:
         status = late.received[0]
         assert status is channels.status
         assert status.parent_header["msg_id"] == execute["msg_id"]
-        assert b"busy" in status.frames[4]
+        assert b"busy" in status.frames[CONTENT]
         # Same frames as the kernel sent them (signature included): nothing rebuilt.
         busy = next(m for m in first.received if m.msg_type == "status")
         assert busy.frames == status.frames
         kernel.publish("status", {"execution_state": "idle"}, execute)
         await barrier(kernel, late)
-        assert b"idle" in ChannelClient(channels).received[0].frames[4]
+        assert b"idle" in ChannelClient(channels).received[0].frames[CONTENT]
 
     run(test, track_status=lambda parent_type: parent_type not in UNTRACKED)
 
