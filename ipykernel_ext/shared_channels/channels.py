@@ -30,7 +30,6 @@ whose replies are consumed here. Usage (inside a running asyncio loop)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import uuid
@@ -42,7 +41,7 @@ import zmq.asyncio
 
 from ..endpoints import channel_endpoint, client_session
 from ..protocol import HEADER
-from .clients import OnLost, SessionOwners, SharedClient
+from .clients import Members, OnLost, SharedClient
 from .messages import (
     Deliver,
     KernelMessage,
@@ -122,9 +121,7 @@ class SharedChannels:
             iopub_rcvhwm=iopub_rcvhwm,
             recv_batch=recv_batch,
         )
-        self.owners = SessionOwners(self.session.session)
-        self._clients: list[SharedClient] = []
-        self._snapshot: tuple[SharedClient, ...] = ()
+        self.members = Members(self.session.session)
         self._own = OwnRequests(self.session, self.kernel_sockets.send)
         self._readiness = Readiness(self._own.request, self.log)
         self._status: KernelMessage | None = None
@@ -233,8 +230,9 @@ class SharedChannels:
             self._close_handle = None
         self._counter += 1
         client = SharedClient(
-            owners=self.owners,
+            members=self.members,
             send=self.kernel_sockets.send,
+            flush_iopub=self.flush_iopub,
             unpack=self.unpack,
             on_close=self._detach,
             deliver=deliver,
@@ -242,10 +240,11 @@ class SharedChannels:
             name=name or f"client-{self._counter}",
             on_lost=on_lost,
         )
-        self._clients.append(client)
-        self._snapshot = tuple(self._clients)
+        self.members.add(client)
         if session:
-            self._claim(client, session, take_over=True)
+            previous = self.members.claim(client, session, take_over=True)
+            if previous is not None:
+                self.log.info("Session %s moves from %s to %s", session, previous.name, client.name)
         if announce_status:
             self.announce_status(client)
         return client
@@ -269,22 +268,14 @@ class SharedChannels:
 
     @property
     def clients(self) -> tuple[SharedClient, ...]:
-        return self._snapshot
+        return self.members.attached
 
     def owner(self, session: str) -> SharedClient | None:
-        return self.owners.get(session)
-
-    def _claim(self, client: SharedClient, session: str, take_over: bool) -> None:
-        previous = self.owners.claim(client, session, take_over)
-        if previous is not None:
-            self.log.info("Session %s moves from %s to %s", session, previous.name, client.name)
+        return self.members.owner(session)
 
     def _detach(self, client: SharedClient) -> None:
-        self.owners.release(client)
-        with contextlib.suppress(ValueError):
-            self._clients.remove(client)
-        self._snapshot = tuple(self._clients)
-        if not self._clients and not self.closed:
+        self.members.remove(client)
+        if not self.members.attached and not self.closed:
             self._schedule_close()
 
     def _schedule_close(self) -> None:
@@ -298,7 +289,7 @@ class SharedChannels:
 
     def _close_if_unused(self) -> None:
         self._close_handle = None
-        if not self._clients:
+        if not self.members.attached:
             self.close()
 
     async def aclose(self) -> None:
@@ -323,12 +314,9 @@ class SharedChannels:
             self._close_handle.cancel()
             self._close_handle = None
         self._close_sockets()
-        lost = list(self._clients)
+        lost = self.members.clear()
         for client in lost:
             client.closed = True
-        self._clients.clear()
-        self._snapshot = ()
-        self.owners.clear()
         self._status = None
         if self.on_close is not None:
             self.on_close(self)
@@ -361,7 +349,7 @@ class SharedChannels:
             return
         if self._own.take_reply(msg):
             return
-        owner = self.owners.get(session)
+        owner = self.members.owner(session)
         if owner is None:
             # Its client left (a websocket closed mid-execution): nobody else may have it.
             self.log.debug("Dropped a %s reply for session %s: not attached", msg.channel, session)
@@ -374,7 +362,7 @@ class SharedChannels:
         header = msg.frames[HEADER]
         # Cheap byte tests first: only an echo or a status pays for decoding its header.
         if b"comm_echo" in header and msg.msg_type == "comm_echo":
-            skip = self.owners.get(msg.parent_header.get("session"))
+            skip = self.members.owner(msg.parent_header.get("session"))
             if skip is not None and not skip.skip_own_echo:
                 skip = None
         elif (
@@ -384,16 +372,16 @@ class SharedChannels:
             and self.track_status(msg.parent_header.get("msg_type"))
         ):
             self._status = msg
-        for client in self._snapshot:
+        for client in self.members.attached:
             if client is not skip:
                 self._deliver(client, msg)
 
     def _deliver(self, client: SharedClient, msg: KernelMessage) -> None:
         try:
-            client.deliver(msg)
+            client.receive(msg)
         except Exception:
             self.log.exception("Delivering a %s message to %s failed", msg.channel, client.name)
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"{len(self._clients)} clients"
+        state = "closed" if self.closed else f"{len(self.members.attached)} clients"
         return f"<SharedChannels {self.connection_info.get('ip')} {self.ports} {state}>"
