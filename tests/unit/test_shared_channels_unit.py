@@ -21,7 +21,12 @@ import zmq.asyncio
 from jupyter_client.session import Session
 
 from ipykernel_ext.protocol import CONTENT
-from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
+from ipykernel_ext.shared_channels import (
+    KernelMessage,
+    RefusedMessage,
+    SessionInUse,
+    SharedChannels,
+)
 
 KEY = b"unit-test-key"
 UNTRACKED = {"kernel_info_request", "comm_info_request"}
@@ -181,13 +186,43 @@ def test_sessions_are_owned_taken_over_and_retired() -> None:
             )
         a2 = ChannelClient(channels, session=a.session.session)  # a reconnecting
         assert channels.owner(a.session.session) is a2.handle
+        # One record: what each client owns, and who is attached, follow from it.
+        assert a.handle.sessions == set() and a2.handle.sessions == {a.session.session}
+        assert channels.clients == (a.handle, b.handle, a2.handle)
         b.handle.close()
+        assert channels.clients == (a.handle, a2.handle) and b.handle.sessions == set()
         with pytest.raises(SessionInUse, match="belonged to another client"):
             Session(key=KEY, session=b.session.session).send(
                 a2.handle.stream("shell"), "kernel_info_request", {}
             )
         with pytest.raises(RuntimeError, match="detached"):
             b.send("shell", "kernel_info_request")
+
+    run(test)
+
+
+def test_a_stream_diverts_its_channel_as_a_zmqstream_does() -> None:
+    """jupyter_server's offline buffer calls ``on_recv(callback)`` on each stream in
+    ``connection.channels`` and reads ``stream.socket.closed``: the client's messages on that
+    channel go to the callback until ``on_recv(None)``; IOPub cannot be sent on."""
+
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        a = ChannelClient(channels)
+        iopub = a.handle.stream("iopub")
+        assert a.handle.stream("iopub") is iopub  # one per channel: what on_recv set holds
+        held: list[KernelMessage] = []
+        iopub.on_recv(held.append)
+        kernel.publish("stream", {"name": "stdout", "text": "held"}, None)
+        await until(lambda: len(held) == 1)
+        iopub.on_recv(None)
+        await barrier(kernel, a)
+        assert b"held" in held[0].frames[CONTENT]
+        assert a.types() == ["stream"] and b"barrier" in a.received[0].frames[CONTENT]
+        with pytest.raises(RefusedMessage, match="iopub"):
+            Session(key=KEY, session=a.session.session).send(iopub, "kernel_info_request", {})
+        assert not iopub.socket.closed and not iopub.closed()
+        iopub.close()  # as stop_buffering does: the client detaches
+        assert iopub.socket.closed and a.handle.closed and channels.clients == ()
 
     run(test)
 
