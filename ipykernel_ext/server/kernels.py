@@ -16,7 +16,7 @@ import zmq
 import zmq.asyncio
 from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
-from ..shared_channels import CHANNELS, SharedChannels
+from ..shared_channels import SharedChannels
 
 #: ``make(on_close)``: a new set for the kernel, not started, calling ``on_close`` once closed.
 MakeChannels = Callable[[Callable[[SharedChannels], None]], SharedChannels]
@@ -36,8 +36,7 @@ class KernelChannels:
         """
         shared = self._by_kernel.get(kernel_id)
         if shared is not None and not shared.closed:
-            if tuple(int(info[f"{c}_port"]) for c in CHANNELS) != shared.ports:
-                shared.reconnect(info)
+            shared.follow(info)
             return shared
 
         def forget(closed: SharedChannels) -> None:
