@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..protocol import HEADER
@@ -31,26 +32,22 @@ from .readiness import OwnRequests, Readiness
 TrackStatus = Callable[[Any], bool]
 
 
+@dataclass
 class Dispatcher:
-    """Delivers each kernel message of a set of shared channels to the clients it is for."""
+    """Delivers each kernel message of a set of shared channels to the clients it is for.
 
-    def __init__(
-        self,
-        members: Members,
-        own: OwnRequests,
-        readiness: Readiness,
-        unpack: Unpack,
-        track_status: TrackStatus | None,
-        log: logging.Logger | logging.LoggerAdapter[Any],
-    ) -> None:
-        self.members = members
-        self.own = own
-        self.readiness = readiness
-        self.unpack = unpack
-        self.track_status = track_status
-        self.log = log
-        #: The last tracked IOPub ``status`` (None until one, and after the sockets change).
-        self.status: KernelMessage | None = None
+    What it needs of the set is passed in: who is attached and owns which session
+    (``members``), the channels' own requests (``own``) and readiness wait, how to decode.
+    """
+
+    members: Members
+    own: OwnRequests
+    readiness: Readiness
+    unpack: Unpack
+    track_status: TrackStatus | None
+    log: logging.Logger | logging.LoggerAdapter[Any]
+    #: The last tracked IOPub ``status`` (None until one, and after the sockets change).
+    status: KernelMessage | None = None
 
     def dispatch(self, channel: str, raw: list[bytes]) -> None:
         """One message as the socket received it (``[*identities, DELIM, ...]``)."""
