@@ -13,7 +13,10 @@ endpoint goes through this module:
   string itself: a routing id (``--router-identity=endpoint``) or one ROUTER that connects to
   many kernels (:mod:`ipykernel_ext.client.router`);
 * :func:`apply_curve_client` sets the CurveZMQ client options on a socket that connects to
-  more than one kernel, before each ``connect()`` (libzmq copies them at connect time).
+  more than one kernel, before each ``connect()`` (libzmq copies them at connect time);
+* :func:`client_session` makes the :class:`~jupyter_client.session.Session` that signs a
+  client's messages to the kernel (its ``key`` and ``signature_scheme``), for the shared
+  channels and the :class:`~ipykernel_ext.client.router.RouterClient` alike.
 
 The unit tests check :func:`endpoint` and :func:`apply_curve_client` against jupyter_client's
 ``ConnectionFileMixin._make_url`` and ``_create_connected_socket``.
@@ -27,6 +30,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 from jupyter_client.connect import ConnectionFileMixin
+from jupyter_client.session import Session
 from traitlets import Instance
 
 #: Channels a client connects to (heartbeat included, as in the connection file).
@@ -167,6 +171,19 @@ def apply_curve_client(sock: zmq.Socket[Any], keys: tuple[bytes, bytes] | None) 
     sock.curve_serverkey = public
 
 
+def client_session(connection_info: Mapping[str, Any]) -> Session:
+    """A Session that signs with the kernel's ``key`` and ``signature_scheme``.
+
+    ``key`` may be str (a connection file) or bytes (``KernelManager.get_connection_info()``);
+    a missing key means unsigned messages and a missing scheme ``hmac-sha256``, as
+    jupyter_client reads a connection file.
+    """
+    return Session(
+        key=as_bytes(connection_info.get("key", b"")),
+        signature_scheme=connection_info.get("signature_scheme", "hmac-sha256"),
+    )
+
+
 def as_bytes(value: str | bytes) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
@@ -175,6 +192,7 @@ __all__ = [
     "KernelConnection",
     "apply_curve_client",
     "channel_endpoint",
+    "client_session",
     "connect_channel",
     "curve_keys",
     "endpoint",

@@ -21,6 +21,8 @@ QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
 
 #: Where each part sits in a message's frames after the ``<IDS|MSG>`` delimiter.
 SIGNATURE, HEADER, PARENT_HEADER, METADATA, CONTENT = range(5)
+#: Where the binary buffers start, if any: a whole message has at least this many frames.
+BUFFERS = CONTENT + 1
 
 
 def peek(session: Any, frames: list[Any], index: int) -> Any:

@@ -337,7 +337,9 @@ KERNEL_PY = "ipykernel_ext/kernel/ipkernel.py"
 APP_PY = "ipykernel_ext/kernel/kernelapp.py"
 ECHO_PY = "ipykernel_ext/kernel/comm_echo.py"
 WIDGET_STATE_PY = "ipykernel_ext/kernel/widget_state.py"
-SERVER_PY = "ipykernel_ext/server.py"
+SERVER_PY = "ipykernel_ext/server/connection.py"
+SERVER_KERNELS_PY = "ipykernel_ext/server/kernels.py"
+STREAMS_PY = "ipykernel_ext/shared_channels/clients.py"
 IOPUB_ADOPT_PY = "ipykernel_ext/kernel/iopub_adopt.py"
 RECONNECT_PY = "ipykernel_ext/kernel/busy_answers.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
@@ -544,7 +546,7 @@ CONTRACT: list[Row] = [
     Row(f"{WS}.subprotocol", [IsProperty()], (SERVER_PY,), "which websocket encoding"),
     Row(f"{WS}.limit_rate", [Trait("Bool")], (SERVER_PY,), "whether to rate-limit"),
     Row(f"{WS}.channels", [Trait("Dict")], (SERVER_PY,),
-        "channel name to stream; we put SharedChannel objects there"),
+        "channel name to stream; we put ChannelStream objects there"),
     Row(f"{WS}.kernel_info_timeout", [Trait("Float")], (SERVER_PY,),
         "how long the nudge tries"),
     Row("jupyter_server.services.kernels.connection.base:serialize_msg_to_ws_v1",
@@ -552,17 +554,17 @@ CONTRACT: list[Row] = [
     Row(f"{MKM}.get_buffer", [Function(("self", "kernel_id", "session_key")),
                               Probe("returns buffer, session_key, channels", _buffer_layout)],
         (SERVER_PY,), "the offline buffer of a returning session, read in connect()"),
-    Row(f"{MKM}.start_buffering", [Source((r"\.on_recv\(",))], (SERVER_PY,),
-        "buffers through stream.on_recv(callback), which SharedChannel implements"),
+    Row(f"{MKM}.start_buffering", [Source((r"\.on_recv\(",))], (STREAMS_PY,),
+        "buffers through stream.on_recv(callback), which ChannelStream implements"),
     Row(f"{MKM}.stop_buffering", [Source((r"\.socket\.closed", r"\.on_recv\(None\)"))],
-        (SERVER_PY,), "reads stream.socket.closed, which _SocketState implements"),
+        (STREAMS_PY,), "reads stream.socket.closed, which _SocketState implements"),
     Row(f"{MKM}.notify_connect", [Function(("self", "kernel_id"))], (SERVER_PY,),
         "called as the stock connect() does"),
     Row(f"{MKM}.allow_tracebacks", [Trait("Bool")], (SERVER_PY,),
         "whether tracebacks are redacted"),
-    Row(f"{MKM}.track_message_type", [Function(("self", "message_type"))], (SERVER_PY,),
-        "which statuses set the server's execution_state"),
-    Row(f"{MKM}.untracked_message_types", [Trait("List")], (SERVER_PY,),
+    Row(f"{MKM}.track_message_type", [Function(("self", "message_type"))],
+        (SERVER_KERNELS_PY,), "which statuses set the server's execution_state"),
+    Row(f"{MKM}.untracked_message_types", [Trait("List")], (SERVER_KERNELS_PY,),
         "the same rule on servers without track_message_type"),
     Row(f"{MKM}._async_start_kernel", [Source((r"\.execution_state\s*=",))], (SERVER_PY,),
         "the server keeps kernel_manager.execution_state, read to skip the nudge when busy"),

@@ -3,13 +3,13 @@
 A package per side, and leaves at the top:
 
 * ``kernel/`` runs in the kernel process. It never imports ``client/``, ``shared_channels/``
-  or ``server``. Inside it, the feature modules are leaves: they import no other module of
+  or ``server/``. Inside it, the feature modules are leaves: they import no other module of
   the package, except the feature-on-feature edges listed in ``FEATURE_EDGES`` (each a design
   decision), and never the wiring (``ipkernel``, ``kernelapp``); only ``__main__`` and the
   package face import the launcher.
 * ``shared_channels/`` (the relay for servers) and ``client/`` (helpers for frontends and
-  scripts) never import the kernel side; ``shared_channels/`` never imports jupyter_server
-  (``server`` puts jupyter_server's websockets on it) nor ``client/``.
+  scripts) never import the kernel side nor ``server/``; ``shared_channels/`` never imports
+  jupyter_server (``server/`` puts jupyter_server's websockets on it) nor ``client/``.
 * ``endpoints`` (the connection rule), ``protocol`` (message names and frames) and the
   package ``__init__`` are shared leaves: they import nothing of ours; any side may use them.
 
@@ -26,8 +26,8 @@ import pytest
 PACKAGE = "ipykernel_ext"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 
-SIDES = {"kernel", "shared_channels", "client"}
-TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install", "demo", "server"}
+SIDES = {"kernel", "shared_channels", "client", "server"}
+TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install", "demo"}
 SHARED_LEAVES = {"__init__", "endpoints", "protocol"}
 
 KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp"}
@@ -57,7 +57,7 @@ FEATURE_EDGES = {
 
 
 def modules() -> list[str]:
-    """Every module of the package, dotted below it (``kernel.iopub``, ``server``)."""
+    """Every module of the package, dotted below it (``kernel.iopub``, ``server.kernels``)."""
     return sorted(
         ".".join(path.relative_to(PACKAGE_DIR).with_suffix("").parts)
         for path in PACKAGE_DIR.rglob("*.py")
@@ -135,8 +135,10 @@ def test_every_module_is_in_a_group() -> None:
 
 @pytest.mark.parametrize("module", sorted(m for m in modules() if side_of(m) == "kernel"))
 def test_the_kernel_side_imports_no_other_side(module: str) -> None:
-    others = {m for m in imports_of(module) if side_of(m) in {"client", "shared_channels"}}
-    others |= imports_of(module) & {"server", "demo", "install"}
+    others = {
+        m for m in imports_of(module) if side_of(m) in {"client", "shared_channels", "server"}
+    }
+    others |= imports_of(module) & {"demo", "install"}
     assert not others, f"{module} (kernel side) imports {sorted(others)}"
 
 
@@ -146,7 +148,8 @@ def test_the_kernel_side_imports_no_other_side(module: str) -> None:
 def test_relay_and_clients_never_import_the_kernel_side(module: str) -> None:
     kernel = {m for m in imports_of(module) if side_of(m) == "kernel"}
     assert not kernel, f"{module} imports the kernel side: {sorted(kernel)}"
-    assert "server" not in imports_of(module)
+    server = {m for m in imports_of(module) if side_of(m) == "server"}
+    assert not server, f"{module} imports the server side: {sorted(server)}"
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from jupyter_server.services.kernels.connection.base import (
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
 
 from . import server_utils
@@ -1077,7 +1078,7 @@ def idle(msg_id: str) -> Callable[[KernelMessage], bool]:
         m.channel == "iopub"
         and m.msg_type == "status"
         and m.parent_header.get("msg_id") == msg_id
-        and b"idle" in m.frames[4]
+        and b"idle" in m.frames[CONTENT]
     )
 
 

@@ -50,7 +50,7 @@ from typing import Any
 import zmq
 from jupyter_client.session import Session
 
-from ..endpoints import curve_keys, endpoint
+from ..endpoints import client_session, curve_keys, endpoint
 from .reach import (
     KernelUnreachable,
     RoutedKernel,
@@ -153,13 +153,9 @@ class RouterClient:
                 other = self._by_routing_id[channel][rid]
                 raise ValueError(f"{kernel_id!r}: {rid!r} is already the {channel} of {other!r}")
         urls = {c: _connect_url(info, c, connect_ip) for c in CHANNELS}
-        key = info.get("key", "")
         kernel = RoutedKernel(
             kernel_id=kernel_id,
-            session=Session(
-                key=key.encode(),
-                signature_scheme=info.get("signature_scheme", "hmac-sha256"),
-            ),
+            session=client_session(info),
             urls=urls,
             routing_ids=routing_ids,
             curve=curve_keys(info),

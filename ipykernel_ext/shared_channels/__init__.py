@@ -6,7 +6,9 @@ together; each part gets what it needs passed in:
 
 * :mod:`.sockets`: the kernel's four sockets and their receiving loops;
 * :mod:`.messages`: a kernel message decoded once for every client, refusals;
-* :mod:`.clients`: one logical client, and which client owns which session id;
+* :mod:`.dispatch`: which attached clients get each kernel message;
+* :mod:`.clients`: one logical client, its ZMQStream-shaped channels, and the record of
+  who is attached and owns which session id;
 * :mod:`.readiness`: the channels' own requests, and when a fresh set is live;
 * :mod:`.outbox`: one websocket's bounded, ordered outgoing queue (used by the server).
 """

@@ -2,23 +2,25 @@
 
 A server that relays many clients (jupyter_server with many browser tabs) normally holds
 four sockets per client, and the kernel sends every IOPub message once per client.
-:class:`SharedChannels` holds *one* set and multiplexes it:
+:class:`SharedChannels` holds *one* set and multiplexes it. It owns the set's life and wires
+the parts, each of which gets what it needs passed in:
 
 * shell, control and stdin messages go to the client whose session id is in the message's
   ``parent_header.session`` (only that frame is decoded), so an ``input_request`` reaches
-  only the asker; a session id belongs to one client at a time
-  (:mod:`ipykernel_ext.shared_channels.clients`); attaching with a session id takes it over;
-* IOPub goes to every client, except that a ``comm_echo`` (PROTOCOL.md section 2) skips
-  the client whose session caused it (per client, configurable);
+  only the asker; IOPub goes to every client, except that a ``comm_echo`` (PROTOCOL.md
+  section 2) skips the client whose session caused it (per client, configurable)
+  (:mod:`.dispatch`);
+* a session id belongs to one client at a time; attaching with a session id takes it over
+  (:mod:`.clients`);
 * a client that attaches to running channels gets the kernel's last tracked ``status``
   (``track_status``): it joins an IOPub subscription the kernel already knows;
-* if a receiving loop stops for any reason (:mod:`ipykernel_ext.shared_channels.sockets`), the set
-  closes and every attached client is told (``on_lost``): nobody waits on a deaf channel;
+* if a receiving loop stops for any reason (:mod:`.sockets`), the set closes and every
+  attached client is told (``on_lost``): nobody waits on a deaf channel;
 * the sockets close a grace period after the last client leaves (a reload comes back).
 
 Clients sign their own messages (``Session.send`` accepts :meth:`SharedClient.stream`);
-the channels' own requests (:mod:`ipykernel_ext.shared_channels.readiness`) have their own session,
-whose replies are consumed here. Usage (inside a running asyncio loop)::
+the channels' own requests (:mod:`.readiness`) have their own session, whose replies are
+consumed before routing. Usage (inside a running asyncio loop)::
 
     channels = SharedChannels(km.get_connection_info())
     channels.start()
@@ -30,7 +32,6 @@ whose replies are consumed here. Usage (inside a running asyncio loop)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import uuid
@@ -39,17 +40,13 @@ from typing import Any
 
 import zmq
 import zmq.asyncio
-from jupyter_client.session import Session
 
-from ..endpoints import as_bytes, channel_endpoint
-from .clients import OnLost, SessionOwners, SharedClient
-from .messages import (
-    Deliver,
-    KernelMessage,
-    Unpack,
-)
+from ..endpoints import channel_endpoint, client_session
+from .clients import Members, OnLost, SharedClient
+from .dispatch import Dispatcher, TrackStatus
+from .messages import Deliver, KernelMessage, Unpack
 from .readiness import OwnRequests, Readiness
-from .sockets import IOPUB_RCVHWM, RECV_BATCH, KernelSockets
+from .sockets import IOPUB_RCVHWM, RECV_BATCH, KernelSockets, ports_of
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "SharedChannels"]
 
@@ -59,10 +56,6 @@ DEFAULT_GRACE_PERIOD = 5.0
 CLOSED_REASON = "the kernel's shared channels were closed"
 
 log = logging.getLogger(__name__)
-
-#: ``track_status(parent_msg_type)``: does this status tell the kernel's execution state?
-TrackStatus = Callable[[Any], bool]
-
 
 class SharedChannels:
     """One shell/control/stdin/IOPub socket set to a kernel, multiplexed over many clients.
@@ -98,25 +91,20 @@ class SharedChannels:
         iopub_rcvhwm: int = IOPUB_RCVHWM,
         recv_batch: int = RECV_BATCH,
     ) -> None:
-        self.connection_info = dict(connection_info)
         self.grace_period = grace_period
         self.skip_own_echo = skip_own_echo
         self.unpack = unpack
         self.context = context or zmq.asyncio.Context.instance()
         self.log = logger or log
         self.on_close = on_close
-        self.track_status = track_status
         # Our own session: signs the readiness kernel_info requests; replies that carry its
         # id are consumed here and never reach a client.
-        self.session = Session(
-            key=as_bytes(connection_info.get("key", b"")),
-            signature_scheme=connection_info.get("signature_scheme", "hmac-sha256"),
-        )
+        self.session = client_session(connection_info)
         # One identity on shell and stdin: the kernel sends an input_request to the stdin
         # peer whose identity is the shell identity of the execute_request.
         self.identity = f"shared-{uuid.uuid4()}".encode()
         self.kernel_sockets = KernelSockets(
-            self.connection_info,
+            connection_info,
             self.context,
             self.identity,
             self._dispatch,
@@ -125,18 +113,23 @@ class SharedChannels:
             iopub_rcvhwm=iopub_rcvhwm,
             recv_batch=recv_batch,
         )
-        self.owners = SessionOwners(self.session.session)
-        self._clients: list[SharedClient] = []
-        self._snapshot: tuple[SharedClient, ...] = ()
+        self.members = Members(self.session.session)
         self._own = OwnRequests(self.session, self.kernel_sockets.send)
         self._readiness = Readiness(self._own.request, self.log)
-        self._status: KernelMessage | None = None
+        self._dispatcher = Dispatcher(
+            self.members, self._own, self._readiness, unpack, track_status, self.log
+        )
         self._close_handle: asyncio.TimerHandle | None = None
         self._counter = 0
         self.closed = False
         self.started = False
         #: Why the channels closed, once they did.
         self.close_reason: str | None = None
+
+    @property
+    def connection_info(self) -> dict[str, Any]:
+        """The kernel's connection dict the sockets are connected with (kept by them)."""
+        return self.kernel_sockets.connection_info
 
     @property
     def ports(self) -> tuple[int, ...]:
@@ -170,13 +163,21 @@ class SharedChannels:
         if self.closed:
             raise RuntimeError(f"these shared channels are closed: {self.close_reason}")
         if connection_info is not None:
-            self.connection_info = self.kernel_sockets.connection_info = dict(connection_info)
+            self.kernel_sockets.connection_info = dict(connection_info)
         self.log.info(
             "Reconnecting shared channels to %s", channel_endpoint(self.connection_info, "shell")
         )
-        self._status = None  # the old kernel's state says nothing about the new one
+        self._dispatcher.status = None  # the old kernel's state says nothing about the new one
         self._close_sockets()
         self.kernel_sockets.open()
+
+    def follow(self, connection_info: dict[str, Any]) -> bool:
+        """:meth:`reconnect` if the kernel listens on other ports now (it restarted on new
+        ones); True if it did."""
+        if ports_of(connection_info) == self.ports:
+            return False
+        self.reconnect(connection_info)
+        return True
 
     def flush_iopub(self) -> int:
         """Deliver every IOPub message already received by the socket; return how many.
@@ -236,8 +237,9 @@ class SharedChannels:
             self._close_handle = None
         self._counter += 1
         client = SharedClient(
-            owners=self.owners,
+            members=self.members,
             send=self.kernel_sockets.send,
+            flush_iopub=self.flush_iopub,
             unpack=self.unpack,
             on_close=self._detach,
             deliver=deliver,
@@ -245,10 +247,11 @@ class SharedChannels:
             name=name or f"client-{self._counter}",
             on_lost=on_lost,
         )
-        self._clients.append(client)
-        self._snapshot = tuple(self._clients)
+        self.members.add(client)
         if session:
-            self._claim(client, session, take_over=True)
+            previous = self.members.claim(client, session, take_over=True)
+            if previous is not None:
+                self.log.info("Session %s moves from %s to %s", session, previous.name, client.name)
         if announce_status:
             self.announce_status(client)
         return client
@@ -256,7 +259,7 @@ class SharedChannels:
     @property
     def status(self) -> KernelMessage | None:
         """The last tracked IOPub ``status`` the kernel published (see ``track_status``)."""
-        return self._status
+        return self._dispatcher.status
 
     def announce_status(self, client: SharedClient) -> bool:
         """Deliver the remembered status message to ``client``, as the kernel sent it.
@@ -264,30 +267,18 @@ class SharedChannels:
         A client that joins an existing IOPub subscription never sees the kernel's welcome
         nor the ``busy`` of a running cell: this tells it. True if there was one to give.
         """
-        status = self._status
-        if status is None or client.closed:
-            return False
-        self._deliver(client, status)
-        return True
+        return self._dispatcher.announce_status(client)
 
     @property
     def clients(self) -> tuple[SharedClient, ...]:
-        return self._snapshot
+        return self.members.attached
 
     def owner(self, session: str) -> SharedClient | None:
-        return self.owners.get(session)
-
-    def _claim(self, client: SharedClient, session: str, take_over: bool) -> None:
-        previous = self.owners.claim(client, session, take_over)
-        if previous is not None:
-            self.log.info("Session %s moves from %s to %s", session, previous.name, client.name)
+        return self.members.owner(session)
 
     def _detach(self, client: SharedClient) -> None:
-        self.owners.release(client)
-        with contextlib.suppress(ValueError):
-            self._clients.remove(client)
-        self._snapshot = tuple(self._clients)
-        if not self._clients and not self.closed:
+        self.members.remove(client)
+        if not self.members.attached and not self.closed:
             self._schedule_close()
 
     def _schedule_close(self) -> None:
@@ -301,7 +292,7 @@ class SharedChannels:
 
     def _close_if_unused(self) -> None:
         self._close_handle = None
-        if not self._clients:
+        if not self.members.attached:
             self.close()
 
     async def aclose(self) -> None:
@@ -326,13 +317,10 @@ class SharedChannels:
             self._close_handle.cancel()
             self._close_handle = None
         self._close_sockets()
-        lost = list(self._clients)
+        lost = self.members.clear()
         for client in lost:
             client.closed = True
-        self._clients.clear()
-        self._snapshot = ()
-        self.owners.clear()
-        self._status = None
+        self._dispatcher.status = None
         if self.on_close is not None:
             self.on_close(self)
         for client in lost:
@@ -343,60 +331,8 @@ class SharedChannels:
                     self.log.exception("Telling %s that the channels closed failed", client.name)
 
     def _dispatch(self, channel: str, raw: list[bytes]) -> None:
-        msg = KernelMessage.from_wire(channel, raw, self.unpack)
-        if msg is None:
-            self.log.warning("Dropped a malformed %s message from the kernel", channel)
-            return
-        try:
-            if channel == "iopub":
-                self._fan_out(msg)
-            else:
-                self._route(msg)
-        except Exception:
-            # One undecodable message must not stop the channel for everyone.
-            self.log.exception("Dropped a %s message the shared channels could not read", channel)
-
-    def _route(self, msg: KernelMessage) -> None:
-        try:
-            session = msg.parent_header.get("session")
-        except Exception:
-            self.log.warning("Dropped a %s message with an unreadable parent header", msg.channel)
-            return
-        if self._own.take_reply(msg):
-            return
-        owner = self.owners.get(session)
-        if owner is None:
-            # Its client left (a websocket closed mid-execution): nobody else may have it.
-            self.log.debug("Dropped a %s reply for session %s: not attached", msg.channel, session)
-            return
-        self._deliver(owner, msg)
-
-    def _fan_out(self, msg: KernelMessage) -> None:
-        self._readiness.saw_iopub()
-        skip: SharedClient | None = None
-        header = msg.frames[1]
-        # Cheap byte tests first: only an echo or a status pays for decoding its header.
-        if b"comm_echo" in header and msg.msg_type == "comm_echo":
-            skip = self.owners.get(msg.parent_header.get("session"))
-            if skip is not None and not skip.skip_own_echo:
-                skip = None
-        elif (
-            self.track_status is not None
-            and b"status" in header
-            and msg.msg_type == "status"
-            and self.track_status(msg.parent_header.get("msg_type"))
-        ):
-            self._status = msg
-        for client in self._snapshot:
-            if client is not skip:
-                self._deliver(client, msg)
-
-    def _deliver(self, client: SharedClient, msg: KernelMessage) -> None:
-        try:
-            client.deliver(msg)
-        except Exception:
-            self.log.exception("Delivering a %s message to %s failed", msg.channel, client.name)
+        self._dispatcher.dispatch(channel, raw)
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"{len(self._clients)} clients"
+        state = "closed" if self.closed else f"{len(self.members.attached)} clients"
         return f"<SharedChannels {self.connection_info.get('ip')} {self.ports} {state}>"

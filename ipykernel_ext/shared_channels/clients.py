@@ -1,12 +1,15 @@
-"""The logical clients of a set of shared channels, and who owns which session id.
+"""The logical clients of a set of shared channels: who is attached, and who owns which session.
 
 * :class:`SharedClient`: one client (one websocket, say) attached to a
   :class:`~ipykernel_ext.shared_channels.SharedChannels`: how its messages reach it, how it
   sends, and how it learns that the channels went away;
-* :class:`ChannelStream`: what ``Session.send`` / ``send_raw`` take as ``stream`` for one of
-  the client's channels;
-* :class:`SessionOwners`: a session id belongs to one attached client at a time, and the ids
-  of departed clients are refused to the others (PROTOCOL.md, shared channels).
+* :class:`ChannelStream`: the one adapter from a channel to a client, shaped like the
+  ``ZMQStream`` it replaces: what ``Session.send`` / ``send_raw`` take as ``stream``, and
+  what jupyter_server's connection and offline buffer use in ``connection.channels``
+  (``on_recv`` diverts the channel's messages, as a ``ZMQStream``'s);
+* :class:`Members`: the one record of which clients are attached and which session id each
+  owns. A session id belongs to one attached client at a time, and the ids of departed
+  clients are refused to the others (PROTOCOL.md, shared channels).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from .messages import (
     CHANNELS,
     ROUTED_CHANNELS,
     Deliver,
+    KernelMessage,
     RefusedMessage,
     SessionInUse,
     Unpack,
@@ -31,44 +35,75 @@ RETIRED_SESSIONS = 65536
 OnLost = Callable[[str], None]
 
 
-class ChannelStream:
-    """What a client sends on one channel through: a ``stream`` for ``Session.send``.
+class _SocketState:
+    """``stream.socket.closed``, which ``MappingKernelManager.stop_buffering`` reads."""
 
-    ``Session.send(stream, ...)`` and ``Session.send_raw(stream, ...)`` call
-    ``stream.send_multipart(frames, ...)`` with the complete, signed frames; this object
-    checks the sender's session and hands the frames to the shared socket.
+    def __init__(self, client: SharedClient) -> None:
+        self._client = client
+
+    @property
+    def closed(self) -> bool:
+        return self._client.closed
+
+
+class ChannelStream:
+    """One channel of a client, shaped like a ``ZMQStream``.
+
+    ``send_multipart(frames)`` gets complete, signed frames (``Session.send`` makes them) and
+    hands them to :meth:`SharedClient.send`, which checks the sender's session; IOPub is
+    receive-only. ``on_recv(callback)`` makes the client hand this channel's messages to
+    ``callback(KernelMessage)`` instead of delivering them (None: deliver again).
     """
 
     def __init__(self, client: SharedClient, channel: str) -> None:
-        if channel not in CHANNELS or channel == "iopub":
-            raise ValueError(f"cannot send on channel {channel!r}; use one of {ROUTED_CHANNELS}")
+        if channel not in CHANNELS:
+            raise ValueError(f"unknown channel {channel!r}; one of {CHANNELS}")
         self.client = client
         self.channel = channel
+        self.socket = _SocketState(client)
+        self.recv_callback: Callable[[KernelMessage], Any] | None = None
 
     def send_multipart(
         self, frames: list[Any], flags: int = 0, copy: bool = True, **kw: Any
     ) -> None:
+        if self.channel not in ROUTED_CHANNELS:
+            raise RefusedMessage(f"messages cannot be sent on the {self.channel} channel")
         self.client.send(self.channel, frames)
 
     def closed(self) -> bool:
         return self.client.closed
+
+    def close(self) -> None:
+        self.client.close()
+
+    def flush(self) -> None:
+        """IOPub: deliver what the shared socket already received (as ``ZMQStream.flush``)."""
+        if self.channel == "iopub" and not self.client.closed:
+            self.client.flush_iopub()
+
+    def on_recv(self, callback: Callable[[KernelMessage], Any] | None) -> None:
+        self.recv_callback = callback
+
+    on_recv_stream = on_recv
 
 
 class SharedClient:
     """One logical client of a set of shared channels (one websocket, say).
 
     Made by :meth:`SharedChannels.attach`. ``deliver`` is called, on the event loop, with
-    every :class:`KernelMessage` meant for this client; it must not block, and an exception
-    it raises is logged and does not reach the other clients. ``on_lost(reason)`` is called
-    once if the channels close while this client is attached (a receiving loop failed, or
-    the owner closed them): the client then gets nothing more and should reconnect.
+    every :class:`KernelMessage` meant for this client (unless its channel's stream diverts
+    it, :meth:`ChannelStream.on_recv`); it must not block, and an exception it raises is
+    logged and does not reach the other clients. ``on_lost(reason)`` is called once if the
+    channels close while this client is attached (a receiving loop failed, or the owner
+    closed them): the client then gets nothing more and should reconnect.
     """
 
     def __init__(
         self,
         *,
-        owners: SessionOwners,
+        members: Members,
         send: Callable[[str, list[Any]], None],
+        flush_iopub: Callable[[], int],
         unpack: Unpack,
         on_close: Callable[[SharedClient], None],
         deliver: Deliver,
@@ -77,26 +112,40 @@ class SharedClient:
         on_lost: OnLost | None = None,
     ) -> None:
         # What a client needs of its channels, passed in: who owns which session, how to
-        # send on the kernel's sockets, how to read a header, and whom to tell it left.
-        self._owners = owners
+        # send on the kernel's sockets and flush IOPub, how to read a header, and whom to
+        # tell it left.
+        self._members = members
         self._send = send
+        self.flush_iopub = flush_iopub
         self._unpack = unpack
         self._on_close = on_close
+        self._streams: dict[str, ChannelStream] = {}
         self.deliver = deliver
         self.skip_own_echo = skip_own_echo
         self.name = name
         self.on_lost = on_lost
-        #: Session ids this client owns: replies whose parent carries one come here.
-        self.sessions: set[str] = set()
         self.closed = False
 
-    def stream(self, channel: str) -> ChannelStream:
-        """A stream for ``Session.send`` / ``Session.send_raw`` on ``channel``."""
-        return ChannelStream(self, channel)
+    @property
+    def sessions(self) -> set[str]:
+        """Session ids this client owns: replies whose parent carries one come here."""
+        return self._members.sessions_of(self)
 
-    def claim(self, session: str) -> None:
-        """Own ``session``; raise :class:`SessionInUse` if another client owns it."""
-        self._owners.claim(self, session, take_over=False)
+    def stream(self, channel: str) -> ChannelStream:
+        """This client's stream on ``channel`` (one per channel), for ``Session.send``."""
+        stream = self._streams.get(channel)
+        if stream is None:
+            stream = self._streams[channel] = ChannelStream(self, channel)
+        return stream
+
+    def receive(self, msg: KernelMessage) -> None:
+        """A message for this client: to its channel's ``on_recv`` callback if one is set
+        (jupyter_server's offline buffer holds the client), else to ``deliver``."""
+        stream = self._streams.get(msg.channel)
+        if stream is not None and stream.recv_callback is not None:
+            stream.recv_callback(msg)
+        else:
+            self.deliver(msg)
 
     def send(self, channel: str, frames: list[Any]) -> None:
         """Send signed ``frames`` (``[DELIM, signature, header, ...]``) on ``channel``.
@@ -115,7 +164,7 @@ class SharedClient:
                 header,
             )
         try:
-            self._owners.claim(self, session, take_over=False)
+            self._members.claim(self, session, take_over=False)
         except SessionInUse as exc:
             exc.header = header
             raise
@@ -131,21 +180,47 @@ class SharedClient:
         return f"<SharedClient {self.name} sessions={sorted(self.sessions)}>"
 
 
-class SessionOwners:
-    """Session id -> the attached client that owns it, and the ids of departed clients.
+class Members:
+    """The attached clients, which session id each owns, and the ids of departed clients.
 
-    ``reserved`` is the channels' own session id, which no client may use.
+    ``reserved`` is the channels' own session id, which no client may use. Ownership is kept
+    once, here (session id -> client); a client's sessions are read from it.
     """
 
     def __init__(self, reserved: str, remember: int = RETIRED_SESSIONS) -> None:
         self.reserved = reserved
         self.remember = remember
+        #: The attached clients, oldest first. Replaced, never changed in place: a fan-out
+        #: iterates the tuple it read while a delivery may detach a client.
+        self.attached: tuple[SharedClient, ...] = ()
         self._owners: dict[str, SharedClient] = {}
         # Sessions of departed clients, oldest first (a dict as an ordered set).
         self._retired: dict[str, None] = {}
 
-    def get(self, session: Any) -> SharedClient | None:
+    def add(self, client: SharedClient) -> None:
+        self.attached = (*self.attached, client)
+
+    def remove(self, client: SharedClient) -> None:
+        """``client`` left: its sessions are retired (refused to everyone but a takeover)."""
+        self.attached = tuple(c for c in self.attached if c is not client)
+        for session in self.sessions_of(client):
+            del self._owners[session]
+            self._retired[session] = None
+        while len(self._retired) > self.remember:
+            del self._retired[next(iter(self._retired))]
+
+    def clear(self) -> tuple[SharedClient, ...]:
+        """Forget every client (the channels closed); return the ones that were attached."""
+        lost = self.attached
+        self.attached = ()
+        self._owners.clear()
+        return lost
+
+    def owner(self, session: Any) -> SharedClient | None:
         return self._owners.get(session) if isinstance(session, str) else None
+
+    def sessions_of(self, client: SharedClient) -> set[str]:
+        return {session for session, owner in self._owners.items() if owner is client}
 
     def claim(self, client: SharedClient, session: str, take_over: bool) -> SharedClient | None:
         """Give ``session`` to ``client``; return the client it was taken from, if any.
@@ -166,21 +241,5 @@ class SessionOwners:
         if owner is not None and not take_over:
             raise SessionInUse(f"session {session!r} is in use by another client of this kernel")
         self._retired.pop(session, None)
-        if owner is not None:
-            owner.sessions.discard(session)
         self._owners[session] = client
-        client.sessions.add(session)
         return owner
-
-    def release(self, client: SharedClient) -> None:
-        """``client`` left: its sessions are retired (refused to everyone but a takeover)."""
-        for session in client.sessions:
-            if self._owners.get(session) is client:
-                del self._owners[session]
-                self._retired[session] = None
-        client.sessions.clear()
-        while len(self._retired) > self.remember:
-            del self._retired[next(iter(self._retired))]
-
-    def clear(self) -> None:
-        self._owners.clear()

@@ -16,6 +16,8 @@ from typing import Any
 
 from jupyter_client.session import DELIM
 
+from ..protocol import BUFFERS, CONTENT, HEADER, PARENT_HEADER
+
 #: Channels whose messages are replies routed to one client by ``parent_header.session``.
 ROUTED_CHANNELS = ("shell", "control", "stdin")
 #: Every channel a set holds (heartbeat stays with the kernel manager, as in jupyter_server).
@@ -69,26 +71,32 @@ class KernelMessage:
             start = raw.index(DELIM) + 1
         except ValueError:
             return None
-        if len(raw) - start < 5:
+        if len(raw) - start < BUFFERS:
             return None
         return cls(channel, raw[start:], unpack)
 
     @property
     def parts(self) -> list[bytes]:
         """``[header, parent_header, metadata, content, *buffers]`` (no signature)."""
-        return self.frames[1:]
+        return self.frames[HEADER:]
 
     @property
     def header(self) -> dict[str, Any]:
         if self._header is None:
-            self._header = self.unpack(self.frames[1])
+            self._header = self.unpack(self.frames[HEADER])
         return self._header
 
     @property
     def parent_header(self) -> dict[str, Any]:
         if self._parent is None:
-            self._parent = self.unpack(self.frames[2])
+            self._parent = self.unpack(self.frames[PARENT_HEADER])
         return self._parent
+
+    @property
+    def content(self) -> Any:
+        """The content, decoded on first use and kept in :attr:`cache` (the rate limit reads
+        a status's; most messages never need it)."""
+        return self.memo("content", lambda: self.unpack(self.frames[CONTENT]))
 
     @property
     def msg_type(self) -> str:
@@ -113,7 +121,7 @@ def header_of_outgoing(frames: Iterable[Any], unpack: Unpack) -> dict[str, Any]:
     """The decoded header of signed outgoing frames ``[*idents, DELIM, sig, header, ...]``."""
     frames = list(frames)
     try:
-        raw = frames[frames.index(DELIM) + 2]
+        raw = frames[frames.index(DELIM) + 1 + HEADER]
         header = unpack(bytes(raw))
     except Exception as exc:
         raise RefusedMessage(f"malformed message header: {exc}") from exc

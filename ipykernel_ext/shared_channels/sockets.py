@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
@@ -42,6 +42,11 @@ RECV_BATCH = 1
 IOPUB_RCVHWM = 10000
 
 Dispatch = Callable[[str, list[bytes]], None]
+
+
+def ports_of(connection_info: Mapping[str, Any]) -> tuple[int, ...]:
+    """The ports of :data:`CHANNELS` in a connection dict, in that order."""
+    return tuple(int(connection_info[f"{c}_port"]) for c in CHANNELS)
 
 
 class KernelSockets:
@@ -74,8 +79,7 @@ class KernelSockets:
 
     @property
     def ports(self) -> tuple[int, ...]:
-        info = self.connection_info
-        return tuple(int(info[f"{c}_port"]) for c in CHANNELS)
+        return ports_of(self.connection_info)
 
     def open(self) -> None:
         """Connect every channel and start reading (inside a running loop)."""

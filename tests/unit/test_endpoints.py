@@ -1,8 +1,11 @@
-"""One connect rule: our endpoint URLs and CurveZMQ client options against jupyter_client's."""
+"""One connect rule: our endpoint URLs, CurveZMQ client options and signing Session against
+jupyter_client's."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import zmq
@@ -11,13 +14,16 @@ from jupyter_client import KernelManager
 from jupyter_client.connect import ConnectionFileMixin
 
 from ipykernel_ext.client.reach import endpoint_identity
+from ipykernel_ext.client.router import RouterClient
 from ipykernel_ext.endpoints import (
     apply_curve_client,
     channel_endpoint,
+    client_session,
     connect_channel,
     curve_keys,
     routing_id,
 )
+from ipykernel_ext.shared_channels import SharedChannels
 
 CHANNELS = ("shell", "control", "stdin", "iopub", "hb")
 PUBLIC, SECRET = zmq.curve_keypair()
@@ -149,3 +155,47 @@ def test_connect_channel_is_jupyter_clients_socket(ctx: zmq.Context, encrypted: 
         assert server.recv_multipart() == [b"me", b"ping"]
     finally:
         actx.destroy(linger=0)
+
+
+SIGNING = [
+    pytest.param({"key": "a-key", "signature_scheme": "hmac-sha256"}, id="str-key"),
+    pytest.param({"key": b"a-key", "signature_scheme": "hmac-sha512"}, id="bytes-key-sha512"),
+    pytest.param({"key": "a-key"}, id="no-scheme"),
+    pytest.param({"key": ""}, id="empty-key"),
+    pytest.param({}, id="no-key"),
+]
+
+
+@pytest.mark.parametrize("signing", SIGNING)
+def test_one_signing_session_for_the_relay_and_the_router(
+    ctx: zmq.Context, tmp_path: Path, signing: dict
+) -> None:
+    """The shared channels (a ``get_connection_info()`` dict, key as bytes) and the
+    RouterClient (that dict, or a connection file: key as str) sign as jupyter_client does."""
+    info = {"transport": "tcp", "ip": "127.0.0.1", **PORTS, **signing}
+    key = signing.get("key", b"")
+    key = key.encode() if isinstance(key, str) else key
+    scheme = signing.get("signature_scheme", "hmac-sha256")
+    on_file = {**info, "key": key.decode()} if "key" in info else info
+    path = tmp_path / "kernel.json"
+    path.write_text(json.dumps(on_file))
+
+    actx = zmq.asyncio.Context.shadow(ctx.underlying)
+    sessions = [client_session(info), SharedChannels(info, context=actx).session]
+    with RouterClient(ctx) as router:
+        for connection in (info, str(path)):
+            kernel_id = router.add_kernel(connection)
+            sessions.append(router.session(kernel_id))
+            router.remove_kernel(kernel_id)
+
+    for session in sessions:
+        assert (session.key, session.signature_scheme) == (key, scheme)
+        assert (session.auth is None) == (key == b"")  # no key: unsigned, as jupyter_client
+    if "key" in signing:
+        # jupyter_client's own reading of the same dict verifies what ours signs.
+        km = KernelManager()
+        km.load_connection_info(dict(info))
+        for session in sessions:
+            frames = session.serialize(session.msg("kernel_info_request", {}))
+            _, frames = km.session.feed_identities(frames)
+            assert km.session.deserialize(frames)["header"]["session"] == session.session

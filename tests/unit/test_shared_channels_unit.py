@@ -20,7 +20,13 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import Session
 
-from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
+from ipykernel_ext.protocol import CONTENT
+from ipykernel_ext.shared_channels import (
+    KernelMessage,
+    RefusedMessage,
+    SessionInUse,
+    SharedChannels,
+)
 
 KEY = b"unit-test-key"
 UNTRACKED = {"kernel_info_request", "comm_info_request"}
@@ -126,7 +132,7 @@ async def barrier(kernel: ScriptedKernel, *clients: ChannelClient) -> None:
     marker = f"barrier-{uuid.uuid4().hex}".encode()
     kernel.publish("stream", {"name": "stdout", "text": marker.decode()}, None)
     for ws in clients:
-        await until(lambda ws=ws: any(marker in m.frames[4] for m in ws.received))
+        await until(lambda ws=ws: any(marker in m.frames[CONTENT] for m in ws.received))
 
 
 def test_replies_go_to_their_session_only() -> None:
@@ -180,13 +186,43 @@ def test_sessions_are_owned_taken_over_and_retired() -> None:
             )
         a2 = ChannelClient(channels, session=a.session.session)  # a reconnecting
         assert channels.owner(a.session.session) is a2.handle
+        # One record: what each client owns, and who is attached, follow from it.
+        assert a.handle.sessions == set() and a2.handle.sessions == {a.session.session}
+        assert channels.clients == (a.handle, b.handle, a2.handle)
         b.handle.close()
+        assert channels.clients == (a.handle, a2.handle) and b.handle.sessions == set()
         with pytest.raises(SessionInUse, match="belonged to another client"):
             Session(key=KEY, session=b.session.session).send(
                 a2.handle.stream("shell"), "kernel_info_request", {}
             )
         with pytest.raises(RuntimeError, match="detached"):
             b.send("shell", "kernel_info_request")
+
+    run(test)
+
+
+def test_a_stream_diverts_its_channel_as_a_zmqstream_does() -> None:
+    """jupyter_server's offline buffer calls ``on_recv(callback)`` on each stream in
+    ``connection.channels`` and reads ``stream.socket.closed``: the client's messages on that
+    channel go to the callback until ``on_recv(None)``; IOPub cannot be sent on."""
+
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        a = ChannelClient(channels)
+        iopub = a.handle.stream("iopub")
+        assert a.handle.stream("iopub") is iopub  # one per channel: what on_recv set holds
+        held: list[KernelMessage] = []
+        iopub.on_recv(held.append)
+        kernel.publish("stream", {"name": "stdout", "text": "held"}, None)
+        await until(lambda: len(held) == 1)
+        iopub.on_recv(None)
+        await barrier(kernel, a)
+        assert b"held" in held[0].frames[CONTENT]
+        assert a.types() == ["stream"] and b"barrier" in a.received[0].frames[CONTENT]
+        with pytest.raises(RefusedMessage, match="iopub"):
+            Session(key=KEY, session=a.session.session).send(iopub, "kernel_info_request", {})
+        assert not iopub.socket.closed and not iopub.closed()
+        iopub.close()  # as stop_buffering does: the client detaches
+        assert iopub.socket.closed and a.handle.closed and channels.clients == ()
 
     run(test)
 
@@ -207,13 +243,13 @@ def test_a_late_joiner_gets_the_last_tracked_status() -> None:
         status = late.received[0]
         assert status is channels.status
         assert status.parent_header["msg_id"] == execute["msg_id"]
-        assert b"busy" in status.frames[4]
+        assert b"busy" in status.frames[CONTENT]
         # Same frames as the kernel sent them (signature included): nothing rebuilt.
         busy = next(m for m in first.received if m.msg_type == "status")
         assert busy.frames == status.frames
         kernel.publish("status", {"execution_state": "idle"}, execute)
         await barrier(kernel, late)
-        assert b"idle" in ChannelClient(channels).received[0].frames[4]
+        assert b"idle" in ChannelClient(channels).received[0].frames[CONTENT]
 
     run(test, track_status=lambda parent_type: parent_type not in UNTRACKED)
 

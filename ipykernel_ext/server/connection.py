@@ -1,65 +1,27 @@
-"""SharedChannelsConnection: jupyter_server's kernel websocket on one set of ZMQ channels.
+"""SharedChannelsConnection: a kernel websocket of jupyter_server on the kernel's shared channels.
 
-Stock jupyter_server (``ZMQChannelsWebsocketConnection``) opens shell, control, stdin and
-IOPub sockets for every websocket: twenty browser tabs on one notebook are eighty sockets at
-the kernel, and every IOPub message is encrypted, sent, received and decrypted twenty times.
-This connection class keeps one :class:`~ipykernel_ext.shared_channels.SharedChannels` per
-kernel and attaches every websocket of that kernel to it::
-
-    jupyter server \\
-      --ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.SharedChannelsConnection
-
-What stays exactly as with the stock class (it is inherited, not rewritten): both websocket
-protocols (``v1.kernel.websocket.jupyter.org`` and the legacy JSON one), the IOPub rate limit
-(per websocket, as before), the traceback redaction, ``restarting``/``dead`` statuses on kernel
-restarts, replacing a stale websocket of the same session, buffering messages while the last
-websocket of a kernel is away and replaying them when the same session comes back, and the
-signatures (a client's messages are signed by its connection's Session, as before).
-
-What changes:
-
-* replies (shell, control, stdin) are routed by ``parent_header.session`` instead of by a
-  socket per client. A session id belongs to one websocket at a time: a websocket that opens
-  with the ``session_id`` of another *takes it over* (jupyter_server already closes the older
-  one as stale; this makes sure no reply goes to it meanwhile), and a message whose
-  ``header.session`` another websocket of the kernel owns or owned is refused with an error
-  on the sender's IOPub (a stderr stream) rather than sent, so one client can never receive
-  another's replies;
-* a ``comm_echo`` is not sent to the websocket whose session caused it
-  (``deliver_own_comm_echo`` turns that off);
-* the kernel_info "nudge" that checks the sockets are live runs once per channel set, not once
-  per websocket, with the channels' own session (its replies reach nobody);
-* the channels close ``shared_channels_grace_period`` seconds after the last websocket (and
-  the offline buffer, if any) lets go of them;
-* each IOPub message is decoded and encoded for the websocket once, not once per websocket;
-* a websocket that joins a kernel whose channels are already open gets the kernel's last
-  ``status`` whose parent jupyter_server tracks (``MappingKernelManager.track_message_type``),
-  exactly as the kernel sent it: it joins an existing IOPub subscription, so the kernel cannot
-  greet it, and a page reloaded mid-cell shows "Busy" rather than "Unknown";
-* if the shared channels stop (a receiving loop failed), every websocket on them is closed
-  with code 1011 and the reason, so frontends reconnect (JupyterLab does on any close it did
-  not ask for) and get a fresh channel set instead of waiting on a deaf one;
-* the shared IOPub socket's receive queue holds ``shared_iopub_rcvhwm`` messages (set before
-  it connects), so libzmq drains the kernel whatever the loop does, and every websocket has
-  its own ordered outgoing queue (:mod:`.shared_channels.outbox`): a slow websocket holds
-  only itself; one whose buffer would pass ``websocket_buffer_limit`` bytes is closed with
-  code 1013 and a logged warning (the frontend reconnects), so what it costs the server is
-  bounded by the limit plus one message.
+What it keeps from the stock ``ZMQChannelsWebsocketConnection`` and what it changes is told
+in :mod:`ipykernel_ext.server`. This module is the websocket's side: it attaches to the
+kernel's :class:`~ipykernel_ext.shared_channels.SharedChannels` (:mod:`.kernels` finds or
+makes them), puts its client's :class:`~ipykernel_ext.shared_channels.clients.ChannelStream`
+objects where the stock class keeps its ZMQ streams (``channels``: ``Session.send`` and the
+offline buffer use them), encodes each kernel message for websockets once per message
+(``KernelMessage.cache``), writes through this websocket's
+:class:`~ipykernel_ext.shared_channels.Outbox`, and closes the websocket when it falls too
+far behind or the channels are lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-import zmq
-import zmq.asyncio
 from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
-from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 from traitlets import Bool, Float, Int
 
-from .shared_channels import (
+from ..shared_channels import (
     CHANNELS,
     DEFAULT_BUDGET,
     DEFAULT_GRACE_PERIOD,
@@ -71,6 +33,7 @@ from .shared_channels import (
     SharedChannels,
     SharedClient,
 )
+from .kernels import KernelChannels, server_context, status_rule
 
 V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
 
@@ -83,55 +46,6 @@ CLOSE_TOO_SLOW = 1013
 
 #: RFC 6455 allows 123 bytes of close reason.
 MAX_CLOSE_REASON = 123
-
-
-class _SocketState:
-    """``stream.socket.closed`` for ``MappingKernelManager.stop_buffering``."""
-
-    def __init__(self, client: SharedClient) -> None:
-        self._client = client
-
-    @property
-    def closed(self) -> bool:
-        return self._client.closed
-
-
-class SharedChannel:
-    """One channel of a websocket's membership, shaped like the ZMQStream it replaces.
-
-    jupyter_server's connection and kernel-manager code use ``send_multipart`` (through
-    ``Session.send``/``send_raw``), ``closed()``, ``close()``, ``flush()``, ``on_recv()``
-    (the offline buffer) and ``socket.closed`` on what is in ``connection.channels``.
-    """
-
-    def __init__(self, client: SharedClient, channel: str, shared: SharedChannels) -> None:
-        self.client = client
-        self.channel = channel
-        self.shared = shared
-        self.socket = _SocketState(client)
-        self.recv_callback: Any = None
-
-    def send_multipart(self, frames: list[Any], flags: int = 0, copy: bool = True) -> None:
-        if self.channel == "iopub":
-            raise RefusedMessage("messages cannot be sent on the iopub channel")
-        self.client.send(self.channel, frames)
-
-    def closed(self) -> bool:
-        return self.client.closed
-
-    def close(self) -> None:
-        self.client.close()
-
-    def flush(self) -> None:
-        if self.channel == "iopub" and not self.client.closed:
-            self.shared.flush_iopub()
-
-    def on_recv(self, callback: Any) -> None:
-        """Divert this channel's messages to ``callback(KernelMessage)`` (None: stop)."""
-        self.recv_callback = callback
-
-    def on_recv_stream(self, callback: Any) -> None:
-        self.recv_callback = callback
 
 
 class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
@@ -183,7 +97,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
     )
 
     #: kernel id -> its shared channels (one per kernel in this server process).
-    _shared: ClassVar[dict[str, SharedChannels]] = {}
+    _shared: ClassVar[KernelChannels] = KernelChannels()
 
     #: The channel-set class (a subclass may add behaviour, e.g. fault injection in tests).
     channels_class: ClassVar[type[SharedChannels]] = SharedChannels
@@ -201,7 +115,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
 
     @property
     def outbox(self) -> Outbox:
-        """This websocket's bounded, ordered outgoing queue (:mod:`.shared_channels.outbox`)."""
+        """This websocket's bounded, ordered outgoing queue (:class:`Outbox`)."""
         if self._outbox is None:
             self._outbox = Outbox(
                 self.websocket_handler.write_message,
@@ -263,53 +177,22 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
     # --- the shared set ------------------------------------------------------------------
 
     def _shared_channels(self) -> SharedChannels:
-        kernel_id = self.kernel_id
+        def make(on_close: Callable[[SharedChannels], None]) -> SharedChannels:
+            return self.channels_class(
+                info,
+                context=server_context(self.multi_kernel_manager),
+                unpack=self.session.unpack,
+                grace_period=self.shared_channels_grace_period,
+                skip_own_echo=not self.deliver_own_comm_echo,
+                logger=self.log,
+                on_close=on_close,
+                track_status=status_rule(self.multi_kernel_manager),
+                iopub_rcvhwm=self.shared_iopub_rcvhwm,
+                recv_batch=self.shared_recv_batch,
+            )
+
         info = self.kernel_manager.get_connection_info()
-        shared = self._shared.get(kernel_id)
-        if shared is not None and not shared.closed:
-            if tuple(int(info[f"{c}_port"]) for c in CHANNELS) != shared.ports:
-                # A restart on new ports: move every websocket of the kernel along.
-                shared.reconnect(info)
-            return shared
-
-        def forget(closed: SharedChannels) -> None:
-            if self._shared.get(kernel_id) is closed:
-                del self._shared[kernel_id]
-
-        shared = self.channels_class(
-            info,
-            context=self._zmq_context(),
-            unpack=self.session.unpack,
-            grace_period=self.shared_channels_grace_period,
-            skip_own_echo=not self.deliver_own_comm_echo,
-            logger=self.log,
-            on_close=forget,
-            track_status=self._status_parent_tracked(),
-            iopub_rcvhwm=self.shared_iopub_rcvhwm,
-            recv_batch=self.shared_recv_batch,
-        )
-        shared.start()
-        self._shared[kernel_id] = shared
-        return shared
-
-    def _status_parent_tracked(self) -> Any:
-        """jupyter_server's rule for which statuses set a kernel's ``execution_state``."""
-        track = getattr(self.multi_kernel_manager, "track_message_type", None)
-        if callable(track):
-            return track
-        trait = MappingKernelManager.class_traits()["untracked_message_types"]
-        untracked = frozenset(trait.default_value)
-        return lambda parent_type: parent_type not in untracked
-
-    def _zmq_context(self) -> zmq.asyncio.Context | None:
-        # The server's own context (one I/O thread for every kernel) rather than a second
-        # one; the multi-kernel manager's lives as long as the server.
-        context = getattr(self.multi_kernel_manager, "context", None)
-        if isinstance(context, zmq.asyncio.Context):
-            return context
-        if isinstance(context, zmq.Context) and not context.closed:
-            return zmq.asyncio.Context.shadow(context.underlying)
-        return None
+        return self._shared.get(self.kernel_id, info, make)
 
     def create_stream(self) -> None:
         """Attach this websocket to the kernel's shared channels (the stock class connects
@@ -324,9 +207,8 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
             # Given in connect(), after any offline-buffer replay (which is newer).
             announce_status=False,
         )
-        self.channels = {
-            channel: SharedChannel(self.client, channel, self.shared) for channel in CHANNELS
-        }
+        # The offline buffer diverts them with on_recv (ChannelStream, as a ZMQStream).
+        self.channels = {channel: self.client.stream(channel) for channel in CHANNELS}
 
     def connect(self) -> asyncio.Future[None] | None:  # type: ignore[override]
         """Join the kernel's shared channels; the future is done once they are live."""
@@ -376,8 +258,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
     async def close_all(cls) -> None:
         """Close every websocket (stock), then every shared channel set."""
         await super().close_all()
-        for shared in list(cls._shared.values()):
-            await shared.aclose()
+        await cls._shared.aclose_all()
 
     def _on_channels_lost(self, reason: str) -> None:
         """The shared channels closed under this websocket: close it so the frontend
@@ -394,10 +275,6 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
     # --- kernel -> websocket -------------------------------------------------------------
 
     def _on_kernel_message(self, kmsg: KernelMessage) -> None:
-        stream = self.channels.get(kmsg.channel)
-        if stream is not None and stream.recv_callback is not None:
-            stream.recv_callback(kmsg)  # the offline buffer holds this membership
-            return
         self.handle_outgoing_message(kmsg.channel, kmsg)  # type: ignore[arg-type]
 
     def handle_outgoing_message(self, stream: str, outgoing_msg: Any) -> None:
@@ -414,7 +291,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         if channel == "iopub" and self.limit_rate:
             msg: dict[str, Any] = {"header": kmsg.header, "parent_header": None, "content": None}
             if kmsg.msg_type == "status":
-                msg["content"] = kmsg.memo("content", lambda: self.session.unpack(kmsg.frames[4]))
+                msg["content"] = kmsg.content
             if self._limit_rate(channel, msg, kmsg.parts):
                 return
         try:

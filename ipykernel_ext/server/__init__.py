@@ -1,0 +1,69 @@
+"""SharedChannelsConnection: jupyter_server's kernel websocket on one set of ZMQ channels.
+
+Stock jupyter_server (``ZMQChannelsWebsocketConnection``) opens shell, control, stdin and
+IOPub sockets for every websocket: twenty browser tabs on one notebook are eighty sockets at
+the kernel, and every IOPub message is encrypted, sent, received and decrypted twenty times.
+This connection class keeps one :class:`~ipykernel_ext.shared_channels.SharedChannels` per
+kernel and attaches every websocket of that kernel to it::
+
+    jupyter server \\
+      --ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.SharedChannelsConnection
+
+What stays exactly as with the stock class (it is inherited, not rewritten): both websocket
+protocols (``v1.kernel.websocket.jupyter.org`` and the legacy JSON one), the IOPub rate limit
+(per websocket, as before), the traceback redaction, ``restarting``/``dead`` statuses on kernel
+restarts, replacing a stale websocket of the same session, buffering messages while the last
+websocket of a kernel is away and replaying them when the same session comes back, and the
+signatures (a client's messages are signed by its connection's Session, as before).
+
+What changes:
+
+* replies (shell, control, stdin) are routed by ``parent_header.session`` instead of by a
+  socket per client. A session id belongs to one websocket at a time: a websocket that opens
+  with the ``session_id`` of another *takes it over* (jupyter_server already closes the older
+  one as stale; this makes sure no reply goes to it meanwhile), and a message whose
+  ``header.session`` another websocket of the kernel owns or owned is refused with an error
+  on the sender's IOPub (a stderr stream) rather than sent, so one client can never receive
+  another's replies;
+* a ``comm_echo`` is not sent to the websocket whose session caused it
+  (``deliver_own_comm_echo`` turns that off);
+* the kernel_info "nudge" that checks the sockets are live runs once per channel set, not once
+  per websocket, with the channels' own session (its replies reach nobody);
+* the channels close ``shared_channels_grace_period`` seconds after the last websocket (and
+  the offline buffer, if any) lets go of them;
+* each IOPub message is decoded and encoded for the websocket once, not once per websocket;
+* a websocket that joins a kernel whose channels are already open gets the kernel's last
+  ``status`` whose parent jupyter_server tracks (``MappingKernelManager.track_message_type``),
+  exactly as the kernel sent it: it joins an existing IOPub subscription, so the kernel cannot
+  greet it, and a page reloaded mid-cell shows "Busy" rather than "Unknown";
+* if the shared channels stop (a receiving loop failed), every websocket on them is closed
+  with code 1011 and the reason, so frontends reconnect (JupyterLab does on any close it did
+  not ask for) and get a fresh channel set instead of waiting on a deaf one;
+* the shared IOPub socket's receive queue holds ``shared_iopub_rcvhwm`` messages (set before
+  it connects), so libzmq drains the kernel whatever the loop does, and every websocket has
+  its own ordered outgoing queue (:mod:`ipykernel_ext.shared_channels.outbox`): a slow
+  websocket holds only itself; one whose buffer would pass ``websocket_buffer_limit`` bytes
+  is closed with code 1013 and a logged warning (the frontend reconnects), so what it costs
+  the server is bounded by the limit plus one message.
+
+The package: :mod:`.connection` is the connection class (the websocket's side: attach,
+relay, encode, its outgoing queue); :mod:`.kernels` keeps one channel set per kernel of the
+server process. Both build on :mod:`ipykernel_ext.shared_channels`, which knows nothing of
+jupyter_server.
+"""
+
+from .connection import (
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_TOO_SLOW,
+    MAX_CLOSE_REASON,
+    V1_PROTOCOL,
+    SharedChannelsConnection,
+)
+
+__all__ = [
+    "CLOSE_INTERNAL_ERROR",
+    "CLOSE_TOO_SLOW",
+    "MAX_CLOSE_REASON",
+    "V1_PROTOCOL",
+    "SharedChannelsConnection",
+]

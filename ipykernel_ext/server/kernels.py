@@ -1,0 +1,80 @@
+"""The server's kernels and their shared channels: one set per kernel in this server process.
+
+* :class:`KernelChannels`: kernel id -> its open :class:`~ipykernel_ext.shared_channels.
+  SharedChannels`; found again by every websocket of the kernel, moved to the new ports when
+  the kernel restarted on other ones, forgotten once closed;
+* :func:`status_rule` and :func:`server_context`: what a new set takes from the server (which
+  statuses set a kernel's ``execution_state``; the server's own zmq context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import zmq
+import zmq.asyncio
+from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+
+from ..shared_channels import SharedChannels
+
+#: ``make(on_close)``: a new set for the kernel, not started, calling ``on_close`` once closed.
+MakeChannels = Callable[[Callable[[SharedChannels], None]], SharedChannels]
+
+
+class KernelChannels:
+    """The open shared channel set of each kernel (one per kernel in this server process)."""
+
+    def __init__(self) -> None:
+        self._by_kernel: dict[str, SharedChannels] = {}
+
+    def get(self, kernel_id: str, info: dict[str, Any], make: MakeChannels) -> SharedChannels:
+        """The kernel's open set, else a new one from ``make``, started.
+
+        ``info`` is the kernel's connection info now: a set on other ports (the kernel
+        restarted on new ones) is reconnected, so every websocket of the kernel moves along.
+        """
+        shared = self._by_kernel.get(kernel_id)
+        if shared is not None and not shared.closed:
+            shared.follow(info)
+            return shared
+
+        def forget(closed: SharedChannels) -> None:
+            if self._by_kernel.get(kernel_id) is closed:
+                del self._by_kernel[kernel_id]
+
+        shared = make(forget)
+        shared.start()
+        self._by_kernel[kernel_id] = shared
+        return shared
+
+    def __iter__(self) -> Iterator[SharedChannels]:
+        return iter(list(self._by_kernel.values()))
+
+    async def aclose_all(self) -> None:
+        for shared in self:
+            await shared.aclose()
+
+
+def status_rule(multi_kernel_manager: Any) -> Callable[[Any], bool]:
+    """jupyter_server's rule for which statuses set a kernel's ``execution_state``."""
+    track = getattr(multi_kernel_manager, "track_message_type", None)
+    if callable(track):
+        return track  # type: ignore[no-any-return]
+    trait = MappingKernelManager.class_traits()["untracked_message_types"]
+    untracked = frozenset(trait.default_value)
+    return lambda parent_type: parent_type not in untracked
+
+
+def server_context(multi_kernel_manager: Any) -> zmq.asyncio.Context | None:
+    """The server's own zmq context, as an asyncio one (None: the channels make theirs).
+
+    One I/O thread for every kernel rather than a second one; the multi-kernel manager's
+    context lives as long as the server.
+    """
+    context = getattr(multi_kernel_manager, "context", None)
+    if isinstance(context, zmq.asyncio.Context):
+        return context
+    if isinstance(context, zmq.Context) and not context.closed:
+        return zmq.asyncio.Context.shadow(context.underlying)
+    return None
