@@ -25,9 +25,15 @@ first on its shell-channel thread (which then routes it to the main shell or a s
   each difference (and a ``comm_close`` for each model closed meanwhile).
 
 When the main shell is idle nothing is claimed (except messages for a control comm opened
-here), so replies keep stock's order; nor is a control comm message from a client whose own
-cell (or comm message) is still queued or running on the main shell: that client expects the
-states after it, as stock answers.
+here), so replies keep stock's order. Nor is a client's own order changed (a client is its
+``header.session``): its ``kernel_info_request``/``comm_info_request`` is not claimed while
+anything it sent to the main shell before is queued or running there, and its control comm
+message not while a cell (or comm message) of its own is: that client expects the states
+after it, as stock answers. A reloaded page is a new session: answered at once.
+
+:meth:`MainShellStatus.busy_again_after` says when an ``idle`` published beside the running
+cell is followed by ``busy`` for that cell (``ExtKernel._publish_status``): only for another
+client than the cell's, whose statuses are stock's.
 
 On an idle kernel the control comm is ipywidgets' own, opened by the main shell as on stock;
 :meth:`BusyAnswers.wrap_comm_open` then gives it a :class:`ControlCommAnswer`, which answers
@@ -54,12 +60,12 @@ from .widget_state import build_widget_state_reply
 #: ``__control_protocol_version__``, which ``Widget.handle_control_comm_opened`` requires).
 CONTROL_PROTOCOL_MAJOR = "1"
 
-#: Requests answered here while the main shell is busy (and the message is for the main shell).
+#: Requests answered here while the main shell is busy (and the message is for the main shell),
+#: unless their client has a message of its own queued or running there: never overtaken.
 INFO_REQUESTS = frozenset({"kernel_info_request", "comm_info_request"})
 #: Shell messages that run user code, hence may create or change widgets: a client's control
 #: comm request never overtakes one of these that the same client sent before it.
 USER_CODE_MSG_TYPES = frozenset({"execute_request", *COMM_MSG_TYPES})
-
 
 
 class KernelParts(Protocol):
@@ -100,6 +106,25 @@ class MainShellStatus:
     def busy(self) -> bool:
         return self.running is not None
 
+    def busy_again_after(self, ended: Any) -> dict[str, Any] | None:
+        """After an ``idle`` for ``ended`` published beside the main shell (control, a
+        subshell, an answer given here): the running request to publish ``busy`` for, or None.
+
+        None when the main shell is idle, and when ``ended`` comes from the client whose
+        request the main shell runs: that client sees stock's statuses (ipykernel's own tests
+        count them); it sent the cell and waits for its idle. Any other client, a page
+        reloaded mid-cell included, gets ``busy`` again, so jupyter_server and JupyterLab,
+        which take the kernel's state from a status whose parent type they track, do not
+        show a running kernel idle after that client's request.
+        """
+        running = self.running
+        if running is None:
+            return None
+        session = _session_of(ended)
+        if session is not None and session == _session_of(running):
+            return None
+        return running
+
 
 class BusyAnswers:
     """Answers, on the shell-channel thread, what a reconnecting frontend asks while a cell runs."""
@@ -113,6 +138,8 @@ class BusyAnswers:
         #: the main shell, while the main shell has not finished it. Written by the
         #: shell-channel thread (routing) and the main thread (its idle), under the lock.
         self._unfinished: dict[str, str] = {}
+        #: the same for the last message of any type it sent to the main shell.
+        self._queued: dict[str, str] = {}
         self._unfinished_lock = threading.Lock()
 
     # --- which messages -------------------------------------------------------------------
@@ -134,8 +161,13 @@ class BusyAnswers:
     def _claims(self, frames: list[Any], header: dict[str, Any]) -> bool:
         msg_type = header.get("msg_type")
         if msg_type in INFO_REQUESTS:
-            # For the main shell only: a subshell is not blocked by the cell.
-            return self.status.busy and not header.get("subshell_id")
+            # For the main shell only: a subshell is not blocked by the cell. Never ahead of
+            # what the same client sent to the main shell before (stock's reply order).
+            return (
+                self.status.busy
+                and not header.get("subshell_id")
+                and header.get("session") not in self._queued
+            )
         if msg_type not in COMM_MSG_TYPES or not (self.status.busy or self._control_comms):
             return False  # the common case (idle, no control comm of ours): no content read
         content = peek(self.kernel.session, frames, CONTENT)
@@ -180,12 +212,15 @@ class BusyAnswers:
         return isinstance(version, str) and version.split(".")[0] == CONTROL_PROTOCOL_MAJOR
 
     def _note_routed(self, header: dict[str, Any]) -> None:
-        if header.get("msg_type") not in USER_CODE_MSG_TYPES or header.get("subshell_id"):
+        if header.get("subshell_id"):
             return
         session, msg_id = header.get("session"), header.get("msg_id")
-        if isinstance(session, str) and isinstance(msg_id, str):
+        # An empty session names no client: it holds nobody back.
+        if session and isinstance(session, str) and isinstance(msg_id, str):
             with self._unfinished_lock:
-                self._unfinished[session] = msg_id
+                self._queued[session] = msg_id
+                if header.get("msg_type") in USER_CODE_MSG_TYPES:
+                    self._unfinished[session] = msg_id
 
     def finished(self, parent: dict[str, Any] | None) -> None:
         """On the main thread, as it publishes ``idle`` for ``parent``: the sender of ``parent``
@@ -193,15 +228,17 @@ class BusyAnswers:
 
         A message the main shell never finishes with an ``idle`` (one that fails verification,
         a comm message handled beside an async cell) leaves its sender noted until its next
-        one is finished; meanwhile that sender's control comm takes stock's path, in order.
+        one is finished; meanwhile that sender's info requests and control comm take stock's
+        path, in order.
         """
         header = parent.get("header") if isinstance(parent, dict) else None
         if not isinstance(header, dict):
             return
-        session = header.get("session")
+        session, msg_id = header.get("session"), header.get("msg_id")
         with self._unfinished_lock:
-            if session in self._unfinished and self._unfinished[session] == header.get("msg_id"):
-                del self._unfinished[session]
+            for noted in (self._unfinished, self._queued):
+                if session in noted and noted[session] == msg_id:
+                    del noted[session]
 
     # --- answers --------------------------------------------------------------------------
 
@@ -444,6 +481,13 @@ class ControlCommAnswer:
         # replies to the comm that asked (PROTOCOL.md section 5).
         comm.send(reply, buffers=buffers)
         return None
+
+
+def _session_of(msg: Any) -> str | None:
+    """The client (``header.session``) that sent ``msg``; None if it names none."""
+    header = msg.get("header") if isinstance(msg, dict) else None
+    session = header.get("session") if isinstance(header, dict) else None
+    return session if isinstance(session, str) and session else None
 
 
 def _with_buffers(
