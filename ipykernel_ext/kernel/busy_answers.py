@@ -8,8 +8,8 @@ widgets stay on "Loading widget..." until it ends. ipykernel 7 receives every sh
 first on its shell-channel thread (which then routes it to the main shell or a subshell);
 :class:`BusyAnswers` answers those few there, while the main shell is busy. This module owns:
 
-* :class:`MainShellStatus`: what the kernel last published about its main shell (busy with
-  which request, or not), the one fact every decision here is taken from;
+* the decisions taken from :class:`~.main_shell_status.MainShellStatus` (what the kernel last
+  published about its main shell: busy with which request, or not);
 * :meth:`BusyAnswers.claims`: which messages are answered here. It looks at the header (and,
   for comm messages, the content) *before* verification; that only picks the path. A claimed
   message is verified (signature, replay) before anything is answered, and a message that fails
@@ -31,10 +31,6 @@ anything it sent to the main shell before is queued or running there, and its co
 message not while a cell (or comm message) of its own is: that client expects the states
 after it, as stock answers. A reloaded page is a new session: answered at once.
 
-:meth:`MainShellStatus.busy_again_after` says when an ``idle`` published beside the running
-cell is followed by ``busy`` for that cell (``ExtKernel._publish_status``): only for another
-client than the cell's, whose statuses are stock's.
-
 On an idle kernel the control comm is ipywidgets' own, opened by the main shell as on stock;
 :meth:`BusyAnswers.wrap_comm_open` then gives it a :class:`ControlCommAnswer`, which answers
 ``request_states`` with the same snapshot (:meth:`BusyAnswers.update_states`) on the main
@@ -54,6 +50,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ..protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
+from .main_shell_status import MainShellStatus
 from .widget_state import build_widget_state_reply
 
 #: The control comm's protocol major version this module speaks (that of ipywidgets'
@@ -82,48 +79,6 @@ class KernelParts(Protocol):
     def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> Awaitable[None]: ...
 
     def _publish_status(self, status: str, channel: str, parent: Any = None) -> None: ...
-
-
-class MainShellStatus:
-    """The main shell's state as the kernel last published it on IOPub.
-
-    Written by the main shell's thread each time it publishes ``busy`` or ``idle``; read from
-    the shell-channel, control and IOPub threads (one reference assignment: never torn).
-    """
-
-    def __init__(self) -> None:
-        self.thread: threading.Thread | None = None
-        #: the request the main shell is busy with (its full message), or None
-        self.running: dict[str, Any] | None = None
-
-    def record(self, status: str, parent: dict[str, Any]) -> None:
-        self.running = parent if status == "busy" and parent else None
-
-    def is_main_thread(self) -> bool:
-        return threading.current_thread() is self.thread
-
-    @property
-    def busy(self) -> bool:
-        return self.running is not None
-
-    def busy_again_after(self, ended: Any) -> dict[str, Any] | None:
-        """After an ``idle`` for ``ended`` published beside the main shell (control, a
-        subshell, an answer given here): the running request to publish ``busy`` for, or None.
-
-        None when the main shell is idle, and when ``ended`` comes from the client whose
-        request the main shell runs: that client sees stock's statuses (ipykernel's own tests
-        count them); it sent the cell and waits for its idle. Any other client, a page
-        reloaded mid-cell included, gets ``busy`` again, so jupyter_server and JupyterLab,
-        which take the kernel's state from a status whose parent type they track, do not
-        show a running kernel idle after that client's request.
-        """
-        running = self.running
-        if running is None:
-            return None
-        session = _session_of(ended)
-        if session is not None and session == _session_of(running):
-            return None
-        return running
 
 
 class BusyAnswers:
@@ -481,13 +436,6 @@ class ControlCommAnswer:
         # replies to the comm that asked (PROTOCOL.md section 5).
         comm.send(reply, buffers=buffers)
         return None
-
-
-def _session_of(msg: Any) -> str | None:
-    """The client (``header.session``) that sent ``msg``; None if it names none."""
-    header = msg.get("header") if isinstance(msg, dict) else None
-    session = header.get("session") if isinstance(header, dict) else None
-    return session if isinstance(session, str) and session else None
 
 
 def _with_buffers(

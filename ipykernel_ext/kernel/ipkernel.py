@@ -29,11 +29,12 @@ from ..protocol import (
     error_content,
     peek_msg_type,
 )
-from .busy_answers import BusyAnswers, MainShellStatus
+from .busy_answers import BusyAnswers
 from .comm_echo import CommEcho
 from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
 from .iopub_notice import MissedNotice
+from .main_shell_status import MainShellStatus
 from .widget_state import WidgetStateRequestError, build_widget_state_reply
 
 

@@ -27,7 +27,8 @@ import zmq
 from jupyter_client.session import Session
 from tornado.ioloop import IOLoop
 
-from ipykernel_ext.kernel.busy_answers import BusyAnswers, ControlCommAnswer, MainShellStatus
+from ipykernel_ext.kernel.busy_answers import BusyAnswers, ControlCommAnswer
+from ipykernel_ext.kernel.main_shell_status import MainShellStatus
 
 from ..helpers import CONTROL_TARGET
 
