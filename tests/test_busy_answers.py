@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from .helpers import (
     evaluate,
     fetch_ipywidgets_update_states,
     fetch_update_states,
+    iopub_until_barrier,
     is_status,
     is_update_states,
     new_client,
@@ -86,6 +87,24 @@ def kernel_info_barrier(kc: BlockingKernelClient, seen: list[dict[str, Any]]) ->
         is_status("idle", msg_id),
         what="the barrier's idle",
         seen=seen,
+    )
+
+
+def control_comm_barrier(
+    kc: BlockingKernelClient, comm_id: str, seen: list[dict[str, Any]]
+) -> None:
+    """Mid-cell, on control comm ``comm_id`` opened here: its request_states is answered at once
+    even when ``kc`` has messages of its own queued behind the cell (its kernel_info then waits
+    for them, as on stock). What ``kc`` sent before it has gone through the shell-channel
+    thread by then; every IOPub message read lands in ``seen``."""
+    request_states(kc, comm_id)
+    wait_iopub(kc, is_update_states(comm_id), what="the barrier's update_states", seen=seen)
+
+
+def about(comm_id: str) -> Callable[[dict[str, Any]], bool]:
+    """A comm_msg or comm_close on ``comm_id``."""
+    return lambda m: (
+        m["msg_type"] in ("comm_msg", "comm_close") and m["content"].get("comm_id") == comm_id
     )
 
 
@@ -200,6 +219,91 @@ def test_a_busy_kernel_never_looks_idle(ext: Any, frontend: Any, tmp_path: Path)
     assert tracked and tracked[-1]["content"]["execution_state"] == "busy"
 
 
+@pytest.fixture
+def cells_client(ext: Any) -> Iterator[BlockingKernelClient]:
+    """A client of its own for the cell (its shell replies are all this test's)."""
+    kc = new_client(ext[0])
+    yield kc
+    kc.stop_channels()
+
+
+def test_the_cells_own_client_gets_its_replies_in_stocks_order(
+    cells_client: BlockingKernelClient, frontend: Any, tmp_path: Path
+) -> None:
+    """What ipykernel's test_non_execute_stop_on_error does: execute, then kernel_info and
+    comm_info from the same client. Its replies come in the order it asked, as on stock;
+    another client (a page reloaded mid-cell) is answered while the cell runs."""
+    kc = cells_client
+    seen: list[dict[str, Any]] = []
+    with busy_cell(kc, tmp_path) as cell:
+        info_id = kc.kernel_info()
+        comm_info_id = send(kc, "comm_info_request", {})
+        # Answered, and the cell is still running: it waits for a file not made yet.
+        assert shell_reply(frontend, frontend.kernel_info())["content"]["status"] == "ok"
+        assert not cell.release_file.exists()
+    replies = [kc.get_shell_msg(timeout=60) for _ in range(3)]
+    assert [r["parent_header"]["msg_id"] for r in replies] == [cell.msg_id, info_id, comm_info_id]
+    assert [r["msg_type"] for r in replies] == [
+        "execute_reply",
+        "kernel_info_reply",
+        "comm_info_reply",
+    ]
+    # Answered by the main shell after the cell: their busy/idle follow the cell's idle
+    # (busy_cell read up to it) and no busy for the cell comes after them.
+    wait_iopub(kc, is_status("idle", comm_info_id), what="comm_info's idle", seen=seen)
+    statuses = [
+        (m["parent_header"]["msg_id"], m["content"]["execution_state"])
+        for m in seen
+        if m["msg_type"] == "status"
+    ]
+    assert statuses == [
+        (info_id, "busy"),
+        (info_id, "idle"),
+        (comm_info_id, "busy"),
+        (comm_info_id, "idle"),
+    ]
+
+
+def test_the_cells_own_control_requests_get_stocks_statuses(
+    cells_client: BlockingKernelClient, frontend: Any, tmp_path: Path
+) -> None:
+    """The cell's client sees stock's statuses for its control requests mid-cell (ipykernel's
+    test_debug_requests_sequential counts them): no busy for the cell after their idle.
+    Another client's control request still gets one (test_a_busy_kernel_never_looks_idle)."""
+    kc = cells_client
+    with busy_cell(kc, tmp_path) as cell:
+        subshell = control_request(kc, "create_subshell_request")
+        assert subshell["content"]["status"] == "ok"
+        subshell_id = subshell["content"]["subshell_id"]
+        control_request(kc, "delete_subshell_request", {"subshell_id": subshell_id})
+        # Up to the idle of one more control request of this client: a busy published after
+        # any of these idles, by the same control thread, would come before it.
+        seen = iopub_until_barrier(kc)
+        # Another client's control request: its idle is followed by busy for the cell.
+        other = control_request(frontend, "create_subshell_request")
+        other_id = other["parent_header"]["msg_id"]
+        wait_iopub(frontend, is_status("idle", other_id), what="the other client's idle")
+        wait_iopub(
+            frontend,
+            is_status("busy", cell.msg_id),
+            what="busy for the cell after another client's idle",
+        )
+        control_request(
+            frontend, "delete_subshell_request", {"subshell_id": other["content"]["subshell_id"]}
+        )
+    statuses = [
+        (m["parent_header"].get("msg_type"), m["content"]["execution_state"])
+        for m in seen
+        if m["msg_type"] == "status"
+    ]
+    assert statuses == [
+        ("create_subshell_request", "busy"),
+        ("create_subshell_request", "idle"),
+        ("delete_subshell_request", "busy"),
+        ("delete_subshell_request", "idle"),
+    ]
+
+
 def test_new_values_reach_the_frontend_after_the_cell(
     ext: Any, frontend: Any, tmp_path: Path
 ) -> None:
@@ -299,10 +403,13 @@ def test_malformed_comm_open_is_left_to_stock(
 ) -> None:
     seen: list[dict[str, Any]] = []
     with busy_cell(ext[1], tmp_path):
+        barrier = open_control_comm(frontend)
         send(frontend, "comm_open", content, metadata={"version": "1.0.0"})
-        kernel_info_barrier(frontend, seen)  # answered: the shell-channel thread is fine
+        control_comm_barrier(frontend, barrier, seen)  # the shell-channel thread is fine
+        send(frontend, "comm_close", {"comm_id": barrier, "data": {}})
     kernel_info_barrier(frontend, seen)  # and the main thread survived stock's handling
-    assert [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")] == []
+    comms = [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")]
+    assert [m for m in comms if not about(barrier)(m)] == []
 
 
 def test_other_major_version_gets_stock_refusal_after_the_cell(
@@ -310,10 +417,12 @@ def test_other_major_version_gets_stock_refusal_after_the_cell(
 ) -> None:
     seen: list[dict[str, Any]] = []
     with busy_cell(ext[1], tmp_path):
+        barrier = open_control_comm(frontend)
         comm_id = open_control_comm(frontend, version="2.0.0")
         request_states(frontend, comm_id)
-        kernel_info_barrier(frontend, seen)
-        assert [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")] == []
+        control_comm_barrier(frontend, barrier, seen)
+        assert [m for m in seen if about(comm_id)(m)] == []
+        send(frontend, "comm_close", {"comm_id": barrier, "data": {}})
     # After the cell ipywidgets refuses the version, and the comm is closed, as on stock.
     assert_closed_unanswered(frontend, comm_id, seen, "stock's comm_close (refused version)")
 
@@ -324,8 +433,10 @@ def test_request_for_an_unknown_comm_is_not_answered(
     seen: list[dict[str, Any]] = []
     comm_id = uuid.uuid4().hex
     with busy_cell(ext[1], tmp_path):
+        barrier = open_control_comm(frontend)
         request_states(frontend, comm_id)
-        kernel_info_barrier(frontend, seen)
+        control_comm_barrier(frontend, barrier, seen)
+        send(frontend, "comm_close", {"comm_id": barrier, "data": {}})
     kernel_info_barrier(frontend, seen)
     assert not any(m["content"].get("comm_id") == comm_id for m in seen)
 
@@ -396,12 +507,17 @@ def test_switch_off_leaves_everything_behind_the_cell(tmp_path: Path) -> None:
 
 
 def test_without_ipywidgets_the_control_target_is_left_to_stock(tmp_path: Path) -> None:
-    with running_kernel(EXT_KERNEL) as (_km, kc):
+    with running_kernel(EXT_KERNEL) as (km, kc):
+        page = new_client(km)
         seen: list[dict[str, Any]] = []
-        with busy_cell(kc, tmp_path):
-            comm_id = open_control_comm(kc)
-            request_states(kc, comm_id)
-            kernel_info_barrier(kc, seen)  # kernel_info is still answered mid-cell
-            assert [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")] == []
-        # After the cell, stock's answer: no such target, the comm is closed.
-        assert_closed_unanswered(kc, comm_id, seen, "stock's comm_close (no such target)")
+        try:
+            with busy_cell(kc, tmp_path) as cell:
+                kernel_info_barrier(page, seen)  # kernel_info is still answered mid-cell
+                comm_id = open_control_comm(page)
+                request_states(page, comm_id)
+            # After the cell, stock's answer: no such target, the comm is closed.
+            assert_closed_unanswered(page, comm_id, seen, "stock's comm_close (no such target)")
+        finally:
+            page.stop_channels()
+        cell_end = next(i for i, m in enumerate(seen) if is_status("idle", cell.msg_id)(m))
+        assert [m for m in seen[:cell_end] if about(comm_id)(m)] == []

@@ -39,6 +39,7 @@ KERNEL_FEATURES = {
     "kernel.iopub_notice",
     "kernel.iopub_options",
     "kernel.iopub_stats",
+    "kernel.main_shell_status",
     "kernel.router_identity",
     "kernel.widget_buffers",
     "kernel.widget_state",
@@ -51,7 +52,8 @@ FEATURE_EDGES = {
     # the no-loss socket, adopted under another app, with the options the kernel declares
     "kernel.iopub_adopt": {"kernel.iopub", "kernel.iopub_options", "kernel.iopub_stats"},
     "kernel.iopub_notice": {"kernel.iopub_stats"},  # tells a cell what the socket missed
-    "kernel.busy_answers": {"kernel.widget_state"},  # the busy answer sends the snapshot
+    # the busy answer sends the snapshot; what it answers depends on the main shell's status
+    "kernel.busy_answers": {"kernel.widget_state", "kernel.main_shell_status"},
     "kernel.widget_state": {"kernel.widget_buffers"},  # splits buffers as ipywidgets does
 }
 

@@ -7,7 +7,8 @@
   (its options and their checks), :mod:`.iopub_stats` (what it counts), :mod:`.iopub_adopt`
   (under any other app), :mod:`.iopub_notice` (telling the affected cell);
 * :mod:`.comm_echo`, :mod:`.widget_state` / :mod:`.widget_buffers` (the one-reply snapshot),
-  :mod:`.busy_answers` (a reconnecting frontend answered mid-cell), :mod:`.router_identity`.
+  :mod:`.busy_answers` (a reconnecting frontend answered mid-cell) with
+  :mod:`.main_shell_status` (what was published about the main shell), :mod:`.router_identity`.
 
 ``ipykernel_ext.kernel.ExtKernel`` is the path cluster kernelspecs and images name.
 """

@@ -8,8 +8,8 @@ widgets stay on "Loading widget..." until it ends. ipykernel 7 receives every sh
 first on its shell-channel thread (which then routes it to the main shell or a subshell);
 :class:`BusyAnswers` answers those few there, while the main shell is busy. This module owns:
 
-* :class:`MainShellStatus`: what the kernel last published about its main shell (busy with
-  which request, or not), the one fact every decision here is taken from;
+* the decisions taken from :class:`~.main_shell_status.MainShellStatus` (what the kernel last
+  published about its main shell: busy with which request, or not);
 * :meth:`BusyAnswers.claims`: which messages are answered here. It looks at the header (and,
   for comm messages, the content) *before* verification; that only picks the path. A claimed
   message is verified (signature, replay) before anything is answered, and a message that fails
@@ -25,9 +25,11 @@ first on its shell-channel thread (which then routes it to the main shell or a s
   each difference (and a ``comm_close`` for each model closed meanwhile).
 
 When the main shell is idle nothing is claimed (except messages for a control comm opened
-here), so replies keep stock's order; nor is a control comm message from a client whose own
-cell (or comm message) is still queued or running on the main shell: that client expects the
-states after it, as stock answers.
+here), so replies keep stock's order. Nor is a client's own order changed (a client is its
+``header.session``): its ``kernel_info_request``/``comm_info_request`` is not claimed while
+anything it sent to the main shell before is queued or running there, and its control comm
+message not while a cell (or comm message) of its own is: that client expects the states
+after it, as stock answers. A reloaded page is a new session: answered at once.
 
 On an idle kernel the control comm is ipywidgets' own, opened by the main shell as on stock;
 :meth:`BusyAnswers.wrap_comm_open` then gives it a :class:`ControlCommAnswer`, which answers
@@ -48,18 +50,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ..protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
+from .main_shell_status import MainShellStatus
 from .widget_state import build_widget_state_reply
 
 #: The control comm's protocol major version this module speaks (that of ipywidgets'
 #: ``__control_protocol_version__``, which ``Widget.handle_control_comm_opened`` requires).
 CONTROL_PROTOCOL_MAJOR = "1"
 
-#: Requests answered here while the main shell is busy (and the message is for the main shell).
+#: Requests answered here while the main shell is busy (and the message is for the main shell),
+#: unless their client has a message of its own queued or running there: never overtaken.
 INFO_REQUESTS = frozenset({"kernel_info_request", "comm_info_request"})
 #: Shell messages that run user code, hence may create or change widgets: a client's control
 #: comm request never overtakes one of these that the same client sent before it.
 USER_CODE_MSG_TYPES = frozenset({"execute_request", *COMM_MSG_TYPES})
-
 
 
 class KernelParts(Protocol):
@@ -78,29 +81,6 @@ class KernelParts(Protocol):
     def _publish_status(self, status: str, channel: str, parent: Any = None) -> None: ...
 
 
-class MainShellStatus:
-    """The main shell's state as the kernel last published it on IOPub.
-
-    Written by the main shell's thread each time it publishes ``busy`` or ``idle``; read from
-    the shell-channel, control and IOPub threads (one reference assignment: never torn).
-    """
-
-    def __init__(self) -> None:
-        self.thread: threading.Thread | None = None
-        #: the request the main shell is busy with (its full message), or None
-        self.running: dict[str, Any] | None = None
-
-    def record(self, status: str, parent: dict[str, Any]) -> None:
-        self.running = parent if status == "busy" and parent else None
-
-    def is_main_thread(self) -> bool:
-        return threading.current_thread() is self.thread
-
-    @property
-    def busy(self) -> bool:
-        return self.running is not None
-
-
 class BusyAnswers:
     """Answers, on the shell-channel thread, what a reconnecting frontend asks while a cell runs."""
 
@@ -113,6 +93,8 @@ class BusyAnswers:
         #: the main shell, while the main shell has not finished it. Written by the
         #: shell-channel thread (routing) and the main thread (its idle), under the lock.
         self._unfinished: dict[str, str] = {}
+        #: the same for the last message of any type it sent to the main shell.
+        self._queued: dict[str, str] = {}
         self._unfinished_lock = threading.Lock()
 
     # --- which messages -------------------------------------------------------------------
@@ -134,8 +116,13 @@ class BusyAnswers:
     def _claims(self, frames: list[Any], header: dict[str, Any]) -> bool:
         msg_type = header.get("msg_type")
         if msg_type in INFO_REQUESTS:
-            # For the main shell only: a subshell is not blocked by the cell.
-            return self.status.busy and not header.get("subshell_id")
+            # For the main shell only: a subshell is not blocked by the cell. Never ahead of
+            # what the same client sent to the main shell before (stock's reply order).
+            return (
+                self.status.busy
+                and not header.get("subshell_id")
+                and header.get("session") not in self._queued
+            )
         if msg_type not in COMM_MSG_TYPES or not (self.status.busy or self._control_comms):
             return False  # the common case (idle, no control comm of ours): no content read
         content = peek(self.kernel.session, frames, CONTENT)
@@ -180,12 +167,15 @@ class BusyAnswers:
         return isinstance(version, str) and version.split(".")[0] == CONTROL_PROTOCOL_MAJOR
 
     def _note_routed(self, header: dict[str, Any]) -> None:
-        if header.get("msg_type") not in USER_CODE_MSG_TYPES or header.get("subshell_id"):
+        if header.get("subshell_id"):
             return
         session, msg_id = header.get("session"), header.get("msg_id")
-        if isinstance(session, str) and isinstance(msg_id, str):
+        # An empty session names no client: it holds nobody back.
+        if session and isinstance(session, str) and isinstance(msg_id, str):
             with self._unfinished_lock:
-                self._unfinished[session] = msg_id
+                self._queued[session] = msg_id
+                if header.get("msg_type") in USER_CODE_MSG_TYPES:
+                    self._unfinished[session] = msg_id
 
     def finished(self, parent: dict[str, Any] | None) -> None:
         """On the main thread, as it publishes ``idle`` for ``parent``: the sender of ``parent``
@@ -193,15 +183,17 @@ class BusyAnswers:
 
         A message the main shell never finishes with an ``idle`` (one that fails verification,
         a comm message handled beside an async cell) leaves its sender noted until its next
-        one is finished; meanwhile that sender's control comm takes stock's path, in order.
+        one is finished; meanwhile that sender's info requests and control comm take stock's
+        path, in order.
         """
         header = parent.get("header") if isinstance(parent, dict) else None
         if not isinstance(header, dict):
             return
-        session = header.get("session")
+        session, msg_id = header.get("session"), header.get("msg_id")
         with self._unfinished_lock:
-            if session in self._unfinished and self._unfinished[session] == header.get("msg_id"):
-                del self._unfinished[session]
+            for noted in (self._unfinished, self._queued):
+                if session in noted and noted[session] == msg_id:
+                    del noted[session]
 
     # --- answers --------------------------------------------------------------------------
 

@@ -29,11 +29,12 @@ from ..protocol import (
     error_content,
     peek_msg_type,
 )
-from .busy_answers import BusyAnswers, MainShellStatus
+from .busy_answers import BusyAnswers
 from .comm_echo import CommEcho
 from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
 from .iopub_notice import MissedNotice
+from .main_shell_status import MainShellStatus
 from .widget_state import WidgetStateRequestError, build_widget_state_reply
 
 
@@ -141,7 +142,8 @@ class ExtKernel(IOPubOptions, IPythonKernel):
 
         An ``idle`` from the control thread, a subshell or an answer given while busy would
         make jupyter_server and JupyterLab take the whole kernel for idle while a cell runs,
-        so it is followed at once by ``busy`` with the running request as parent.
+        so it is followed at once by ``busy`` with the running request as parent, unless it
+        ends a request of the cell's own client (``MainShellStatus.busy_again_after``).
         """
         main = self.main_shell_status
         on_main_shell = channel == "shell" and main.is_main_thread()
@@ -158,8 +160,10 @@ class ExtKernel(IOPubOptions, IPythonKernel):
                 self.missed_notice.cell_started()
             elif status == "idle":
                 self.busy_answers.finished(parent)
-        elif self.answer_while_busy and status == "idle" and (running := main.running):
-            super()._publish_status("busy", "shell", running)
+        elif self.answer_while_busy and status == "idle":
+            running = main.busy_again_after(parent or self.get_parent(channel))
+            if running is not None:
+                super()._publish_status("busy", "shell", running)
 
     async def shell_channel_thread_main(self, msg: list[Any]) -> None:
         """Route as stock does, except what :class:`BusyAnswers` answers right here."""

@@ -27,7 +27,8 @@ import zmq
 from jupyter_client.session import Session
 from tornado.ioloop import IOLoop
 
-from ipykernel_ext.kernel.busy_answers import BusyAnswers, ControlCommAnswer, MainShellStatus
+from ipykernel_ext.kernel.busy_answers import BusyAnswers, ControlCommAnswer
+from ipykernel_ext.kernel.main_shell_status import MainShellStatus
 
 from ..helpers import CONTROL_TARGET
 
@@ -282,11 +283,72 @@ def test_main_shell_status_is_what_was_last_published() -> None:
 def test_info_requests_are_claimed_for_the_main_shell_only_while_it_is_busy(rig: Rig) -> None:
     for msg_type in ("kernel_info_request", "comm_info_request"):
         rig.idle()
-        assert not rig.claims(rig.a, rig.a.msg(msg_type, {})), msg_type
+        on_idle = rig.a.msg(msg_type, {})
+        assert not rig.claims(rig.a, on_idle), msg_type
+        rig.answers.finished(on_idle)  # the main shell answers it (and goes idle) first
         rig.busy()
         assert rig.claims(rig.a, rig.a.msg(msg_type, {})), msg_type
         # A subshell is not blocked by the main shell's cell: stock's routing answers it.
         assert not rig.claims(rig.a, rig.a.msg(msg_type, {}, subshell_id="sub-1")), msg_type
+
+
+def test_an_info_request_never_overtakes_its_clients_own_main_shell_messages(
+    rig: Rig,
+) -> None:
+    """Stock's reply order within one client; every other client is answered at once."""
+    rig.busy()
+    cell = rig.a.msg("execute_request", {"code": "1 / 0", "stop_on_error": True})
+    assert not rig.claims(rig.a, cell)  # queued on the main shell
+    info = rig.a.msg("kernel_info_request", {})
+    comm_info = rig.a.msg("comm_info_request", {})
+    # a asked after its cell: the replies come in that order, as on stock.
+    assert not rig.claims(rig.a, info)
+    assert not rig.claims(rig.a, comm_info)
+    # b (a page reloaded mid-cell) has nothing of its own queued: answered at once.
+    assert rig.claims(rig.b, rig.b.msg("kernel_info_request", {}))
+    assert rig.claims(rig.b, rig.b.msg("comm_info_request", {}))
+    # The main shell finishes a's messages in order; only the last one releases a.
+    rig.answers.finished(cell)
+    probe = rig.a.msg("kernel_info_request", {})
+    assert not rig.claims(rig.a, probe)  # info and comm_info are still queued, then the probe
+    for queued in (info, comm_info, probe):
+        rig.answers.finished(queued)
+    assert rig.claims(rig.a, rig.a.msg("kernel_info_request", {}))
+    # Not only user code: a completion a queued on the main shell is answered first, too.
+    c = rig.page()
+    complete = c.msg("complete_request", {"code": "pri", "cursor_pos": 3})
+    assert not rig.claims(c, complete)
+    assert not rig.claims(c, c.msg("comm_info_request", {}))
+    # (A completion holds back info requests only: c's control comm is still answered here.)
+    assert rig.claims(c, control_open(c))
+    # A message to a subshell is not queued behind the cell: it holds nothing back.
+    d = rig.page()
+    assert not rig.claims(d, d.msg("execute_request", {"code": "2"}, subshell_id="sub-1"))
+    assert rig.claims(d, d.msg("kernel_info_request", {}))
+    # Nor does a message that names no client (an empty session).
+    e = rig.page()
+    assert not rig.claims(e, e.msg("execute_request", {"code": "3"}, session=""))
+    assert rig.claims(e, e.msg("kernel_info_request", {}, session=""))
+
+
+def test_busy_again_only_after_an_idle_of_another_client_than_the_cells() -> None:
+    """MainShellStatus.busy_again_after: the rule ExtKernel._publish_status follows."""
+    status = MainShellStatus()
+    cells_client, other_client = Session(key=KEY), Session(key=KEY)
+    cell = cells_client.msg("execute_request", {"code": "cell()"})
+    own = cells_client.msg("debug_request", {"command": "variables"})
+    other = other_client.msg("create_subshell_request", {})
+    assert status.busy_again_after(other) is None  # the main shell is idle: nothing to say
+    status.record("busy", cell)
+    # The cell's own client sees stock's statuses (ipykernel's tests count them).
+    assert status.busy_again_after(own) is None
+    # Another client's idle (a page reloaded mid-cell) is followed by busy for the cell.
+    assert status.busy_again_after(other) is cell
+    # An idle whose request names no client: busy again, as for any other client.
+    assert status.busy_again_after(None) is cell
+    assert status.busy_again_after({"header": {"session": ""}}) is cell
+    status.record("idle", cell)
+    assert status.busy_again_after(other) is None
 
 
 def test_other_shell_requests_are_never_claimed(rig: Rig) -> None:
