@@ -46,7 +46,8 @@ PublishStatus = Callable[[str, str, Any], None]
 class KernelParts(Protocol):
     """What :class:`BusyAnswers` uses of the kernel (an ``ipykernel`` ``Kernel``).
 
-    Read when used: ``io_loop`` is the kernel's only once it has started.
+    ``session``, ``iopub_socket``, ``comm_manager`` and ``log`` are taken when this is made
+    (the kernel is made with them); the rest is read when used (``io_loop`` is set on start).
     """
 
     session: Any

@@ -133,10 +133,7 @@ def build_widget_state_reply(
 
 
 def widget_module() -> Any:
-    """ipywidgets' ``widget`` module if this kernel has imported it (whole), else None.
-
-    Never imports it (see above); the one accessor the kernel side reads ipywidgets through.
-    """
+    """ipywidgets' ``widget`` module if this kernel has imported it (whole), else None."""
     # A module that is still being imported on the main thread may lack the names yet.
     module = sys.modules.get("ipywidgets.widgets.widget")
     if module is None or not hasattr(module, "Widget") or not hasattr(module, "_instances"):
