@@ -1,8 +1,8 @@
 """The Jupyter protocol facts ipykernel_ext relies on, each written once.
 
-Message names and targets (docs/PROTOCOL.md), where each part sits in a framed message, how a
-part is read before the message is verified, and the content of an error reply. A leaf: any
-side may import it (tests/test_layering.py).
+Message names and targets (docs/PROTOCOL.md), a comm's IOPub topic, where each part sits in a
+framed message, how a part is read before the message is verified, and the content of an error
+reply. A leaf: any side may import it (tests/test_layering.py).
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
 SIGNATURE, HEADER, PARENT_HEADER, METADATA, CONTENT = range(5)
 #: Where the binary buffers start, if any: a whole message has at least this many frames.
 BUFFERS = CONTENT + 1
+
+
+def comm_topic(comm_id: str) -> bytes:
+    """The IOPub topic a kernel's comm ``comm_id`` publishes under (comm's ``BaseComm.topic``)."""
+    return f"comm-{comm_id}".encode("ascii")
 
 
 def peek(session: Any, frames: list[Any], index: int) -> Any:

@@ -341,7 +341,10 @@ SERVER_PY = "ipykernel_ext/server/connection.py"
 SERVER_KERNELS_PY = "ipykernel_ext/server/kernels.py"
 STREAMS_PY = "ipykernel_ext/shared_channels/clients.py"
 IOPUB_ADOPT_PY = "ipykernel_ext/kernel/iopub_adopt.py"
-RECONNECT_PY = "ipykernel_ext/kernel/busy_answers.py"
+BUSY_ANSWERS_PY = "ipykernel_ext/kernel/busy_answers.py"
+BUSY_ROUTING_PY = "ipykernel_ext/kernel/busy_routing.py"
+CONTROL_COMM_PY = "ipykernel_ext/kernel/control_comm.py"
+RECONCILE_PY = "ipykernel_ext/kernel/widget_reconcile.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -365,19 +368,19 @@ CONTRACT: list[Row] = [
     Row(f"{KERNEL}.shell_channel_thread_main", [Function(("self", "msg"), "async function")],
         (KERNEL_PY,), "overridden: sees every shell message before the main thread does"),
     Row(f"{KERNEL}._publish_status",
-        [Function(("self", "status", "channel", "parent"))], (KERNEL_PY, RECONNECT_PY),
-        "overridden and called: busy/idle exactly as stock publishes them"),
+        [Function(("self", "status", "channel", "parent"))], (KERNEL_PY,),
+        "overridden, and given to the busy answers: busy/idle exactly as stock publishes them"),
     Row(f"{KERNEL}.get_parent", [Function(("self", "channel"))], (KERNEL_PY,),
         "the running request, the parent of a re-announced status"),
-    Row(f"{KERNEL}.shell_stream", [Trait("Instance")], (RECONNECT_PY,),
+    Row(f"{KERNEL}.shell_stream", [Trait("Instance")], (BUSY_ANSWERS_PY,),
         "replies sent from the shell-channel thread"),
     Row(f"{KERNEL}.kernel_info_request",
-        [Function(("self", "stream", "ident", "parent"), "async function")], (RECONNECT_PY,),
+        [Function(("self", "stream", "ident", "parent"), "async function")], (BUSY_ANSWERS_PY,),
         "stock's kernel_info handler, called from the shell-channel thread"),
     Row(f"{KERNEL}.start",
         [Function(("self",)),
          Source((r"self\.io_loop\s*=", r"on_recv\(self\.shell_channel_thread_main"))],
-        (KERNEL_PY, RECONNECT_PY),
+        (KERNEL_PY, BUSY_ANSWERS_PY),
         "overridden to note the main shell's thread; io_loop runs the after-cell check; it "
         "hands every shell message to shell_channel_thread_main (else our override never runs)"),
     Row(f"{KERNEL}.dispatch_shell",
@@ -392,20 +395,26 @@ CONTRACT: list[Row] = [
         [Source((r"comm_manager\s*=\s*comm\.get_comm_manager\(\)",
                  r"shell_handlers\[msg_type\]\s*=\s*getattr\(self\.comm_manager"))],
         (KERNEL_PY,), "comm_open/msg/close are the comm manager's, put in shell_handlers"),
-    Row("ipykernel.comm.manager:CommManager.comms", [Trait("Dict")], (ECHO_PY, RECONNECT_PY),
-        "the known comms by id: whether, and under which target, a comm_msg is echoed"),
-    Row("ipykernel.comm.manager:CommManager.targets", [Trait("Dict")], (RECONNECT_PY,),
+    Row("ipykernel.comm.manager:CommManager.comms", [Trait("Dict")],
+        (ECHO_PY, BUSY_ROUTING_PY, BUSY_ANSWERS_PY, CONTROL_COMM_PY),
+        "the known comms by id: whether, and under which target, a comm_msg is echoed; "
+        "which comms comm_info lists mid-cell, and which control comm is routed or adopted"),
+    Row("ipykernel.comm.manager:CommManager.targets", [Trait("Dict")], (BUSY_ROUTING_PY,),
         "whether ipywidgets registered its control comm target"),
     Row("comm.base_comm:BaseComm.on_msg",
         [Function(("self", "callback")), Source((r"self\._msg_callback\s*=\s*callback",))],
-        (RECONNECT_PY, BUSY_INPROC),
+        (CONTROL_COMM_PY, BUSY_INPROC),
         "a control comm's handler is read from _msg_callback and swapped through on_msg"),
     Row("comm.base_comm:BaseComm.handle_msg",
-        [Source((r"self\._msg_callback\(msg\)", r'trigger\("pre_execute"\)'))], (RECONNECT_PY,),
+        [Source((r"self\._msg_callback\(msg\)", r'trigger\("pre_execute"\)'))],
+        (CONTROL_COMM_PY,),
         "a comm_msg reaches the swapped handler with stock's pre/post_execute around it"),
     Row("comm.base_comm:BaseComm.__init__",
         [Accepts(("target_name",)), Source((r"self\.target_name\s*=",))], (ECHO_PY,),
         "a comm keeps its target_name, which the echo exclusions match"),
+    Row("comm.base_comm:BaseComm.__init__", [Source((r'f"comm-\{self\.comm_id\}"',))],
+        ("ipykernel_ext/protocol.py",),
+        "a comm's IOPub topic, which protocol.comm_topic builds for what we send on a comm"),
     # ipykernel: the app and the IOPub thread ---------------------------------------------
     Row(f"{APP}.init_iopub", [Function(("self", "context"))], (APP_PY,),
         "overridden: the IOPub socket is configured before bind"),
@@ -459,7 +468,7 @@ CONTRACT: list[Row] = [
         ("ipykernel_ext/install.py",), "stock's kernelspec with our argv and name"),
     # ipywidgets ----------------------------------------------------------------------------
     Row(f"{WIDGET}:_instances", [Value(dict)],
-        (WIDGET_STATE_PY, RECONNECT_PY, "tests/test_widget_state.py", "benchmarks/widget_fetch.py"),
+        (WIDGET_STATE_PY, RECONCILE_PY, "tests/test_widget_state.py", "benchmarks/widget_fetch.py"),
         "the registry of live widgets, model id to widget, copied on the control thread"),
     Row(f"{WIDGET}:_remove_buffers",
         [Function(("state",)), Probe("splits buffers as the fast path does",
@@ -481,20 +490,21 @@ CONTRACT: list[Row] = [
         "update_states' model_module_version"),
     Row(f"{WIDGET}:Widget.handle_control_comm_opened",
         [Function(("comm", "msg"), "classmethod"),
-         Source((r"on_msg\(cls\._handle_control_comm_msg\)",))], (RECONNECT_PY, BUSY_INPROC),
+         Source((r"on_msg\(cls\._handle_control_comm_msg\)",))],
+        (BUSY_ROUTING_PY, CONTROL_COMM_PY, BUSY_INPROC),
         "the jupyter.widget.control target whose replies are matched off-thread; a comm it "
         "accepts gets _handle_control_comm_msg as its handler, which an idle kernel swaps"),
     Row(f"{WIDGET}:Widget._control_comm", [Value(type(None))], (BUSY_INPROC,),
         "the control comm ipywidgets keeps class-wide once handle_control_comm_opened accepts "
         "one; the in-process tests put it back to None"),
-    Row(f"{WIDGET}:Widget.send_state", [Function(("self", "key"))], (RECONNECT_PY,),
+    Row(f"{WIDGET}:Widget.send_state", [Function(("self", "key"))], (RECONCILE_PY,),
         "sends what changed since an off-thread snapshot, once the cell is over"),
     Row(f"{WIDGET}:Widget._handle_control_comm_msg", [Function(("msg",), "classmethod")],
-        (RECONNECT_PY, "benchmarks/widget_fetch.py"),
+        (CONTROL_COMM_PY, "benchmarks/widget_fetch.py"),
         "recognised as a control comm's handler, swapped for ours and called for what ours "
         "does not answer; what update_states replies look like (the benchmark times its body)"),
     Row("ipywidgets._version:__control_protocol_version__",
-        [Value(str), Probe("version 1.x", _version_major_1)], (RECONNECT_PY,),
+        [Value(str), Probe("version 1.x", _version_major_1)], (BUSY_ROUTING_PY,),
         "the control comm version answered off-thread"),
     # traitlets -----------------------------------------------------------------------------
     Row("traitlets:HasTraits._trait_values",
@@ -708,7 +718,7 @@ def test_the_checker_names_a_changed_signature() -> None:
     changed.Kernel = Kernel  # type: ignore[attr-defined]
     problems = check(row, import_module=lambda name: changed)
     assert len(problems) == 1 and "expected (self, status, channel, parent" in problems[0]
-    assert RECONNECT_PY in failure_message(row, problems)
+    assert KERNEL_PY in failure_message(row, problems)
 
 
 def test_the_checker_sees_a_new_required_parameter_and_a_changed_kind() -> None:

@@ -34,6 +34,8 @@ KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp"}
 KERNEL_FEATURES = {
     "kernel.comm_echo",
     "kernel.busy_answers",
+    "kernel.busy_routing",
+    "kernel.control_comm",
     "kernel.iopub",
     "kernel.iopub_adopt",
     "kernel.iopub_notice",
@@ -42,6 +44,7 @@ KERNEL_FEATURES = {
     "kernel.main_shell_status",
     "kernel.router_identity",
     "kernel.widget_buffers",
+    "kernel.widget_reconcile",
     "kernel.widget_state",
 }
 #: The kernel-side features built on another feature (importer -> what it may import).
@@ -52,8 +55,18 @@ FEATURE_EDGES = {
     # the no-loss socket, adopted under another app, with the options the kernel declares
     "kernel.iopub_adopt": {"kernel.iopub", "kernel.iopub_options", "kernel.iopub_stats"},
     "kernel.iopub_notice": {"kernel.iopub_stats"},  # tells a cell what the socket missed
-    # the busy answer sends the snapshot; what it answers depends on the main shell's status
-    "kernel.busy_answers": {"kernel.widget_state", "kernel.main_shell_status"},
+    # the answers given mid-cell: what routing claims, the control comm's snapshot, and the
+    # check after the cell
+    "kernel.busy_answers": {
+        "kernel.busy_routing",
+        "kernel.control_comm",
+        "kernel.main_shell_status",
+        "kernel.widget_reconcile",
+    },
+    # what is claimed depends on the main shell's status and on ipywidgets being loaded
+    "kernel.busy_routing": {"kernel.main_shell_status", "kernel.widget_state"},
+    "kernel.control_comm": {"kernel.widget_state"},  # answers with the snapshot
+    "kernel.widget_reconcile": {"kernel.widget_state"},  # compares with a new snapshot
     "kernel.widget_state": {"kernel.widget_buffers"},  # splits buffers as ipywidgets does
 }
 

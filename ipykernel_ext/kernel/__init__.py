@@ -7,8 +7,11 @@
   (its options and their checks), :mod:`.iopub_stats` (what it counts), :mod:`.iopub_adopt`
   (under any other app), :mod:`.iopub_notice` (telling the affected cell);
 * :mod:`.comm_echo`, :mod:`.widget_state` / :mod:`.widget_buffers` (the one-reply snapshot),
-  :mod:`.busy_answers` (a reconnecting frontend answered mid-cell) with
-  :mod:`.main_shell_status` (what was published about the main shell), :mod:`.router_identity`.
+  :mod:`.router_identity`;
+* a reconnecting frontend answered mid-cell: :mod:`.busy_answers` (the answers), with
+  :mod:`.busy_routing` (which messages, in each client's order), :mod:`.main_shell_status`
+  (what was published about the main shell), :mod:`.control_comm` (ipywidgets' control comm,
+  on an idle kernel too) and :mod:`.widget_reconcile` (what changed, sent after the cell).
 
 ``ipykernel_ext.kernel.ExtKernel`` is the path cluster kernelspecs and images name.
 """

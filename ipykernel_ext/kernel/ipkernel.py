@@ -94,9 +94,14 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             enabled=self.iopub_missed_notice,
         )
         self.main_shell_status = MainShellStatus()
-        self.busy_answers = BusyAnswers(self, self.main_shell_status)
+        self.busy_answers = BusyAnswers(
+            self,
+            self.main_shell_status,
+            publish_status=self._publish_status,
+            enabled=lambda: self.answer_while_busy,
+        )
         # An idle kernel answers ipywidgets' control comm with the same snapshot, on the main
-        # shell in stock's order (busy_answers.py, ControlCommAnswer).
+        # shell in stock's order (control_comm.py, ControlCommAnswer).
         self.shell_handlers["comm_open"] = self.busy_answers.wrap_comm_open(
             self.shell_handlers["comm_open"]
         )

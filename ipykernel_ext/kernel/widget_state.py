@@ -132,7 +132,8 @@ def build_widget_state_reply(
     return reply, buffers
 
 
-def _widget_module() -> Any:
+def widget_module() -> Any:
+    """ipywidgets' ``widget`` module if this kernel has imported it (whole), else None."""
     # A module that is still being imported on the main thread may lack the names yet.
     module = sys.modules.get("ipywidgets.widgets.widget")
     if module is None or not hasattr(module, "Widget") or not hasattr(module, "_instances"):
@@ -142,7 +143,7 @@ def _widget_module() -> Any:
 
 def _snapshot_instances() -> dict[str, Any]:
     """A private copy of ipywidgets' live-widget registry (empty without ipywidgets)."""
-    module = _widget_module()
+    module = widget_module()
     if module is None:
         return {}
     instances = module._instances
@@ -162,7 +163,7 @@ _cached_reader: _StateReader | None = None
 
 def _reader() -> _StateReader | None:
     global _cached_reader
-    module = _widget_module()
+    module = widget_module()
     if module is None:
         return None
     # Keyed on the Widget class: a reloaded ipywidgets brings new classes to plan for.

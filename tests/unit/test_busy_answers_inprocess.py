@@ -1,12 +1,12 @@
 """busy_answers.py in process: which shell messages are claimed, and what a claimed one gets.
 
-The kernel side is :class:`BusyAnswers` over a :class:`Parts` (its ``KernelParts`` seam) made of
-real pieces: a keyed ``Session`` (real signatures), a ROUTER shell socket with DEALER clients
-and a PAIR for IOPub on one zmq Context (``inproc://``), the process's comm manager with
-ipywidgets' own control target, and a tornado IOLoop for the answers and the reconcile. A
-message is sent by a client, received by the ROUTER as the shell-channel thread receives it
-(frames, not copied) and given to ``claims``/``answer``; "busy" is what the main shell
-publishes (``MainShellStatus.record``).
+The kernel side is :class:`BusyAnswers` over a :class:`Parts` (its ``KernelParts`` seam, and
+its ``publish_status``) made of real pieces: a keyed ``Session`` (real signatures), a ROUTER
+shell socket with DEALER clients and a PAIR for IOPub on one zmq Context (``inproc://``), the
+process's comm manager with ipywidgets' own control target, and a tornado IOLoop for the
+answers and the reconcile. A message is sent by a client, received by the ROUTER as the
+shell-channel thread receives it (frames, not copied) and given to ``claims``/``answer``;
+"busy" is what the main shell publishes (``MainShellStatus.record``).
 
 Absence is shown by order, not by waiting: after something that must send nothing, a second
 request is answered and its reply (or status) is the first to arrive.
@@ -27,7 +27,8 @@ import zmq
 from jupyter_client.session import Session
 from tornado.ioloop import IOLoop
 
-from ipykernel_ext.kernel.busy_answers import BusyAnswers, ControlCommAnswer
+from ipykernel_ext.kernel.busy_answers import BusyAnswers
+from ipykernel_ext.kernel.control_comm import ControlCommAnswer
 from ipykernel_ext.kernel.main_shell_status import MainShellStatus
 
 from ..helpers import CONTROL_TARGET
@@ -45,13 +46,11 @@ OTHER_TARGET = "tests.unit.other-target"
 class Parts:
     """What BusyAnswers uses of the kernel (``KernelParts``), from real pieces.
 
-    ``kernel_info_request`` and ``_publish_status`` send what stock's do (a reply on the
+    ``kernel_info_request`` and ``publish_status`` send what stock's do (a reply on the
     stream, a status on IOPub) through the real session and sockets. The comm manager is the
     process's (ipykernel's, as ``comm.get_comm_manager`` gives it in a kernel): the comms
     ipykernel makes unregister themselves from that one when they close.
     """
-
-    answer_while_busy = True
 
     def __init__(
         self, session: Session, shell: zmq.Socket, iopub: zmq.Socket, io_loop: IOLoop
@@ -67,7 +66,7 @@ class Parts:
         content = {"status": "ok", "protocol_version": "5.4", "implementation": "parts"}
         self.session.send(stream, "kernel_info_reply", content, parent, ident)
 
-    def _publish_status(self, status: str, channel: str, parent: Any = None) -> None:
+    def publish_status(self, status: str, channel: str, parent: Any = None) -> None:
         content = {"execution_state": status}
         self.session.send(self.iopub_socket, "status", content, parent, ident=b"kernel.status")
 
@@ -119,7 +118,9 @@ class Rig:
         self.io_loop = IOLoop(make_current=False)
         self.parts = Parts(self.session, self.shell, self.iopub, self.io_loop)
         self.status = MainShellStatus()
-        self.answers = BusyAnswers(self.parts, self.status)
+        self.answers = BusyAnswers(
+            self.parts, self.status, publish_status=self.parts.publish_status, enabled=lambda: True
+        )
         self.manager = self.parts.comm_manager
         self._comms_before = set(self.manager.comms)
         self._targets_before = dict(self.manager.targets)
