@@ -56,8 +56,9 @@ class ExtKernel(IOPubOptions, IPythonKernel):
 
     iopub_missed_notice = Bool(
         True,
-        help="""When a frontend missed IOPub messages of a cell (it was given up: see
-        iopub_send_timeout), say so on that cell's stderr just before it goes idle.""",
+        help="""When a frontend missed IOPub messages (it was given up: see
+        iopub_send_timeout), say so on a cell's stderr: just before the first idle of the
+        main shell to leave the kernel after the give-up, usually that of the cell itself.""",
     ).tag(config=True)
 
     answer_while_busy = Bool(
