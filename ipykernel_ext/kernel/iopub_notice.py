@@ -95,9 +95,11 @@ class MissedNotice:
         msg_id = header.get("msg_id")
         if stats is None or not msg_id:
             return
-        if stats.backlog_messages == 0:
-            # Every idle announced before this one was sent before this runs: all have left.
-            self._idles.clear()
+        # Every idle announced earlier was handed to the socket before this runs, and idles
+        # leave in the order they were announced: those that have not left yet are the newest
+        # ones, each a message in the backlog. So no more of them are kept than messages wait.
+        while len(self._idles) > stats.backlog_messages:
+            del self._idles[next(iter(self._idles))]
         self._idles[msg_id] = header
 
     def given_up(self, missed: int, stats: IOPubStats) -> None:
@@ -122,6 +124,20 @@ class MissedNotice:
 
     def _main_shell_idle(self, parts: Sequence[Any]) -> dict[str, Any] | None:
         """The parent header if ``parts`` is an announced main-shell idle (and forget it)."""
+        try:
+            msg_id = self._idle_parent_id(parts)
+        except Exception:  # not a message of ours: it is no idle (and must not stop the send)
+            return None
+        if msg_id not in self._idles:
+            return None  # not an idle, or the control thread's or a subshell's
+        while True:  # this one and any older ones have left (or are leaving) now
+            oldest = next(iter(self._idles))
+            header = self._idles.pop(oldest)
+            if oldest == msg_id:
+                return header
+
+    def _idle_parent_id(self, parts: Sequence[Any]) -> str | None:
+        """The parent's ``msg_id`` if ``parts`` is an ``idle`` status, else None."""
         head = [_frame(part) for part in parts[:4]]
         if DELIM not in head:
             return None
@@ -133,10 +149,4 @@ class MissedNotice:
         if unpack(_frame(parts[i + 5])).get("execution_state") != "idle":
             return None
         msg_id = unpack(_frame(parts[i + 3])).get("msg_id")
-        if msg_id not in self._idles:
-            return None  # the control thread's or a subshell's idle
-        while True:  # this one and any older ones have left (or are leaving) now
-            oldest = next(iter(self._idles))
-            header = self._idles.pop(oldest)
-            if oldest == msg_id:
-                return header
+        return msg_id if isinstance(msg_id, str) else None

@@ -419,3 +419,22 @@ def test_no_notice_when_it_is_switched_off() -> None:
         got = reader.join()
         assert got[-1]["msg_type"] == "status" and notices_in(got) == []
         assert pub.stats.missed >= 1 and pub.stats.notices == 0
+
+
+def test_a_give_up_between_cells_tells_the_next_request() -> None:
+    # The cell's idle left before the queue filled: the lost messages (a thread's output after
+    # the cell) have no idle behind them, so the next request to end on the main shell is told.
+    with on_iopub_thread((b"", TOPIC)) as ([_stalled, sub], pub, thread):
+        shell = Shell(thread, pub)
+        cell, later = shell.request(), shell.request()
+        reader = Reader(sub, shell.session, later["header"]["msg_id"])
+        shell.idle(cell)
+        on_thread(thread, lambda: None)
+        assert pub.stats.sent == 1 and pub.stats.backlog_messages == 0  # it left, to both
+        shell.output(cell, CAPACITY * 3)
+        give_up_the_stalled_one(thread, pub, reader)
+        shell.idle(later)
+        got = reader.join()
+        [notice] = notices_in(got)
+        assert got[-2] is notice and notice["parent_header"] == later["header"]
+        assert pub.stats.timeouts == pub.stats.notices == 1
