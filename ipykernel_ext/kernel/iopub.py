@@ -31,6 +31,10 @@ grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobod
 * Every wait, episode, give-up and missed message is counted in
   :class:`~ipykernel_ext.kernel.iopub_stats.IOPubStats`
   (``iopub_stats_request``) and logged, one warning per give-up (gathered when close).
+* A :class:`GiveUpWatcher` (:mod:`ipykernel_ext.kernel.iopub_notice`), if one is set with
+  :meth:`NoDropXPubSocket.watch`, hears of each give-up when it happens and may put messages
+  ahead of any message just before it leaves the socket (from the backlog or at once): so what
+  the user is told follows what actually left, not what was queued.
 
 All sends and socket-option calls happen on ipykernel's IOPub thread (``IOPubThread`` calls
 :meth:`NoDropXPubSocket.send_multipart` there); other threads only read the counters. A
@@ -50,9 +54,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import zmq
 
@@ -87,6 +91,19 @@ def message_nbytes(msg_parts: Any) -> int:
         except TypeError:
             total += len(part)
     return total
+
+
+class GiveUpWatcher(Protocol):
+    """Who hears of the give-ups, and may send messages ahead of the next ones to leave.
+
+    Both are called on the IOPub thread only, in order with the sends.
+    """
+
+    def given_up(self, missed: int, stats: IOPubStats) -> None:
+        """A subscriber was just given up; ``missed`` (>= 1) messages were counted for it."""
+
+    def ahead_of(self, parts: Sequence[Any]) -> Sequence[list[bytes]]:
+        """The messages to send just before ``parts`` leaves the socket (usually none)."""
 
 
 @dataclass
@@ -129,6 +146,7 @@ class NoDropXPubSocket(zmq.Socket):
     _reported_give_ups: int
     _warning_lock: threading.Lock
     _warning_timer: threading.Timer | None
+    _watcher: GiveUpWatcher | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -145,6 +163,7 @@ class NoDropXPubSocket(zmq.Socket):
         self._reported_give_ups = 0
         self._warning_lock = threading.Lock()
         self._warning_timer = None
+        self._watcher = None
 
     # --- setup -------------------------------------------------------------------------
 
@@ -208,6 +227,10 @@ class NoDropXPubSocket(zmq.Socket):
         self._call_later = call_later
         self._thread = thread
 
+    def watch(self, watcher: GiveUpWatcher | None) -> None:
+        """Tell ``watcher`` of each give-up and let it send ahead (call on the IOPub thread)."""
+        self._watcher = watcher
+
     # --- sending -----------------------------------------------------------------------
 
     def send_multipart(  # type: ignore[override]
@@ -229,6 +252,10 @@ class NoDropXPubSocket(zmq.Socket):
         if not stats.nodrop:
             return super().send_multipart(msg_parts, flags, copy=copy, track=track, **kwargs)
         kwargs = {"copy": copy, "track": track, **kwargs}
+        if not self._backlog and self._watcher is not None:
+            # What goes ahead of a message at the backlog's head is put there by _head.
+            for ahead in self._watcher.ahead_of(msg_parts):
+                self.send_multipart(ahead)
         if self._backlog:
             self._hold(_Waiting(msg_parts, flags, kwargs, message_nbytes(msg_parts)))
             return None
@@ -283,7 +310,7 @@ class NoDropXPubSocket(zmq.Socket):
         stats = self.stats
         stats.over_budget += 1
         while self._backlog and stats.backlog_bytes > stats.backlog_limit_bytes:
-            head = self._backlog[0]
+            head = self._head()
             if self._try_send(head.parts, head.flags, head.kwargs, int(RETRY_MAX_S * 1000)):
                 self._pop_sent()
                 self._last_room = time.monotonic()
@@ -295,12 +322,24 @@ class NoDropXPubSocket(zmq.Socket):
         else:
             self._schedule_drain(RETRY_MIN_S)
 
-    def _append(self, waiting: _Waiting) -> None:
+    def _append(self, waiting: _Waiting, *, ahead: bool = False) -> None:
         stats = self.stats
-        self._backlog.append(waiting)
+        if ahead:
+            self._backlog.appendleft(waiting)
+        else:
+            self._backlog.append(waiting)
         stats.backlog_messages += 1
         stats.backlog_bytes += waiting.nbytes
         stats.backlog_peak_bytes = max(stats.backlog_peak_bytes, stats.backlog_bytes)
+
+    def _head(self) -> _Waiting:
+        """The next message to send: the backlog's head, or what the watcher puts ahead of it."""
+        if self._watcher is not None:
+            for parts in reversed(self._watcher.ahead_of(self._backlog[0].parts)):
+                self.stats.sent += 1
+                kwargs = {"copy": True, "track": False}
+                self._append(_Waiting(parts, 0, kwargs, message_nbytes(parts)), ahead=True)
+        return self._backlog[0]
 
     def _schedule_drain(self, delay: float) -> None:
         if not self._drain_due and self._call_later is not None:
@@ -314,7 +353,7 @@ class NoDropXPubSocket(zmq.Socket):
             return
         sent = 0
         while self._backlog and sent < DRAIN_BATCH:
-            head = self._backlog[0]
+            head = self._head()
             if not self._try_send(head.parts, head.flags, head.kwargs, 0):
                 break
             self._pop_sent()
@@ -345,7 +384,7 @@ class NoDropXPubSocket(zmq.Socket):
         """Send from the backlog, in order, while every queue that counts has room."""
         sent = 0
         while self._backlog:
-            head = self._backlog[0]
+            head = self._head()
             if not self._try_send(head.parts, head.flags, head.kwargs, 0):
                 break
             self._pop_sent()
@@ -391,15 +430,20 @@ class NoDropXPubSocket(zmq.Socket):
         if not exiting:
             stats.timeouts += 1
         # Counted now, once each: the parked subscriber cannot have any of these.
+        missed = 0
         for waiting in self._backlog:
             if not waiting.missed:
                 waiting.missed = True
-                stats.missed += 1
+                missed += 1
+        stats.missed += missed
+        if missed and not exiting and self._watcher is not None:
+            # Before the head goes: the watcher may want something sent ahead of it.
+            self._watcher.given_up(missed, stats)
         self.setsockopt(zmq.XPUB_NODROP, 0)
         try:
             while self._backlog:
                 # A lossy XPUB send never blocks and never raises Again.
-                head = self._backlog[0]
+                head = self._head()
                 super().send_multipart(head.parts, head.flags | zmq.NOBLOCK, **head.kwargs)
                 self._pop_sent()
                 if not exiting:

@@ -1,22 +1,36 @@
 """The missed-messages notice: a cell is told, in its own output, that a frontend missed some.
 
 When the IOPub socket gives a subscriber up (:mod:`ipykernel_ext.kernel.iopub`: its queue stayed
-full past the send timeout), that frontend misses
-messages. The kernel log says so, but a user reading the notebook never sees the log; so the
-cell during which it happened gets a ``stream`` message on ``stderr``, published just before
-its ``idle`` status, saying how many messages were missed at least and which option to raise.
-A frontend whose queue has room again by then (it read again, as a paused server does) shows
-it in the cell; see docs/PROTOCOL.md §1 for when it cannot.
+full past the send timeout), that frontend misses messages. The kernel log says so, but a
+user reading the notebook never sees the log; so a cell gets a ``stream`` message on
+``stderr`` saying how many messages were missed at least and which option to raise.
 
-Both steps run on the IOPub thread, in order with the cell's own messages (``schedule``),
-so the count covers exactly the messages the cell sent, and the notice is sent straight on
-the socket there, ahead of the ``idle`` that is queued behind it.
+**Who is told, and when** is decided from what leaves the socket, not from what was queued:
+the give-up comes a whole send timeout after the queue filled, usually long after the cell
+that filled it was queued to end. So :class:`MissedNotice` is the socket's
+:class:`~ipykernel_ext.kernel.iopub.GiveUpWatcher`:
+
+* each give-up that cost messages owes one notice (:meth:`MissedNotice.given_up`);
+* an owed notice is sent just ahead of the first ``idle`` status of the main shell to leave
+  the socket after the give-up (:meth:`MissedNotice.ahead_of`), with that request as parent.
+  In the common case that is the idle of the cell that filled the queue, still waiting in the
+  backlog behind the message that found it full; if the give-up comes while the cell runs, it
+  is that cell's idle when it comes; if no main-shell idle was behind the lost messages
+  (output of a thread between cells), it is the next request's.
+
+The main shell's idles are known by their parent ``msg_id``: the kernel announces each one
+(:meth:`MissedNotice.cell_ending`) on the IOPub thread just before it queues it there. All
+else runs on the IOPub thread too, in order with the sends, so nothing here needs a lock.
+A frontend whose queue has room again by then shows the notice; see docs/PROTOCOL.md §1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from jupyter_client.session import DELIM, extract_header
 
 from .iopub_stats import IOPubStats
 
@@ -25,7 +39,7 @@ NOTICE_PREFIX = "[ipykernel_ext] IOPub:"
 
 
 def notice_text(missed: int, stats: IOPubStats) -> str:
-    """What the affected cell's stderr says."""
+    """What the told cell's stderr says."""
     return (
         f"{NOTICE_PREFIX} a frontend of this kernel missed at least {missed} output or "
         f"widget message(s) of this cell: its queue stayed full for "
@@ -34,48 +48,105 @@ def notice_text(missed: int, stats: IOPubStats) -> str:
     )
 
 
-class MissedNotice:
-    """Counts what each main-shell cell's frontends missed and tells the cell.
+def _frame(part: Any) -> bytes:
+    return part if isinstance(part, bytes) else bytes(memoryview(part))
 
-    ``stats`` returns the IOPub socket's counters (None when it has none: a socket that
-    could not be adopted); ``schedule`` runs a function on the IOPub thread after what is
-    already queued there; ``send_stream(content, parent)`` sends a ``stream`` message
-    straight on the socket (called on the IOPub thread only).
+
+class MissedNotice:
+    """Tells a cell, once per give-up, how many messages a frontend missed.
+
+    ``session`` and ``topic`` make the ``stream`` message (the kernel's session and its
+    ``stream`` topic); ``stats`` returns the IOPub socket's counters (None when it has none:
+    a socket that could not be adopted); ``schedule`` runs a function on the IOPub thread after
+    what is already queued there.
     """
 
     def __init__(
         self,
         *,
+        session: Any,
+        topic: bytes,
         stats: Callable[[], IOPubStats | None],
         schedule: Callable[[Callable[[], None]], None],
-        send_stream: Callable[[dict[str, Any], dict[str, Any]], None],
         enabled: bool = True,
     ) -> None:
+        self._session = session
+        self._topic = topic
         self._stats = stats
         self._schedule = schedule
-        self._send_stream = send_stream
         self.enabled = enabled
-        self._missed_at_start = 0
+        #: main-shell idles queued and maybe not yet sent: parent msg_id -> parent header,
+        #: oldest first (the main shell ends its requests one after the other)
+        self._idles: dict[str, dict[str, Any]] = {}
+        #: notices owed, one per give-up: (text, the stats that count it)
+        self._due: deque[tuple[str, IOPubStats]] = deque()
 
-    def cell_started(self) -> None:
-        """The main shell published ``busy``: count from the messages queued after it."""
-        self._schedule(self._note_start)
+    # --- on the main shell's thread ------------------------------------------------------
 
     def cell_ending(self, parent: dict[str, Any]) -> None:
-        """The main shell is about to publish ``idle`` for ``parent``: tell it, if need be."""
-        self._schedule(lambda: self._tell(parent))
+        """The main shell is about to publish ``idle`` for ``parent`` (a request or header)."""
+        header = extract_header(parent)
+        self._schedule(lambda: self._expect_idle(header))
 
-    def _note_start(self) -> None:
-        stats = self._stats()
-        self._missed_at_start = stats.missed if stats is not None else 0
+    # --- on the IOPub thread -------------------------------------------------------------
 
-    def _tell(self, parent: dict[str, Any]) -> None:
+    def _expect_idle(self, header: dict[str, Any]) -> None:
         stats = self._stats()
-        if stats is None:
+        msg_id = header.get("msg_id")
+        if stats is None or not msg_id:
             return
-        missed = stats.missed - self._missed_at_start
-        self._missed_at_start = stats.missed
-        if missed <= 0 or not self.enabled:
-            return
-        stats.notices += 1
-        self._send_stream({"name": "stderr", "text": notice_text(missed, stats)}, parent)
+        # Every idle announced earlier was handed to the socket before this runs, and idles
+        # leave in the order they were announced: those that have not left yet are the newest
+        # ones, each a message in the backlog. So no more of them are kept than messages wait.
+        while len(self._idles) > stats.backlog_messages:
+            del self._idles[next(iter(self._idles))]
+        self._idles[msg_id] = header
+
+    def given_up(self, missed: int, stats: IOPubStats) -> None:
+        """A subscriber was given up and missed ``missed`` messages: a notice is owed."""
+        if self.enabled:
+            self._due.append((notice_text(missed, stats), stats))
+
+    def ahead_of(self, parts: Sequence[Any]) -> Sequence[list[bytes]]:
+        """The owed notices, if ``parts`` is a main-shell idle about to leave; else none."""
+        if not self._due or self._session is None:
+            return ()
+        header = self._main_shell_idle(parts)
+        if header is None:
+            return ()
+        notices = []
+        while self._due:
+            text, stats = self._due.popleft()
+            msg = self._session.msg("stream", {"name": "stderr", "text": text}, parent=header)
+            notices.append(self._session.serialize(msg, ident=self._topic))
+            stats.notices += 1
+        return notices
+
+    def _main_shell_idle(self, parts: Sequence[Any]) -> dict[str, Any] | None:
+        """The parent header if ``parts`` is an announced main-shell idle (and forget it)."""
+        try:
+            msg_id = self._idle_parent_id(parts)
+        except Exception:  # not a message of ours: it is no idle (and must not stop the send)
+            return None
+        if msg_id not in self._idles:
+            return None  # not an idle, or the control thread's or a subshell's
+        while True:  # this one and any older ones have left (or are leaving) now
+            oldest = next(iter(self._idles))
+            header = self._idles.pop(oldest)
+            if oldest == msg_id:
+                return header
+
+    def _idle_parent_id(self, parts: Sequence[Any]) -> str | None:
+        """The parent's ``msg_id`` if ``parts`` is an ``idle`` status, else None."""
+        head = [_frame(part) for part in parts[:4]]
+        if DELIM not in head:
+            return None
+        i = head.index(DELIM)
+        # The topic (``kernel.<id>.status``) rules out all but status messages cheaply.
+        if i == 0 or not head[i - 1].endswith(b"status") or len(parts) < i + 6:
+            return None
+        unpack = self._session.unpack
+        if unpack(_frame(parts[i + 5])).get("execution_state") != "idle":
+            return None
+        msg_id = unpack(_frame(parts[i + 3])).get("msg_id")
+        return msg_id if isinstance(msg_id, str) else None

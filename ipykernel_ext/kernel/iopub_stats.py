@@ -3,8 +3,8 @@
 :class:`IOPubStats` holds the settings the socket runs with and its counters (waits, stalls,
 give-ups, missed messages, the backlog). The socket (:mod:`ipykernel_ext.kernel.iopub`)
 writes them on the IOPub thread; the control thread answers ``iopub_stats_request`` with
-:meth:`IOPubStats.as_reply`, and :mod:`ipykernel_ext.kernel.iopub_notice` reads ``missed``
-to tell a cell. The fields are part of the wire contract (docs/PROTOCOL.md).
+:meth:`IOPubStats.as_reply`, and :mod:`ipykernel_ext.kernel.iopub_notice`, told of each
+give-up, counts ``notices``. The fields are part of the wire contract (docs/PROTOCOL.md).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class IOPubStats:
     #: backlog behind it. It goes on missing messages, uncounted, until it has read about
     #: half its queue.
     missed: int = 0
-    #: stderr notices published to the affected cells (see ipykernel_ext.kernel.iopub_notice)
+    #: stderr notices put ahead of a main-shell idle, one per give-up (see iopub_notice)
     notices: int = 0
     #: messages and bytes waiting now, and the most bytes that ever waited
     backlog_messages: int = 0

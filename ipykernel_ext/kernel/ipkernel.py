@@ -57,8 +57,9 @@ class ExtKernel(IOPubOptions, IPythonKernel):
 
     iopub_missed_notice = Bool(
         True,
-        help="""When a frontend missed IOPub messages of a cell (it was given up: see
-        iopub_send_timeout), say so on that cell's stderr just before it goes idle.""",
+        help="""When a frontend missed IOPub messages (it was given up: see
+        iopub_send_timeout), say so on a cell's stderr: just before the first idle of the
+        main shell to leave the kernel after the give-up, usually that of the cell itself.""",
     ).tag(config=True)
 
     answer_while_busy = Bool(
@@ -88,11 +89,14 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             exclude_targets=self._echo_exclusions(self.comm_echo_exclude_targets),
         )
         self.missed_notice = MissedNotice(
+            session=self.session,
+            topic=self._topic("stream"),
             stats=self._iopub_stats,
             schedule=self._on_iopub_thread,
-            send_stream=self._send_stream_now,
             enabled=self.iopub_missed_notice,
         )
+        # On the IOPub thread, after an adoption that may still be queued there.
+        self._on_iopub_thread(self._watch_give_ups)
         self.main_shell_status = MainShellStatus()
         self.busy_answers = BusyAnswers(
             self,
@@ -155,15 +159,13 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         if on_main_shell:
             parent = parent or self.get_parent("shell")
             if status == "idle":
-                # Ahead of the idle on the IOPub thread: a frontend that missed messages of
-                # this cell is told in the cell (iopub_notice.py).
+                # Announced on the IOPub thread ahead of the idle: a notice owed for a give-up
+                # goes out just before it (iopub_notice.py).
                 self.missed_notice.cell_ending(parent)
         super()._publish_status(status, channel, parent)
         if on_main_shell:
             main.record(status, parent)
-            if status == "busy":
-                self.missed_notice.cell_started()
-            elif status == "idle":
+            if status == "idle":
                 self.busy_answers.finished(parent)
         elif self.answer_while_busy and status == "idle":
             running = main.busy_again_after(parent or self.get_parent(channel))
@@ -194,10 +196,10 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         if thread is not None:
             thread.schedule(f)
 
-    def _send_stream_now(self, content: dict[str, Any], parent: dict[str, Any]) -> None:
+    def _watch_give_ups(self) -> None:
         socket = self._iopub_socket_now()
-        if socket is not None and self.session is not None:
-            self.session.send(socket, "stream", content, parent=parent, ident=self._topic("stream"))
+        if socket is not None:
+            socket.watch(self.missed_notice)
 
     @property
     def kernel_info(self) -> dict[str, Any]:

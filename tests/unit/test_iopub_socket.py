@@ -13,12 +13,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import zmq
 from ipykernel.iostream import IOPubThread
+from jupyter_client.session import Session
 
 from ipykernel_ext.kernel.iopub import NoDropXPubSocket
+from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX, MissedNotice
 
 SNDHWM = 4
 RCVHWM = 2
@@ -274,3 +277,164 @@ def test_after_the_thread_stops_nothing_waits() -> None:
             thread.send_multipart(payload(i))
         assert time.monotonic() - started < 30
         assert pub.stats.backlog_messages == 0
+
+
+# --- the missed-messages notice: told from what leaves the socket ---------------------------
+
+TOPIC = b"kernel.unit"
+
+
+class Shell:
+    """Sends as the kernel's main shell does: Session-framed messages, each idle announced.
+
+    The notice and the socket are the real ones; only the kernel around them is left out.
+    """
+
+    def __init__(self, thread: IOPubThread, pub: NoDropXPubSocket) -> None:
+        self.session = Session(key=b"unit-test")
+        self.thread = thread
+        self.notice = MissedNotice(
+            session=self.session,
+            topic=TOPIC + b".stream",
+            stats=lambda: pub.stats,
+            schedule=thread.schedule,
+        )
+        on_thread(thread, lambda: pub.watch(self.notice))
+
+    def request(self) -> dict[str, Any]:
+        return self.session.msg("execute_request", {"code": ""})
+
+    def output(self, request: dict[str, Any], count: int) -> None:
+        for i in range(count):
+            self.publish("comm_msg", {"comm_id": "c", "data": {"i": i}}, request)
+
+    def idle(self, request: dict[str, Any], *, main_shell: bool = True) -> None:
+        if main_shell:
+            self.notice.cell_ending(request)
+        self.publish("status", {"execution_state": "idle"}, request)
+
+    def publish(self, msg_type: str, content: dict[str, Any], parent: dict[str, Any]) -> None:
+        msg = self.session.msg(msg_type, content, parent=parent)
+        topic = TOPIC + b"." + msg_type.split("_")[0].encode()
+        self.thread.send_multipart(self.session.serialize(msg, ident=topic))
+
+
+class Reader:
+    """Reads ``sub`` on a thread of its own up to the idle for ``msg_id`` (deserialized)."""
+
+    def __init__(self, sub: zmq.Socket, session: Session, msg_id: str) -> None:
+        self.got: list[dict[str, Any]] = []
+        self.thread = threading.Thread(target=self._read, args=(sub, session, msg_id))
+        self.thread.start()
+
+    def _read(self, sub: zmq.Socket, session: Session, msg_id: str) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if not sub.poll(100):
+                continue
+            _idents, frames = session.feed_identities(sub.recv_multipart())
+            msg = session.deserialize(frames)
+            self.got.append(msg)
+            if msg["msg_type"] == "status" and msg["parent_header"]["msg_id"] == msg_id:
+                return
+
+    def join(self) -> list[dict[str, Any]]:
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "no idle came"
+        return self.got
+
+
+def give_up_the_stalled_one(thread: IOPubThread, pub: NoDropXPubSocket, reader: Reader) -> None:
+    """Shorten the send timeout once the reader has room: only the stalled one is given up.
+
+    The reader has room once it has taken all its pipe held (CAPACITY messages): nothing more
+    reaches it while the stalled subscriber's full queue holds the backlog's head.
+    """
+    wait_until(lambda: len(reader.got) >= CAPACITY)
+    on_thread(thread, lambda: setattr(pub.stats, "send_timeout_ms", 200))
+    wait_until(lambda: pub.stats.timeouts >= 1)
+
+
+def notices_in(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if m["msg_type"] == "stream"]
+
+
+def test_a_give_up_after_the_cell_ended_tells_that_cell_ahead_of_its_idle() -> None:
+    # The cell's idle (and a later one) is queued behind the full queue before the give-up
+    # can come: the send timeout is shortened only then (a barrier, not a race).
+    with on_iopub_thread((b"", TOPIC)) as ([_stalled, sub], pub, thread):
+        shell = Shell(thread, pub)
+        cell, later = shell.request(), shell.request()
+        shell.output(cell, CAPACITY * 3)
+        shell.idle(cell)
+        shell.idle(later)
+        on_thread(thread, lambda: None)
+        assert pub.stats.backlog_messages > 0 and pub.stats.timeouts == 0
+        reader = Reader(sub, shell.session, later["header"]["msg_id"])
+        give_up_the_stalled_one(thread, pub, reader)
+        got = reader.join()
+        [notice] = notices_in(got)
+        # Just ahead of the cell's idle, in the cell, with the count of that give-up.
+        at = got.index(notice)
+        assert got[at + 1]["msg_type"] == "status"
+        assert got[at + 1]["parent_header"]["msg_id"] == cell["header"]["msg_id"]
+        assert notice["parent_header"]["msg_id"] == cell["header"]["msg_id"]
+        assert notice["content"]["name"] == "stderr"
+        assert notice["content"]["text"].startswith(NOTICE_PREFIX)
+        assert f"at least {pub.stats.missed} " in notice["content"]["text"]
+        assert pub.stats.timeouts == pub.stats.notices == 1
+        comm_msgs = [m["content"]["data"]["i"] for m in got if m["msg_type"] == "comm_msg"]
+        assert comm_msgs == list(range(CAPACITY * 3))
+
+
+def test_a_give_up_during_the_cell_tells_it_when_its_idle_leaves() -> None:
+    with on_iopub_thread((b"", TOPIC)) as ([_stalled, sub], pub, thread):
+        shell = Shell(thread, pub)
+        cell, other = shell.request(), shell.request()
+        reader = Reader(sub, shell.session, cell["header"]["msg_id"])
+        shell.output(cell, CAPACITY * 3)
+        give_up_the_stalled_one(thread, pub, reader)
+        # The cell goes on after the give-up; an idle that is not the main shell's (control,
+        # a subshell) is not the cell's end, and gets nothing ahead of it.
+        shell.output(cell, 3)
+        shell.idle(other, main_shell=False)
+        shell.idle(cell)
+        got = reader.join()
+        [notice] = notices_in(got)
+        assert got[-2] is notice and notice["parent_header"] == cell["header"]
+        assert got[-1]["msg_type"] == "status" and got[-3]["msg_type"] == "status"
+        assert f"at least {pub.stats.missed} " in notice["content"]["text"]
+        assert pub.stats.timeouts == pub.stats.notices == 1
+
+
+def test_no_notice_when_it_is_switched_off() -> None:
+    with on_iopub_thread((b"", TOPIC)) as ([_stalled, sub], pub, thread):
+        shell = Shell(thread, pub)
+        shell.notice.enabled = False
+        cell = shell.request()
+        reader = Reader(sub, shell.session, cell["header"]["msg_id"])
+        shell.output(cell, CAPACITY * 3)
+        shell.idle(cell)
+        give_up_the_stalled_one(thread, pub, reader)
+        got = reader.join()
+        assert got[-1]["msg_type"] == "status" and notices_in(got) == []
+        assert pub.stats.missed >= 1 and pub.stats.notices == 0
+
+
+def test_a_give_up_between_cells_tells_the_next_request() -> None:
+    # The cell's idle left before the queue filled: the lost messages (a thread's output after
+    # the cell) have no idle behind them, so the next request to end on the main shell is told.
+    with on_iopub_thread((b"", TOPIC)) as ([_stalled, sub], pub, thread):
+        shell = Shell(thread, pub)
+        cell, later = shell.request(), shell.request()
+        reader = Reader(sub, shell.session, later["header"]["msg_id"])
+        shell.idle(cell)
+        on_thread(thread, lambda: None)
+        assert pub.stats.sent == 1 and pub.stats.backlog_messages == 0  # it left, to both
+        shell.output(cell, CAPACITY * 3)
+        give_up_the_stalled_one(thread, pub, reader)
+        shell.idle(later)
+        got = reader.join()
+        [notice] = notices_in(got)
+        assert got[-2] is notice and notice["parent_header"] == later["header"]
+        assert pub.stats.timeouts == pub.stats.notices == 1
