@@ -535,11 +535,51 @@ class RawSubscriber:
         return self.session.deserialize(frames, content=False)
 
     def drain(self, quiet: float = 2) -> int:
-        """Read what this subscriber holds, until nothing comes for ``quiet`` s; how many."""
+        """Read what this subscriber holds, until nothing comes for ``quiet`` s; how many.
+
+        A quiet period: for benchmarks. A test counts with :meth:`read_to_barrier`.
+        """
         held = 0
         while self.recv(timeout=quiet) is not None:
             held += 1
         return held
+
+    def read_to_barrier(
+        self, kc: BlockingKernelClient, timeout: float = 120, resend: float = 1.0
+    ) -> list[dict[str, Any]]:
+        """Every message before the ``idle`` of a barrier control ``kernel_info_request``.
+
+        Whatever the kernel handed to its socket before the barrier comes first (one socket,
+        in order), so this is all this subscriber holds or will get of it. A subscriber whose
+        queue is full (a stalled one, one given up) loses the barrier's own messages, so a new
+        barrier is sent whenever nothing came for ``resend`` s: that only paces the barriers,
+        the end is still a barrier's idle. The barriers' busy/idle are left out; their
+        control replies are left for :func:`get_reply` to skip. ``timeout`` is a hang guard.
+        """
+        barriers: set[str] = set()
+
+        def send_barrier() -> None:
+            barrier = kc.session.msg("kernel_info_request", {})
+            barriers.add(barrier["header"]["msg_id"])
+            kc.control_channel.send(barrier)
+
+        send_barrier()
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"no barrier's idle reached the subscriber in {timeout} s "
+                    f"({len(barriers)} barriers sent, {len(seen)} other messages read)"
+                )
+            msg = self.recv(timeout=min(resend, remaining))
+            if msg is None:
+                send_barrier()
+            elif msg["parent_header"].get("msg_id") not in barriers:
+                seen.append(msg)
+            elif msg["header"]["msg_type"] == "status" and b'"idle"' in bytes(msg["content"]):
+                return seen
 
     def read_until(
         self, done: Callable[[dict[str, Any]], bool], timeout: float
