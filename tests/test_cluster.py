@@ -89,6 +89,8 @@ except ImportError as exc:  # fail, never skip: CI installs it
         "tests/test_cluster.py needs gateway_provisioners: pip install -e '.[test]'"
     ) from exc
 
+# Hang guard per test (default 120 s): kernels started through a provisioner, an SSH hop
+# into a network namespace, and bursts read through them.
 pytestmark = pytest.mark.timeout(240)
 
 BUTTONS = 3000

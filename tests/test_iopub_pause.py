@@ -78,6 +78,8 @@ from .helpers import (
 )
 from .server_utils import JupyterServer, KernelWebsocket
 
+# Hang guard per test (default 120 s): a jupyter_server, a kernel, and a burst read through
+# a pause or a rate-limited link.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 #: How long the server-side pauses last: more than today's 2 s send timeout (which is what

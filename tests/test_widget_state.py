@@ -33,6 +33,7 @@ from .helpers import (
     shell_reply,
 )
 
+# Hang guard per test (default 120 s): kernel starts plus widget bursts and their fetches.
 pytestmark = pytest.mark.timeout(180)
 
 BUTTONS = """
