@@ -13,6 +13,7 @@ requests one at a time, so whatever an earlier control request published comes f
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -611,8 +612,33 @@ class RawSubscriber:
 
 
 def can_make_namespaces() -> bool:
-    """Root and iproute2: what :func:`veth_namespace` needs."""
-    return os.geteuid() == 0 and shutil.which("ip") is not None
+    """Can :func:`veth_namespace` work here (see :func:`namespaces_missing`)?"""
+    return namespaces_missing() is None
+
+
+@functools.cache
+def namespaces_missing(shaping: bool = False) -> str | None:
+    """Why :func:`veth_namespace` (and, with ``shaping``, :func:`limit_rate` on it) cannot
+    work on this machine, or None; for a test to skip with.
+
+    Root and iproute2 are not enough (a container may lack the capability, a kernel the tbf
+    qdisc), so a namespace and veth pair are made and removed once, for real.
+    """
+    if os.geteuid() != 0:
+        return "a network namespace needs root"
+    for tool in ("ip", "tc") if shaping else ("ip",):
+        if shutil.which(tool) is None:
+            return f"iproute2's {tool!r} is not installed (apt-get install iproute2)"
+    try:
+        with veth_namespace() as net:
+            if shaping:
+                limit_rate(net.host_if, 1_000_000)
+    except subprocess.CalledProcessError as exc:
+        detail = (exc.stderr or b"").decode(errors="replace").strip()
+        return f"cannot make a network namespace and veth pair here: {exc.cmd}: {detail}"
+    except OSError as exc:
+        return f"cannot make a network namespace and veth pair here: {exc}"
+    return None
 
 
 def _ip(*args: str) -> None:

@@ -8,7 +8,8 @@ output, or a cell stuck at ``[*]``. Here JupyterLab (from PyPI) is served on loc
 user would look at. A screenshot goes to ``artifacts/`` at the repository root.
 
 Needs ``chromium`` (apt) and the ``browser`` extra (jupyterlab, playwright): see
-``.ci/install-browser.sh``. Without them the test is skipped locally and fails in CI (CI=true).
+``.ci/install-browser.sh`` (which fails CI without them). Without them the test is skipped,
+saying why.
 Skip it on purpose with ``-m 'not browser'``.
 """
 
