@@ -479,8 +479,9 @@ def send(kc: BlockingKernelClient, msg_type: str, content: dict[str, Any], **kw:
 
 
 def drain_iopub(kc: BlockingKernelClient, quiet: float = 0.5) -> list[dict[str, Any]]:
-    """Every IOPub message until none arrives for ``quiet`` seconds (to empty the queue
-    before a test; use :func:`iopub_until_barrier` to show that something was *not* sent)."""
+    """Every IOPub message until none arrives for ``quiet`` seconds: a quiet period, for
+    benchmarks. A test empties the queue, or shows that something was *not* sent, with
+    :func:`iopub_until_barrier`."""
     messages = []
     while True:
         try:
