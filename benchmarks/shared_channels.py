@@ -37,7 +37,7 @@ import multiprocessing as mp
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, ClassVar
@@ -178,7 +178,7 @@ def send_request(
         "msg_type": msg_type,
         "session": "bench-driver",
         "username": "bench",
-        "date": datetime.now(timezone.utc).isoformat(),
+        "date": datetime.now(UTC).isoformat(),
         "version": "5.3",
     }
     parts = [json.dumps(p).encode() for p in (header, {}, {}, content)]
@@ -216,7 +216,7 @@ async def worker_main(conn: Any, port: int, token: str, kernel_id: str, n: int) 
             send_request(counters[0], "control", "iopub_stats_request", {}, msg_id)
             try:
                 conn.send(await asyncio.wait_for(counters[0].control_reply, 30))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 conn.send({})
             continue
         _, msg_id, code, timeout, send = command

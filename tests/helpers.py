@@ -13,6 +13,7 @@ requests one at a time, so whatever an earlier control request published comes f
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -478,8 +479,9 @@ def send(kc: BlockingKernelClient, msg_type: str, content: dict[str, Any], **kw:
 
 
 def drain_iopub(kc: BlockingKernelClient, quiet: float = 0.5) -> list[dict[str, Any]]:
-    """Every IOPub message until none arrives for ``quiet`` seconds (to empty the queue
-    before a test; use :func:`iopub_until_barrier` to show that something was *not* sent)."""
+    """Every IOPub message until none arrives for ``quiet`` seconds: a quiet period, for
+    benchmarks. A test empties the queue, or shows that something was *not* sent, with
+    :func:`iopub_until_barrier`."""
     messages = []
     while True:
         try:
@@ -535,11 +537,51 @@ class RawSubscriber:
         return self.session.deserialize(frames, content=False)
 
     def drain(self, quiet: float = 2) -> int:
-        """Read what this subscriber holds, until nothing comes for ``quiet`` s; how many."""
+        """Read what this subscriber holds, until nothing comes for ``quiet`` s; how many.
+
+        A quiet period: for benchmarks. A test counts with :meth:`read_to_barrier`.
+        """
         held = 0
         while self.recv(timeout=quiet) is not None:
             held += 1
         return held
+
+    def read_to_barrier(
+        self, kc: BlockingKernelClient, timeout: float = 120, resend: float = 1.0
+    ) -> list[dict[str, Any]]:
+        """Every message before the ``idle`` of a barrier control ``kernel_info_request``.
+
+        Whatever the kernel handed to its socket before the barrier comes first (one socket,
+        in order), so this is all this subscriber holds or will get of it. A subscriber whose
+        queue is full (a stalled one, one given up) loses the barrier's own messages, so a new
+        barrier is sent whenever nothing came for ``resend`` s: that only paces the barriers,
+        the end is still a barrier's idle. The barriers' busy/idle are left out; their
+        control replies are left for :func:`get_reply` to skip. ``timeout`` is a hang guard.
+        """
+        barriers: set[str] = set()
+
+        def send_barrier() -> None:
+            barrier = kc.session.msg("kernel_info_request", {})
+            barriers.add(barrier["header"]["msg_id"])
+            kc.control_channel.send(barrier)
+
+        send_barrier()
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"no barrier's idle reached the subscriber in {timeout} s "
+                    f"({len(barriers)} barriers sent, {len(seen)} other messages read)"
+                )
+            msg = self.recv(timeout=min(resend, remaining))
+            if msg is None:
+                send_barrier()
+            elif msg["parent_header"].get("msg_id") not in barriers:
+                seen.append(msg)
+            elif msg["header"]["msg_type"] == "status" and b'"idle"' in bytes(msg["content"]):
+                return seen
 
     def read_until(
         self, done: Callable[[dict[str, Any]], bool], timeout: float
@@ -571,8 +613,33 @@ class RawSubscriber:
 
 
 def can_make_namespaces() -> bool:
-    """Root and iproute2: what :func:`veth_namespace` needs."""
-    return os.geteuid() == 0 and shutil.which("ip") is not None
+    """Can :func:`veth_namespace` work here (see :func:`namespaces_missing`)?"""
+    return namespaces_missing() is None
+
+
+@functools.cache
+def namespaces_missing(shaping: bool = False) -> str | None:
+    """Why :func:`veth_namespace` (and, with ``shaping``, :func:`limit_rate` on it) cannot
+    work on this machine, or None; for a test to skip with.
+
+    Root and iproute2 are not enough (a container may lack the capability, a kernel the tbf
+    qdisc), so a namespace and veth pair are made and removed once, for real.
+    """
+    if os.geteuid() != 0:
+        return "a network namespace needs root"
+    for tool in ("ip", "tc") if shaping else ("ip",):
+        if shutil.which(tool) is None:
+            return f"iproute2's {tool!r} is not installed (apt-get install iproute2)"
+    try:
+        with veth_namespace() as net:
+            if shaping:
+                limit_rate(net.host_if, 1_000_000)
+    except subprocess.CalledProcessError as exc:
+        detail = (exc.stderr or b"").decode(errors="replace").strip()
+        return f"cannot make a network namespace and veth pair here: {exc.cmd}: {detail}"
+    except OSError as exc:
+        return f"cannot make a network namespace and veth pair here: {exc}"
+    return None
 
 
 def _ip(*args: str) -> None:

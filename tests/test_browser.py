@@ -8,7 +8,8 @@ output, or a cell stuck at ``[*]``. Here JupyterLab (from PyPI) is served on loc
 user would look at. A screenshot goes to ``artifacts/`` at the repository root.
 
 Needs ``chromium`` (apt) and the ``browser`` extra (jupyterlab, playwright): see
-``.ci/install-browser.sh``. Without them the test is skipped locally and fails in CI (CI=true).
+``.ci/install-browser.sh`` (which fails CI without them). Without them the test is skipped,
+saying why.
 Skip it on purpose with ``-m 'not browser'``.
 """
 
@@ -23,6 +24,8 @@ import pytest
 from .browser_utils import ARTIFACTS, chromium, quiet_lab_settings, require_browser, write_notebook
 from .server_utils import JupyterServer
 
+# Hang guard per test (default 120 s): a JupyterLab/Notebook/Voila server, Chromium, and the
+# Voila render of 1000 Buttons (300 s on its own under load).
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(600)]
 
 N_BUTTONS = 1000

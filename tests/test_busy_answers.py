@@ -39,6 +39,7 @@ from .helpers import (
     wait_iopub,
 )
 
+# Hang guard per test (default 120 s): kernel starts plus waits on busy cells (60 s each).
 pytestmark = pytest.mark.timeout(180)
 
 #: jupyter_server's default ``untracked_message_types`` (its activity tracker ignores a status

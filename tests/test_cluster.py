@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -63,12 +64,12 @@ from .helpers import (
     EXT_KERNEL_CLASS,
     RawSubscriber,
     busy_cell,
-    can_make_namespaces,
     control_request,
     execute_and_collect,
     fetch_update_states,
     install_ssh_spec,
     iopub_stats,
+    namespaces_missing,
     new_client,
     shell_reply,
     veth_namespace,
@@ -89,6 +90,8 @@ except ImportError as exc:  # fail, never skip: CI installs it
         "tests/test_cluster.py needs gateway_provisioners: pip install -e '.[test]'"
     ) from exc
 
+# Hang guard per test (default 120 s): kernels started through a provisioner, an SSH hop
+# into a network namespace, and bursts read through them.
 pytestmark = pytest.mark.timeout(240)
 
 BUTTONS = 3000
@@ -364,8 +367,10 @@ def _run(*args: str) -> None:
 
 @pytest.fixture(scope="module")
 def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHost]:
-    if not can_make_namespaces() or not Path(SSHD).exists():
-        pytest.skip(f"the SSH hop needs root, iproute2 and {SSHD} (apt-get install openssh-server)")
+    if reason := namespaces_missing():
+        pytest.skip(f"the SSH hop: {reason}")
+    if not Path(SSHD).exists() or shutil.which("ssh-keygen") is None:
+        pytest.skip(f"the SSH hop needs {SSHD} and ssh-keygen (apt-get install openssh-server)")
     tmp = tmp_path_factory.mktemp("ssh-host")
     # Everything left in the namespace at the end was started by this test (sshd, kernels,
     # listeners): veth_namespace kills it.

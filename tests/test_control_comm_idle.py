@@ -40,6 +40,7 @@ from .helpers import (
     wait_iopub,
 )
 
+# Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
 pytestmark = pytest.mark.timeout(180)
 
 # Buffers at the top level, in a list and in a dict inside a list; a counting serializer.

@@ -112,63 +112,73 @@ def test_default_settings_reach_the_socket(ext_kernel: Any) -> None:
 NODROP_HWM = 20
 NODROP_BURST = 1500
 NODROP_PAD = 16_000  # bytes per message: TCP buffers then hold few messages
+#: The cell's IOPub messages: busy, execute_input, the comm_opens, idle.
+NODROP_CELL_MESSAGES = NODROP_BURST + 3
+#: The subscriber's kernel receive buffer: 4 times a message, so TCP's window does not pace the
+#: reading (with 4 kB, a quarter of a message, the test once ran past 300 s on a loaded
+#: machine), yet a subscriber that does not read holds few of these messages.
+NODROP_RCVBUF = 64 * 1024
+
+
+def most_a_silent_subscriber_holds() -> int:
+    """How many NODROP_PAD messages a subscriber that never reads can hold, at most.
+
+    Its queue in the kernel, its own queue (RCVHWM 1), its receive buffer (Linux doubles
+    SO_RCVBUF) and the kernel's send buffer (at most ``tcp_wmem``'s maximum).
+    """
+    wmem = Path("/proc/sys/net/ipv4/tcp_wmem")
+    send_buffer = int(wmem.read_text().split()[2]) if wmem.exists() else 4 * 1024 * 1024
+    return NODROP_HWM + 1 + (2 * NODROP_RCVBUF + send_buffer) // NODROP_PAD + 1
 
 
 def read_only_when_waited_for(
-    kc: BlockingKernelClient, sub: RawSubscriber, code: str, batch: int
+    kc: BlockingKernelClient, sub: RawSubscriber, code: str, batch: int, timeout: float = 45
 ) -> tuple[dict[str, int], bool, dict[str, Any]]:
-    """Run ``code``; ``sub`` reads only while the kernel waits for it, then after the reply.
+    """Run ``code``; ``sub`` reads only while the kernel holds messages back for it, and once
+    the kernel has taken the whole cell.
 
-    The subscriber reads one batch each time ``iopub_stats`` shows a new wait (or shows
-    ``sent`` frozen for a while, so a missed wait cannot deadlock the test), and nothing
-    otherwise. With NODROP off the kernel never waits, so this subscriber reads nothing
-    until the cell has ended: whatever did not fit in its queue is lost, whatever the
-    machine's speed. Returns (counts for the request, idle seen, last stats).
+    The kernel holds messages back (``backlog_messages``) only when a send found ``sub``'s
+    queue full, and with NODROP: then ``sub`` reads at most ``batch`` of those, which are on
+    their way to it, and nothing otherwise. With NODROP off there is never a backlog, so
+    ``sub`` reads nothing until the kernel's ``sent`` counter shows the whole cell (its idle
+    included) handed to the socket: whatever did not fit in its queue and buffers is lost,
+    whatever the machine's speed. Then ``sub`` reads up to a barrier sent after the cell.
+    ``timeout`` is a hang guard. Returns (counts for the request, idle seen, last stats).
     """
     before = iopub_stats(kc)
     msg_id = kc.execute(code)
     received: list[dict[str, Any]] = []
-    waits, sent, frozen_since = before["waits"], before["sent"], time.monotonic()
-    replied = False
-    while not replied:
-        try:
-            reply = kc.get_shell_msg(timeout=0.05)
-            replied = reply["parent_header"].get("msg_id") == msg_id
-        except queue.Empty:
-            pass
+    deadline = time.monotonic() + timeout
+    while True:
         stats = iopub_stats(kc)
-        now = time.monotonic()
-        if stats["sent"] != sent:
-            sent, frozen_since = stats["sent"], now
-        if stats["waits"] > waits or now - frozen_since > 0.5:
-            waits, frozen_since = stats["waits"], now
-            for _ in range(batch):
-                msg = sub.recv(timeout=1)
-                if msg is None:
-                    break
-                received.append(msg)
-    idle = False
-    while not idle:
-        msg = sub.recv(timeout=3)
-        if msg is None:
+        # Only the cell publishes meanwhile (an iopub_stats_request publishes no status).
+        if stats["sent"] - before["sent"] >= NODROP_CELL_MESSAGES:
             break
-        received.append(msg)
-        idle = is_idle_for(msg, msg_id)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the kernel did not take the whole cell in {timeout} s: {stats}")
+        for _ in range(min(stats["backlog_messages"], batch)):
+            msg = sub.recv(timeout=30)
+            if msg is None:
+                raise AssertionError(f"held messages did not come in 30 s; {stats}")
+            received.append(msg)
+        if not stats["backlog_messages"]:
+            time.sleep(0.01)  # paces the polls
+    received += sub.read_to_barrier(kc, timeout=timeout)
+    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+    idle = any(is_idle_for(m, msg_id) for m in received)
     return count_for(received, msg_id), idle, iopub_stats(kc)
 
 
-# A hang guard. The cell's reply no longer waits for IOPub, so most of the burst is read
-# after it through the subscriber's one-message queue and 4 kB buffer: 120 s once ran out
-# with a busy loop on each core.
-@pytest.mark.timeout(300)
 @pytest.mark.parametrize("nodrop", [True, False], ids=["nodrop", "no-nodrop"])
 def test_nodrop_makes_a_slow_subscriber_lose_nothing(nodrop: bool) -> None:
+    # The burst is over twice what a subscriber that does not read can hold.
+    assert 2 * most_a_silent_subscriber_holds() < NODROP_BURST
     args = [f"--iopub-sndhwm={NODROP_HWM}", "--iopub-send-timeout=60000"]
     if not nodrop:
         args.append("--no-iopub-nodrop")
     with (
         running_kernel(EXT_KERNEL, args, client=shell_and_control_client) as (km, kc),
-        RawSubscriber(km) as sub,
+        RawSubscriber(km, rcvbuf=NODROP_RCVBUF) as sub,
     ):
         counts, idle, stats = read_only_when_waited_for(
             kc, sub, comm_loop_code(NODROP_BURST, pad=NODROP_PAD), batch=2 * NODROP_HWM
@@ -239,7 +249,7 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
             stats_after_reply = iopub_stats(kc)
             stderr_after_stall = stderr_path.read_text()
             # The stalled subscriber wakes up: it reads what it holds, then a new cell.
-            drained = stalled_sub.drain()
+            drained = len(stalled_sub.read_to_barrier(kc))
             msg_id = kc.execute("print('after the stall')")
             seen = stalled_sub.read_until(lambda m: is_idle_for(m, msg_id), timeout=30)
             kc.get_shell_msg(timeout=30)
@@ -418,7 +428,7 @@ def test_sndhwm_is_the_queue_each_subscriber_gets() -> None:
             lambda s: s["timeouts"] >= 1 and s["backlog_messages"] == 0,
             "the never-reading subscriber given up",
         )
-        held = sub.drain()
+        held = len(sub.read_to_barrier(kc))
     assert sndhwm - 1 <= held <= 1.5 * sndhwm, (held, stats)
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -64,12 +63,12 @@ from .helpers import (
     EXT_KERNEL,
     RawSubscriber,
     VethNamespace,
-    can_make_namespaces,
     install_ssh_spec,
     iopub_stats,
     is_idle_for,
     is_status,
     limit_rate,
+    namespaces_missing,
     running_kernel,
     shell_and_control_client,
     shell_reply,
@@ -78,6 +77,8 @@ from .helpers import (
 )
 from .server_utils import JupyterServer, KernelWebsocket
 
+# Hang guard per test (default 120 s): a jupyter_server, a kernel, and a burst read through
+# a pause or a rate-limited link.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 #: How long the server-side pauses last: more than today's 2 s send timeout (which is what
@@ -225,8 +226,8 @@ BURST_READER = Path(__file__).resolve().parent / "burst_reader.py"
 @pytest.fixture
 def slow_link() -> Iterator[VethNamespace]:
     """A namespace whose only way in is a veth pair shaped by tbf to LINK_RATE_BIT."""
-    if not can_make_namespaces() or shutil.which("tc") is None:
-        pytest.skip("the rate-limited link needs root and iproute2 (ip, tc)")
+    if reason := namespaces_missing(shaping=True):
+        pytest.skip(f"the rate-limited link: {reason}")
     with veth_namespace() as net:
         # Shape this side's end: what the kernel (here) sends to the reader (inside).
         limit_rate(net.host_if, LINK_RATE_BIT)

@@ -23,6 +23,7 @@ from .helpers import (
     running_kernel,
 )
 
+# Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
 pytestmark = pytest.mark.timeout(180)
 
 

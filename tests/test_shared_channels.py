@@ -21,7 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ V1 = "v1.kernel.websocket.jupyter.org"
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
 GRACE = 0.5
 
+# Hang guard per test (default 120 s): a jupyter_server, kernels and several clients.
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -58,7 +59,7 @@ def new_header(msg_type: str, session: str) -> dict[str, Any]:
         "msg_type": msg_type,
         "session": session,
         "username": "test",
-        "date": datetime.now(timezone.utc).isoformat(),
+        "date": datetime.now(UTC).isoformat(),
         "version": "5.3",
     }
 
@@ -198,7 +199,7 @@ class WSClient:
         if self._reader is not None:
             try:
                 await asyncio.wait_for(self._reader, 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._reader.cancel()
 
 

@@ -169,7 +169,7 @@ def _run_upstream(upstream: Path, env: dict[str, str], scratch: Path) -> Outcome
     for node in DESELECTED:
         cmd += ["--deselect", node]
     done = subprocess.run(
-        cmd, cwd=upstream, env=env, capture_output=True, text=True, timeout=3000
+        cmd, cwd=upstream, env=env, capture_output=True, text=True, timeout=840
     )
     log = done.stdout + done.stderr
     # 0: all passed, 1: some failed; anything else (usage, collection, internal error)
@@ -205,6 +205,9 @@ def upstream_run(
     yield mode, _run_upstream(upstream_dir, env, tmp_path)
 
 
+# ipykernel's own suite in a subprocess, about 3 min per mode (its sdist's download on the
+# first): a hang guard well above that; the default is 120 s.
+@pytest.mark.timeout(900)
 def test_upstream_suite_against_the_drop_in(upstream_run: tuple[str, Outcome]) -> None:
     mode, outcome = upstream_run
     ran = len(outcome.passed) + len(outcome.failed)

@@ -23,7 +23,6 @@ from .helpers import (
     EXT_KERNEL,
     busy_cell,
     control_request,
-    drain_iopub,
     evaluate,
     fetch_ipywidgets_update_states,
     iopub_until_barrier,
@@ -33,6 +32,7 @@ from .helpers import (
     shell_reply,
 )
 
+# Hang guard per test (default 120 s): kernel starts plus widget bursts and their fetches.
 pytestmark = pytest.mark.timeout(180)
 
 BUTTONS = """
@@ -122,7 +122,7 @@ def assert_same_states(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 def ext() -> Any:
     with running_kernel(EXT_KERNEL) as (km, kc):
         run(kc, BUTTONS)
-        drain_iopub(kc)
+        iopub_until_barrier(kc)
         yield km, kc
 
 
@@ -154,7 +154,7 @@ def test_buffers_at_their_paths_and_put_back(ext: Any) -> None:
     kc = ext[1]
     run(kc, ODD_WIDGETS)
     ids = evaluate(kc, "ids")
-    drain_iopub(kc)
+    iopub_until_barrier(kc)
     theirs, their_paths, their_buffers = update_states(kc)
     reply = request(kc)
     content = reply["content"]
@@ -219,7 +219,7 @@ def test_every_ipywidgets_class_same_as_update_states(ext: Any) -> None:
     kc = ext[1]
     run(kc, EVERY_CLASS)
     assert evaluate(kc, "len(made)") > 60
-    drain_iopub(kc)
+    iopub_until_barrier(kc)
     theirs, their_paths, their_buffers = update_states(kc)
     reply = request(kc)
     assert_same_states(reply["content"]["states"], theirs)
@@ -437,6 +437,6 @@ def test_50_requests_while_widgets_come_and_go(tmp_path: Path) -> None:
                 pass
             stop.set()
             drainer.join()
-        drain_iopub(kc)
+        iopub_until_barrier(kc)
         # the loop really ran while the requests were answered
         assert evaluate(kc, "rounds") > 0
