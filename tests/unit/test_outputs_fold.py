@@ -329,6 +329,16 @@ def test_a_cell_ends_at_its_idle_and_takes_the_reply_count(kernel) -> None:
     assert kernel.cells_of_session("tab-9") == [ran]
 
 
+def test_an_aborted_request_ends_at_its_reply(kernel) -> None:
+    cell = request(kernel, "cell-3")
+    changed = kernel.on_shell(
+        {"header": {"msg_type": "execute_reply"}, "parent_header": {"msg_id": cell},
+         "content": {"status": "aborted", "execution_count": None}})
+    assert changed == {cell}
+    ran = kernel.cells[cell]
+    assert (ran.state, ran.ended_by, ran.execution_count) == ("idle", "aborted", None)
+
+
 def test_restart_ends_running_cells_idle_with_what_they_had(kernel) -> None:
     done = request(kernel, "cell-1")
     iopub(kernel, done, "status", execution_state="idle")
