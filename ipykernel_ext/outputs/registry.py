@@ -137,13 +137,15 @@ class KernelOutputs:
                 cell.outputs.apply(msg_type, content)
                 return {cell.msg_id}
             return set()
-        if msg_type not in OUTPUT_TYPES or self.capture.captures(parent):
+        if msg_type not in OUTPUT_TYPES:
             return set()
         changed: set[str] = set()
         display_id = (content.get("transient") or {}).get("display_id")
         if display_id and msg_type in ("display_data", "update_display_data"):
+            # JupyterLab's kernel connection does this before any message hook (an Output
+            # widget's capture is one): displays are updated whoever captures the message.
             changed |= self._replace_display(display_id, output_from_content(msg_type, content))
-        if msg_type == "update_display_data" or cell is None:
+        if msg_type == "update_display_data" or cell is None or self.capture.captures(parent):
             return changed
         if cell.outputs.apply(msg_type, content):
             changed.add(cell.msg_id)

@@ -284,6 +284,15 @@ def test_outputs_captured_by_an_output_widget_are_not_the_cells(kernel) -> None:
     assert outputs_of(kernel, cell) == [S("before\nafter\n")]
 
 
+def test_a_captured_update_still_updates_the_display_it_names(kernel) -> None:
+    cell = request(kernel)
+    display(kernel, cell, "v0", display_id="p")
+    widget_open(kernel, "out-1", msg_id=cell)
+    assert display(kernel, cell, "v1", display_id="p", msg_type="update_display_data") == {cell}
+    display(kernel, cell, "v2", display_id="p")  # updates v1, and is the widget's itself
+    assert outputs_of(kernel, cell) == [D("v2")]
+
+
 def test_a_frontend_can_point_an_output_widget_at_a_request(kernel) -> None:
     cell = request(kernel)
     widget_open(kernel, "out-1")
