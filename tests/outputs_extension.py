@@ -8,10 +8,11 @@ writes it with :class:`CollabWriter`, recording every change the document's cell
 events a receiving tab would get). Never part of the package.
 
 * ``POST /outputs-test/collab`` ``{path, cell_id, messages, create}`` ->
-  ``{outputs, execution_count, writes, events}``
+  ``{outputs, execution_count, writes, events}``; with ``probe``: one write with
+  ``create=False`` -> ``{available, wrote}``
 * ``GET /outputs-test/doc?path=`` -> the live document's cells, with ``execution_state``
 * ``POST /outputs-test/contents`` ``{path, cells: {cell_id: [outputs, execution_count]}}`` ->
-  ``{written}``
+  ``{written, manager}`` (the ContentsManager's class name)
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class CollabHandler(APIHandler):
         body = json.loads(self.request.body)
         path, cell_id = body["path"], body["cell_id"]
         writer = CollabWriter(self.settings)
+        if body.get("probe"):  # a write of nothing, creating no room: does it reach a cell?
+            wrote = await writer.write(path, cell_id, [], None, "idle", create=False)
+            self.finish(json.dumps({"available": writer.available, "wrote": wrote}))
+            return
         doc = await writer.document(path, create=body.get("create", True))
         if doc is None:
             raise web.HTTPError(404, f"no room for {path}")
@@ -92,7 +97,9 @@ class ContentsHandler(APIHandler):
         body = json.loads(self.request.body)
         writer = ContentsWriter(self.settings["contents_manager"])
         cells = {k: (v[0], v[1]) for k, v in body["cells"].items()}
-        self.finish(json.dumps({"written": await writer.write(body["path"], cells)}))
+        written = await writer.write(body["path"], cells)
+        manager = type(self.settings["contents_manager"]).__name__
+        self.finish(json.dumps({"written": written, "manager": manager}))
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -21,10 +21,6 @@ from tests.server_utils import JupyterServer
 pytestmark = pytest.mark.server
 
 nbformat = pytest.importorskip("nbformat")
-pytest.importorskip(
-    "jupyter_server_ydoc", reason="jupyter-collaboration is not installed (pip install "
-    "'ipykernel-ext[collab]')"
-)
 
 HERE = Path(__file__).resolve().parent
 
@@ -61,15 +57,38 @@ def D(plain: str) -> dict[str, Any]:
     return {"output_type": "display_data", "data": {"text/plain": plain}, "metadata": {}}
 
 
+def extension_args(collaboration: bool) -> list[str]:
+    return [
+        '--ServerApp.jpserver_extensions={"outputs_extension": True, '
+        f'"jupyter_server_ydoc": {collaboration}}}',
+    ]
+
+
 @pytest.fixture(scope="module")
 def server() -> Any:
+    """A server with jupyter-collaboration on (and the default, async, contents manager)."""
+    pytest.importorskip(
+        "jupyter_server_ydoc", reason="jupyter-collaboration is not installed (pip install "
+        "'ipykernel-ext[collab]')"
+    )
     with JupyterServer(
         encryption=False,  # no kernel runs here: the messages are the test's
         env={"PYTHONPATH": str(HERE)},
+        extra_args=[*extension_args(True), "--YDocExtension.document_save_delay=0.5"],
+    ) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def sync_server() -> Any:
+    """A server without collaboration, on the synchronous ContentsManager."""
+    with JupyterServer(
+        encryption=False,
+        env={"PYTHONPATH": str(HERE)},
         extra_args=[
-            '--ServerApp.jpserver_extensions={"outputs_extension": True, '
-            '"jupyter_server_ydoc": True}',
-            "--YDocExtension.document_save_delay=0.5",
+            *extension_args(False),
+            "--ServerApp.contents_manager_class="
+            "jupyter_server.services.contents.largefilemanager.LargeFileManager",
         ],
     ) as srv:
         yield srv
@@ -194,9 +213,11 @@ def test_collab_writer_bounds_the_cell_with_a_note(server: JupyterServer) -> Non
     assert len(outputs[0]["text"]) < 2000
 
 
+@pytest.mark.parametrize("manager", ["async", "sync"])
 def test_contents_writer_saves_outputs_through_the_contents_manager(
-    server: JupyterServer,
+    manager: str, request: pytest.FixtureRequest
 ) -> None:
+    server = request.getfixturevalue("sync_server" if manager == "sync" else "server")
     path = server.root_dir / "closed.ipynb"
     nbformat.write(notebook("c1", "c2"), path)
     outputs = [S("line 0\nline 1\n"), D("done"),
@@ -205,9 +226,29 @@ def test_contents_writer_saves_outputs_through_the_contents_manager(
     written = server.api("POST", "outputs-test/contents",
                          {"path": "closed.ipynb",
                           "cells": {"c2": [outputs, 5], "gone": [[S("x")], 1]}})
-    assert written == {"written": ["c2"]}
+    assert written["written"] == ["c2"]
+    assert written["manager"].startswith("Async") == (manager == "async"), written
     saved = nbformat.read(path, as_version=4)
     nbformat.validate(saved)
     c2 = cell_of(saved, "c2")
     assert (c2["outputs"], c2["execution_count"]) == (outputs, 5)
     assert cell_of(saved, "c1")["outputs"] == []
+
+
+def test_collab_writer_writes_nothing_without_a_room_or_a_cell(server: JupyterServer) -> None:
+    nbformat.write(notebook("c1"), server.root_dir / "unopened.ipynb")
+    probe = {"path": "unopened.ipynb", "cell_id": "c1", "probe": True}
+    assert server.api("POST", "outputs-test/collab", probe) == {"available": True,
+                                                                "wrote": False}
+    server.api("POST", "outputs-test/collab",  # opens the room
+               {"path": "unopened.ipynb", "cell_id": "c1", "messages": []})
+    assert server.api("POST", "outputs-test/collab", probe)["wrote"] is True
+    assert server.api("POST", "outputs-test/collab", {**probe, "cell_id": "nope"}) == {
+        "available": True, "wrote": False}
+
+
+def test_collab_writer_is_off_without_collaboration(sync_server: JupyterServer) -> None:
+    nbformat.write(notebook("c1"), sync_server.root_dir / "plain.ipynb")
+    assert sync_server.api(
+        "POST", "outputs-test/collab", {"path": "plain.ipynb", "cell_id": "c1", "probe": True}
+    ) == {"available": False, "wrote": False}

@@ -11,13 +11,15 @@ docs/ARCHITECTURE.md, "Outputs"). The parts, each its own module:
 * :mod:`.collab`: writes a cell's outputs into the live collaborative document
   (jupyter-collaboration), incrementally, as receiving tabs need them;
 * :mod:`.contents`: writes ended cells' outputs into the ``.ipynb`` through the
-  ContentsManager, for when no tab and no collaboration room is there.
+  ContentsManager, for when no tab and no collaboration room is there;
+* :mod:`.coalesce`: one write in flight per cell, the writes asked for meanwhile run as one.
 
 Nothing here imports jupyter_server, pycrdt or jupyter_ydoc at import time; the writers import
 what they need when they write.
 """
 
 from .capture import OutputCapture
+from .coalesce import Coalescer
 from .fold import CUT_NOTE_KEY, CellOutputs
 from .registry import KernelOutputs, RunningCell
 from .text import StreamText
@@ -25,6 +27,7 @@ from .text import StreamText
 __all__ = [
     "CUT_NOTE_KEY",
     "CellOutputs",
+    "Coalescer",
     "KernelOutputs",
     "OutputCapture",
     "RunningCell",

@@ -18,11 +18,12 @@ the fold of one cell cannot know:
 * the kernel's byte bound: all cells held together stay under ``max_kernel_bytes``; an ended
   cell is let go (oldest first) before a running one is cut.
 
-A cell *ends* with its request's ``status: idle`` (every output comes before it on IOPub), or
-idle with what it had when the kernel restarts or dies. Ended cells are kept (a later cell may
-update their displays) until :meth:`~KernelOutputs.forget`, a rerun of the same cell id, a
-restart, or the byte bound lets them go. Nothing here writes anywhere: callers get the set of
-request ids whose outputs changed and write them (:mod:`.collab`, :mod:`.contents`).
+A cell *ends* with its request's ``status: idle`` (every output comes before it on IOPub), with
+an ``aborted`` reply (nothing ran), or idle with what it had when the kernel restarts or dies.
+Ended cells are kept (a later cell may update their displays) until
+:meth:`~KernelOutputs.forget`, a rerun of the same cell id, a restart, or the byte bound lets
+them go. Nothing here writes anywhere: callers get the set of request ids whose outputs
+changed and write them (:mod:`.collab`, :mod:`.contents`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class RunningCell:
     started: float = field(default_factory=time.monotonic)
     #: "running" until the request's idle, then "idle" (the cell's execution_state)
     state: str = "running"
-    #: why it ended: "idle", "restart" or "dead"; None while running
+    #: why it ended: "idle", "aborted", "restart" or "dead"; None while running
     ended_by: str | None = None
     reply_status: str | None = None
 
@@ -136,13 +137,15 @@ class KernelOutputs:
                 cell.outputs.apply(msg_type, content)
                 return {cell.msg_id}
             return set()
-        if msg_type not in OUTPUT_TYPES or self.capture.captures(parent):
+        if msg_type not in OUTPUT_TYPES:
             return set()
         changed: set[str] = set()
         display_id = (content.get("transient") or {}).get("display_id")
         if display_id and msg_type in ("display_data", "update_display_data"):
+            # JupyterLab's kernel connection does this before any message hook (an Output
+            # widget's capture is one): displays are updated whoever captures the message.
             changed |= self._replace_display(display_id, output_from_content(msg_type, content))
-        if msg_type == "update_display_data" or cell is None:
+        if msg_type == "update_display_data" or cell is None or self.capture.captures(parent):
             return changed
         if cell.outputs.apply(msg_type, content):
             changed.add(cell.msg_id)
@@ -166,11 +169,17 @@ class KernelOutputs:
         if cell is None:
             return set()
         cell.reply_status = content.get("status")
+        changed = set()
+        if cell.running and cell.reply_status == "aborted":
+            # A request aborted after an error (Run All with stop_on_error) ran nothing: no
+            # output follows, and its idle may never come (kernels differ): it ends here.
+            self._end(cell, "aborted")
+            changed.add(cell.msg_id)
         count = content.get("execution_count")
         if cell.outputs.execution_count is None and isinstance(count, int):
             cell.outputs.execution_count = count
-            return {cell.msg_id}
-        return set()
+            changed.add(cell.msg_id)
+        return changed
 
     def end_all(self, reason: str) -> list[RunningCell]:
         """The kernel restarted (``"restart"``) or died (``"dead"``): running cells end idle

@@ -284,6 +284,15 @@ def test_outputs_captured_by_an_output_widget_are_not_the_cells(kernel) -> None:
     assert outputs_of(kernel, cell) == [S("before\nafter\n")]
 
 
+def test_a_captured_update_still_updates_the_display_it_names(kernel) -> None:
+    cell = request(kernel)
+    display(kernel, cell, "v0", display_id="p")
+    widget_open(kernel, "out-1", msg_id=cell)
+    assert display(kernel, cell, "v1", display_id="p", msg_type="update_display_data") == {cell}
+    display(kernel, cell, "v2", display_id="p")  # updates v1, and is the widget's itself
+    assert outputs_of(kernel, cell) == [D("v2")]
+
+
 def test_a_frontend_can_point_an_output_widget_at_a_request(kernel) -> None:
     cell = request(kernel)
     widget_open(kernel, "out-1")
@@ -327,6 +336,16 @@ def test_a_cell_ends_at_its_idle_and_takes_the_reply_count(kernel) -> None:
                      "content": {"status": "ok", "execution_count": 4}})
     assert (ran.execution_count, ran.reply_status) == (4, "ok")
     assert kernel.cells_of_session("tab-9") == [ran]
+
+
+def test_an_aborted_request_ends_at_its_reply(kernel) -> None:
+    cell = request(kernel, "cell-3")
+    changed = kernel.on_shell(
+        {"header": {"msg_type": "execute_reply"}, "parent_header": {"msg_id": cell},
+         "content": {"status": "aborted", "execution_count": None}})
+    assert changed == {cell}
+    ran = kernel.cells[cell]
+    assert (ran.state, ran.ended_by, ran.execution_count) == ("idle", "aborted", None)
 
 
 def test_restart_ends_running_cells_idle_with_what_they_had(kernel) -> None:
