@@ -35,7 +35,7 @@ from typing import Any
 from jupyter_client.session import DELIM
 from jupyter_core.utils import ensure_async
 
-from ..outputs import KernelOutputs, RunningCell
+from ..outputs import Coalescer, KernelOutputs, RunningCell
 from ..outputs.collab import CollabWriter
 from ..outputs.contents import ContentsWriter
 from ..protocol import COMM_MSG_TYPES, CONTENT, HEADER, METADATA
@@ -88,8 +88,7 @@ class OutputsOwner:
         self._unattended_timer: asyncio.TimerHandle | None = None
         #: no websocket of the kernel has been open for ``grace`` seconds
         self.unattended = False
-        self._dirty: set[str] = set()
-        self._writing: dict[str, asyncio.Future[None]] = {}
+        self._writes = Coalescer()  # one write in flight per cell (msg_id)
         self._pending_files: set[str] = set()  # ended owned cells waiting for the file
         self._tasks: set[asyncio.Future[Any]] = set()
 
@@ -173,9 +172,14 @@ class OutputsOwner:
             self._unattended_timer = None
         self.unattended = False
         # Without a live document the server wrote nothing yet: the returning tab gets the
-        # replay and writes its cells itself.
+        # replay and writes its cells itself. (A first write under way may be into the live
+        # document: that cell stays the server's.)
         for cell in self.cells.cells_of_session(session):
-            if cell.msg_id in self.owned and cell.msg_id not in self.hidden:
+            if (
+                cell.msg_id in self.owned
+                and cell.msg_id not in self.hidden
+                and not self._writes.busy(cell.msg_id)
+            ):
                 self.owned.discard(cell.msg_id)
                 self._pending_files.discard(cell.msg_id)
             if cell.msg_id not in self.owned and not cell.running:
@@ -240,17 +244,8 @@ class OutputsOwner:
     # --- writing -------------------------------------------------------------------------
 
     def _write_soon(self, cell: RunningCell) -> None:
-        self._dirty.add(cell.msg_id)
-        if cell.msg_id not in self._writing:
-            self._writing[cell.msg_id] = self._spawn(self._write_loop(cell))
-
-    async def _write_loop(self, cell: RunningCell) -> None:
-        try:
-            while cell.msg_id in self._dirty:
-                self._dirty.discard(cell.msg_id)
-                await self._write(cell)
-        finally:
-            self._writing.pop(cell.msg_id, None)
+        """Write ``cell`` now, or once the write under way is done (it reads the fold then)."""
+        self._writes.request(cell.msg_id, lambda: self._write(cell))
 
     async def _write(self, cell: RunningCell) -> None:
         if cell.msg_id not in self.owned or cell.msg_id not in self.cells.cells:
@@ -332,6 +327,8 @@ class OutputsOwner:
 
     async def drain(self) -> None:
         """Wait for the writes under way (and those they start)."""
+        for msg_id in list(self.owned):
+            await self._writes.wait(msg_id)
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
