@@ -568,6 +568,12 @@ CONTRACT: list[Row] = [
         "buffers through stream.on_recv(callback), which ChannelStream implements"),
     Row(f"{MKM}.stop_buffering", [Source((r"\.socket\.closed", r"\.on_recv\(None\)"))],
         (STREAMS_PY,), "reads stream.socket.closed, which _SocketState implements"),
+    Row("jupyter_server.services.kernels.kernelmanager:emit_kernel_action_event",
+        [Source((r"kernel_actions/v1", r'method\.__name__\.replace\("_kernel", ""\)',
+                 r'"status": "success"'))],
+        (SERVER_KERNELS_PY,),
+        "restart/shutdown through the API end the running cells the server owns: the event's "
+        "action is the method name without _kernel"),
     Row(f"{MKM}.notify_connect", [Function(("self", "kernel_id"))], (SERVER_PY,),
         "called as the stock connect() does"),
     Row(f"{MKM}.allow_tracebacks", [Trait("Bool")], (SERVER_PY,),

@@ -10,6 +10,8 @@ A package per side, and leaves at the top:
 * ``shared_channels/`` (the relay for servers) and ``client/`` (helpers for frontends and
   scripts) never import the kernel side nor ``server/``; ``shared_channels/`` never imports
   jupyter_server (``server/`` puts jupyter_server's websockets on it) nor ``client/``.
+* ``outputs/`` (the server's model of running cells' outputs, and its writers) imports no
+  other side, and the packages of a server (jupyter_server, pycrdt) only where it writes.
 * ``endpoints`` (the connection rule), ``protocol`` (message names and frames) and the
   package ``__init__`` are shared leaves: they import nothing of ours; any side may use them.
 
@@ -26,7 +28,7 @@ import pytest
 PACKAGE = "ipykernel_ext"
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
 
-SIDES = {"kernel", "shared_channels", "client", "server"}
+SIDES = {"kernel", "shared_channels", "client", "server", "outputs"}
 TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install", "demo"}
 SHARED_LEAVES = {"__init__", "endpoints", "protocol"}
 
@@ -150,9 +152,8 @@ def test_every_module_is_in_a_group() -> None:
 
 @pytest.mark.parametrize("module", sorted(m for m in modules() if side_of(m) == "kernel"))
 def test_the_kernel_side_imports_no_other_side(module: str) -> None:
-    others = {
-        m for m in imports_of(module) if side_of(m) in {"client", "shared_channels", "server"}
-    }
+    other_sides = {"client", "shared_channels", "server", "outputs"}
+    others = {m for m in imports_of(module) if side_of(m) in other_sides}
     others |= imports_of(module) & {"demo", "install"}
     assert not others, f"{module} (kernel side) imports {sorted(others)}"
 
@@ -173,6 +174,22 @@ def test_relay_and_clients_never_import_the_kernel_side(module: str) -> None:
 def test_the_relay_needs_no_jupyter_server_and_no_client_helpers(module: str) -> None:
     assert "jupyter_server" not in imports_outside(module)
     assert not {m for m in imports_of(module) if side_of(m) == "client"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in modules() if side_of(m) == "outputs"))
+def test_the_outputs_side_is_server_side_and_a_leaf(module: str) -> None:
+    """Outputs (the server's model of running cells) import none of our other sides, and
+    jupyter_server / pycrdt only inside functions (the writers), never at import time."""
+    others = {m for m in imports_of(module) if side_of(m) != "outputs"}
+    assert not others - SHARED_LEAVES, f"{module} imports {sorted(others)}"
+    tree = ast.parse((PACKAGE_DIR / (module.replace(".", "/") + ".py")).read_text())
+    top = {
+        (n.module or "").split(".")[0] if isinstance(n, ast.ImportFrom) else a.name.split(".")[0]
+        for n in tree.body
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in n.names
+    }
+    assert not top & {"jupyter_server", "pycrdt", "jupyter_ydoc", "nbformat"}, top
 
 
 def test_only_the_package_face_imports_the_channel_set() -> None:

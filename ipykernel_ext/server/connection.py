@@ -8,7 +8,9 @@ objects where the stock class keeps its ZMQ streams (``channels``: ``Session.sen
 offline buffer use them), encodes each kernel message for websockets once per message
 (``KernelMessage.cache``), writes through this websocket's
 :class:`~ipykernel_ext.shared_channels.Outbox`, and closes the websocket when it falls too
-far behind or the channels are lost.
+far behind or the channels are lost. With ``keep_outputs`` it tells the kernel's
+:class:`~.outputs.OutputsOwner` (:mod:`.outputs`) when this websocket opens and closes, makes
+it the channels' watcher, and leaves out what the owner hides from this websocket's session.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from traitlets import Bool, Float, Int
 
+from ..outputs.registry import DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_KERNEL_BYTES
 from ..shared_channels import (
     CHANNELS,
     DEFAULT_BUDGET,
@@ -33,7 +36,8 @@ from ..shared_channels import (
     SharedChannels,
     SharedClient,
 )
-from .kernels import KernelChannels, server_context, status_rule
+from .kernels import KernelChannels, OutputsOwners, server_context, status_rule
+from .outputs import OutputsOwner
 
 V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
 
@@ -96,14 +100,47 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         activity monitor reads one message per turn, and overflows).""",
     )
 
+    keep_outputs = Bool(
+        True,
+        config=True,
+        help="""Keep the outputs of a notebook cell whose tab went away mid-cell (closed,
+        reloaded, network lost) and write them: into the live collaborative document when
+        jupyter-collaboration is on, else into the .ipynb once the cell ended and no tab of
+        the kernel is connected. Cells run as before; the server only watches.""",
+    )
+
+    keep_outputs_grace = Float(
+        2.0,
+        min=0,
+        config=True,
+        help="""Seconds a session whose websocket closed has to come back (a network blip)
+        before the server takes over the outputs of its running cells; also how long no tab
+        of a kernel must be connected before the server writes the .ipynb.""",
+    )
+
+    keep_outputs_cell_bytes = Int(
+        DEFAULT_MAX_CELL_BYTES, min=1, config=True,
+        help="Bytes of outputs the server keeps per cell (a note marks where it cut).",
+    )
+
+    keep_outputs_kernel_bytes = Int(
+        DEFAULT_MAX_KERNEL_BYTES, min=1, config=True,
+        help="Bytes of outputs the server keeps per kernel, all its cells together.",
+    )
+
     #: kernel id -> its shared channels (one per kernel in this server process).
     _shared: ClassVar[KernelChannels] = KernelChannels()
+
+    #: kernel id -> the owner of its cells' outputs (with ``keep_outputs``).
+    _owners: ClassVar[OutputsOwners] = OutputsOwners()
 
     #: The channel-set class (a subclass may add behaviour, e.g. fault injection in tests).
     channels_class: ClassVar[type[SharedChannels]] = SharedChannels
 
     shared: SharedChannels | None = None
     client: SharedClient | None = None
+    owner: OutputsOwner | None = None
+    _owner_open = False  # the owner was told this websocket opened (and not yet closed)
     _outbox: Outbox | None = None
     _outbox_reported = False
 
@@ -173,6 +210,9 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
                 self.shared.received["iopub"] if self.shared is not None else -1,
             )
             outbox.close()
+        if self.owner is not None and self._owner_open:
+            self._owner_open = False
+            self.owner.closed(self.session.session)
 
     # --- the shared set ------------------------------------------------------------------
 
@@ -209,6 +249,28 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         )
         # The offline buffer diverts them with on_recv (ChannelStream, as a ZMQStream).
         self.channels = {channel: self.client.stream(channel) for channel in CHANNELS}
+        if self.keep_outputs:
+            self.owner = self._outputs_owner()
+            self.owner.watch(self.shared)
+
+    def _outputs_owner(self) -> OutputsOwner:
+        """The kernel's outputs owner (made, with its restart callbacks, on first use)."""
+        settings = self.websocket_handler.settings
+        kernel_id = self.kernel_id
+
+        def make() -> OutputsOwner:
+            return OutputsOwner(
+                kernel_id,
+                settings,
+                grace=self.keep_outputs_grace,
+                unpack=self.session.unpack,
+                log=self.log,
+                max_cell_bytes=self.keep_outputs_cell_bytes,
+                max_kernel_bytes=self.keep_outputs_kernel_bytes,
+            )
+
+        self._owners.listen(settings.get("event_logger"))
+        return self._owners.get(kernel_id, make, self.multi_kernel_manager)
 
     def connect(self) -> asyncio.Future[None] | None:  # type: ignore[override]
         """Join the kernel's shared channels; the future is done once they are live."""
@@ -229,10 +291,13 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
                 self.log.info("Replaying %s buffered messages", len(replay))
             for _channel, kmsg in replay:
                 if isinstance(kmsg, KernelMessage):
-                    self._on_kernel_message(kmsg)
+                    self._on_kernel_message(kmsg)  # without what the owner hides
             for stream in buffer_info["channels"].values():
                 stream.close()
         assert self.shared is not None and self.client is not None
+        if self.owner is not None:
+            self._owner_open = True
+            self.owner.opened(self.session.session)
         # The kernel's state as it last published it, for a websocket that joins channels
         # other websockets opened (after a replay too: a replay may end before the cell did).
         self.shared.announce_status(self.client)
@@ -275,6 +340,9 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
     # --- kernel -> websocket -------------------------------------------------------------
 
     def _on_kernel_message(self, kmsg: KernelMessage) -> None:
+        owner = self.owner
+        if owner is not None and owner.hides(kmsg, self.session.session):
+            return  # the server wrote it into the live document this tab shows
         self.handle_outgoing_message(kmsg.channel, kmsg)  # type: ignore[arg-type]
 
     def handle_outgoing_message(self, stream: str, outgoing_msg: Any) -> None:

@@ -3,6 +3,8 @@
 * :class:`KernelChannels`: kernel id -> its open :class:`~ipykernel_ext.shared_channels.
   SharedChannels`; found again by every websocket of the kernel, moved to the new ports when
   the kernel restarted on other ones, forgotten once closed;
+* :class:`OutputsOwners`: kernel id -> its :class:`~.outputs.OutputsOwner` (the cells whose
+  outputs the server keeps), told of restarts and shutdowns made through the server's API;
 * :func:`status_rule` and :func:`server_context`: what a new set takes from the server (which
   statuses set a kernel's ``execution_state``; the server's own zmq context).
 """
@@ -17,6 +19,11 @@ import zmq.asyncio
 from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
 from ..shared_channels import SharedChannels
+from .outputs import OutputsOwner
+
+#: jupyter_server's event for kernel actions through its API (``emit_kernel_action_event``:
+#: ``action`` is the method's name without ``_kernel``, "restart" or "shutdown").
+KERNEL_ACTIONS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
 
 #: ``make(on_close)``: a new set for the kernel, not started, calling ``on_close`` once closed.
 MakeChannels = Callable[[Callable[[SharedChannels], None]], SharedChannels]
@@ -54,6 +61,55 @@ class KernelChannels:
     async def aclose_all(self) -> None:
         for shared in self:
             await shared.aclose()
+
+
+class OutputsOwners:
+    """The owner of each kernel of this server process, and the server's kernel actions."""
+
+    def __init__(self) -> None:
+        self._by_kernel: dict[str, OutputsOwner] = {}
+        self._listening: set[int] = set()
+
+    def get(
+        self, kernel_id: str, make: Callable[[], OutputsOwner], multi_kernel_manager: Any
+    ) -> OutputsOwner:
+        """The kernel's owner; a new one (from ``make``) is told of the restarter's restarts
+        and deaths (the API's come as kernel action events, :meth:`listen`)."""
+        owner = self._by_kernel.get(kernel_id)
+        if owner is None:
+            owner = self._by_kernel[kernel_id] = make()
+            multi_kernel_manager.add_restart_callback(
+                kernel_id, lambda: owner.kernel_ended("restart")
+            )
+            multi_kernel_manager.add_restart_callback(
+                kernel_id, lambda: owner.kernel_ended("dead"), "dead"
+            )
+        return owner
+
+    def __iter__(self) -> Iterator[OutputsOwner]:
+        return iter(list(self._by_kernel.values()))
+
+    def listen(self, event_logger: Any) -> None:
+        """Learn of restarts and shutdowns through the API (jupyter_server's kernel action
+        events); the restarter's own restarts come as restart callbacks."""
+        if event_logger is None or id(event_logger) in self._listening:
+            return
+        self._listening.add(id(event_logger))
+        event_logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
+
+    async def _on_kernel_action(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+        if data.get("status") != "success":
+            return
+        owner = self._by_kernel.get(data.get("kernel_id", ""))
+        if owner is None:
+            return
+        if data.get("action") == "restart":
+            owner.kernel_ended("restart")
+        elif data.get("action") == "shutdown":
+            owner.kernel_ended("dead")
+            del self._by_kernel[owner.kernel_id]
+            await owner.drain()
+            owner.close()
 
 
 def status_rule(multi_kernel_manager: Any) -> Callable[[Any], bool]:

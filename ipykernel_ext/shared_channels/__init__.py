@@ -6,7 +6,8 @@ together; each part gets what it needs passed in:
 
 * :mod:`.sockets`: the kernel's four sockets and their receiving loops;
 * :mod:`.messages`: a kernel message decoded once for every client, refusals;
-* :mod:`.dispatch`: which attached clients get each kernel message;
+* :mod:`.dispatch`: which attached clients get each kernel message (and the one watcher that
+  sees every message first);
 * :mod:`.clients`: one logical client, its ZMQStream-shaped channels, and the record of
   who is attached and owns which session id;
 * :mod:`.readiness`: the channels' own requests, and when a fresh set is live;
@@ -15,6 +16,7 @@ together; each part gets what it needs passed in:
 
 from .channels import DEFAULT_GRACE_PERIOD, SharedChannels
 from .clients import SharedClient
+from .dispatch import Watcher
 from .messages import CHANNELS, KernelMessage, RefusedMessage, SessionInUse
 from .outbox import DEFAULT_BUDGET, Outbox
 from .sockets import IOPUB_RCVHWM, RECV_BATCH
@@ -31,4 +33,5 @@ __all__ = [
     "SessionInUse",
     "SharedChannels",
     "SharedClient",
+    "Watcher",
 ]

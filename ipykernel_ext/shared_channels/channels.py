@@ -43,7 +43,7 @@ import zmq.asyncio
 
 from ..endpoints import channel_endpoint, client_session
 from .clients import Members, OnLost, SharedClient
-from .dispatch import Dispatcher, TrackStatus
+from .dispatch import Dispatcher, TrackStatus, Watcher
 from .messages import Deliver, KernelMessage, Unpack
 from .readiness import OwnRequests, Readiness
 from .sockets import IOPUB_RCVHWM, RECV_BATCH, KernelSockets, ports_of
@@ -238,7 +238,7 @@ class SharedChannels:
         self._counter += 1
         client = SharedClient(
             members=self.members,
-            send=self.kernel_sockets.send,
+            send=self._client_send,
             flush_iopub=self.flush_iopub,
             unpack=self.unpack,
             on_close=self._detach,
@@ -255,6 +255,25 @@ class SharedChannels:
         if announce_status:
             self.announce_status(client)
         return client
+
+    @property
+    def watcher(self) -> Watcher | None:
+        """Shown every kernel message before any client, and every client's message before
+        the kernel (:class:`~.dispatch.Watcher`; one per set, None: none)."""
+        return self._dispatcher.watcher
+
+    @watcher.setter
+    def watcher(self, watcher: Watcher | None) -> None:
+        self._dispatcher.watcher = watcher
+
+    def _client_send(self, channel: str, frames: list[Any]) -> None:
+        watcher = self._dispatcher.watcher
+        if watcher is not None:
+            try:
+                watcher.sent(channel, frames)
+            except Exception:
+                self.log.exception("The watcher failed on a client's %s message", channel)
+        self.kernel_sockets.send(channel, frames)
 
     @property
     def status(self) -> KernelMessage | None:

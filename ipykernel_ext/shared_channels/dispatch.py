@@ -10,7 +10,10 @@
   session caused it when that client asked so (``skip_own_echo``); every IOPub message tells
   a readiness wait that IOPub delivers;
 * with ``track_status``, the last ``status`` whose parent's msg_type it accepts is kept
-  (:attr:`Dispatcher.status`) for clients that join later.
+  (:attr:`Dispatcher.status`) for clients that join later;
+* a :class:`Watcher` (one per set, optional) is shown every kernel message once, in the order
+  the kernel sent it, before any client gets it (IOPub, and every reply, also one whose client
+  left); what clients send it sees through :meth:`Watcher.sent`, called by the channels.
 
 A message that cannot be read is logged and dropped; a client whose ``deliver`` raises is
 logged and does not keep the message from the others.
@@ -21,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..protocol import HEADER
 from .clients import Members, SharedClient
@@ -30,6 +33,21 @@ from .readiness import OwnRequests, Readiness
 
 #: ``track_status(parent_msg_type)``: does this status tell the kernel's execution state?
 TrackStatus = Callable[[Any], bool]
+
+
+class Watcher(Protocol):
+    """Sees a set's traffic without taking part in it (the server's outputs owner).
+
+    Both are called on the event loop and must not block; an exception is logged and the
+    message goes on as if there were no watcher.
+    """
+
+    def sent(self, channel: str, frames: list[Any]) -> None:
+        """A client's signed frames (``[DELIM, signature, header, ...]``), about to be sent
+        on ``channel``: after the sender's session was checked, before the kernel has them."""
+
+    def received(self, msg: KernelMessage) -> None:
+        """One kernel message (IOPub or a reply), before any client gets it."""
 
 
 @dataclass
@@ -48,6 +66,8 @@ class Dispatcher:
     log: logging.Logger | logging.LoggerAdapter[Any]
     #: The last tracked IOPub ``status`` (None until one, and after the sockets change).
     status: KernelMessage | None = None
+    #: Shown every kernel message first (see :class:`Watcher`).
+    watcher: Watcher | None = None
 
     def dispatch(self, channel: str, raw: list[bytes]) -> None:
         """One message as the socket received it (``[*identities, DELIM, ...]``)."""
@@ -86,6 +106,7 @@ class Dispatcher:
             return
         if self.own.take_reply(msg):
             return
+        self._watch(msg)
         owner = self.members.owner(session)
         if owner is None:
             # Its client left (a websocket closed mid-execution): nobody else may have it.
@@ -93,8 +114,16 @@ class Dispatcher:
             return
         self.deliver(owner, msg)
 
+    def _watch(self, msg: KernelMessage) -> None:
+        if self.watcher is not None:
+            try:
+                self.watcher.received(msg)
+            except Exception:
+                self.log.exception("The watcher failed on a %s message", msg.channel)
+
     def _fan_out(self, msg: KernelMessage) -> None:
         self.readiness.saw_iopub()
+        self._watch(msg)
         skip: SharedClient | None = None
         header = msg.frames[HEADER]
         # Cheap byte tests first: only an echo or a status pays for decoding its header.

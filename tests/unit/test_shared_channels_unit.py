@@ -4,7 +4,7 @@ process) and channel clients.
 The "kernel" is a ROUTER per request channel and an XPUB for IOPub, signing with the same
 key; the clients are plain callbacks collecting what SharedChannels delivers to them (what a
 websocket would get). Covers routing by session, fan-out, the comm_echo skip, session
-claims, the remembered status for late joiners, and a receiving loop that dies.
+claims, the remembered status for late joiners, a receiving loop that dies, and the watcher.
 """
 
 from __future__ import annotations
@@ -316,5 +316,52 @@ def test_the_last_client_leaving_closes_the_set_after_the_grace_period() -> None
         assert not channels.closed
         await until(lambda: channels.closed)
         assert ws.lost == []  # it had left: nobody to tell
+
+    run(test)
+
+
+class RecordingWatcher:
+    """A watcher that records what it is shown, and what clients had been given by then."""
+
+    def __init__(self, clients: list[ChannelClient]) -> None:
+        self.clients = clients
+        self.sent: list[tuple[str, list[Any]]] = []
+        self.received: list[tuple[str, str, int]] = []  # channel, type, deliveries so far
+
+    def sent_cb(self, channel: str, frames: list[Any]) -> None:
+        self.sent.append((channel, list(frames)))
+
+    def received_cb(self, msg: KernelMessage) -> None:
+        delivered = sum(len(c.received) for c in self.clients)
+        self.received.append((msg.channel, msg.msg_type, delivered))
+
+
+def test_the_watcher_sees_every_message_once_before_any_client() -> None:
+    async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
+        clients: list[ChannelClient] = []
+        recorder = RecordingWatcher(clients)
+
+        class Watcher:
+            sent = staticmethod(recorder.sent_cb)
+            received = staticmethod(recorder.received_cb)
+
+        channels.watcher = Watcher()
+        a, b = ChannelClient(channels), ChannelClient(channels)
+        clients += [a, b]
+        request = a.send("shell", "execute_request", {"code": "1"})
+        idents, seen = await kernel.request("shell")
+        assert [c for c, _ in recorder.sent] == ["shell"]  # before the kernel had it
+        kernel.publish("stream", {"name": "stdout", "text": "x"}, seen["header"])
+        await until(lambda: len(a.received) == 1 and len(b.received) == 1)
+        assert recorder.received == [("iopub", "stream", 0)]  # shown first, once
+        a.handle.close()  # the reply's client leaves: the watcher still sees the reply
+        kernel.reply("shell", idents, request["header"], "execute_reply")
+        await barrier(kernel, b)
+        assert ("shell", "execute_reply", 2) in recorder.received
+        assert [m.channel for m in b.received] == ["iopub", "iopub"]
+        channels.watcher = None
+        kernel.publish("stream", {"name": "stdout", "text": "y"}, None)
+        await barrier(kernel, b)
+        assert len(recorder.received) == 3  # stream, reply, first barrier
 
     run(test)

@@ -1,0 +1,229 @@
+"""The running cells of one kernel and their folded outputs, from the messages that pass.
+
+A :class:`KernelOutputs` is fed what a server connection sees of one kernel: every
+``execute_request`` a client sends (:meth:`~KernelOutputs.on_execute_request`), every IOPub
+message (:meth:`~KernelOutputs.on_iopub`), the shell replies and the comm messages clients
+send (:meth:`~KernelOutputs.on_shell`), and a restart or death
+(:meth:`~KernelOutputs.end_all`). It keeps, per request that names a cell
+(``metadata.cellId``, as JupyterLab and Notebook 7 send it), a :class:`RunningCell`: the cell
+id, the session that sent it, the notebook path once someone tells it, and the
+:class:`~.fold.CellOutputs` folded from that request's IOPub messages. It owns three things
+the fold of one cell cannot know:
+
+* the display index: ``display_id`` -> the cells that show it, kernel-wide, as JupyterLab's
+  kernel connection keeps it: ``update_display_data`` (from any parent) replaces the display
+  in every cell that shows it, and a ``display_data`` with an id already shown updates those
+  and is then added as usual;
+* capture by an ipywidgets ``Output`` widget (:mod:`.capture`): such outputs are not the cell's;
+* the kernel's byte bound: all cells held together stay under ``max_kernel_bytes``; an ended
+  cell is let go (oldest first) before a running one is cut.
+
+A cell *ends* with its request's ``status: idle`` (every output comes before it on IOPub), with
+an ``aborted`` reply (nothing ran), or idle with what it had when the kernel restarts or dies.
+Ended cells are kept (a later cell may update their displays) until
+:meth:`~KernelOutputs.forget`, a rerun of the same cell id, a restart, or the byte bound lets
+them go. Nothing here writes anywhere: callers get the set of request ids whose outputs
+changed and write them (:mod:`.collab`, :mod:`.contents`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .capture import OutputCapture
+from .fold import OUTPUT_TYPES, CellOutputs, output_from_content
+
+#: Default bound of one cell's outputs, in bytes.
+DEFAULT_MAX_CELL_BYTES = 8 * 1024 * 1024
+
+#: Default bound of all cells of one kernel, in bytes.
+DEFAULT_MAX_KERNEL_BYTES = 64 * 1024 * 1024
+
+_COMM_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
+
+
+@dataclass
+class RunningCell:
+    """One execution of one cell, as the server saw it."""
+
+    msg_id: str  # the execute_request's msg_id (its outputs' parent)
+    cell_id: str
+    session: str  # header.session of the request: the tab (websocket) that ran it
+    outputs: CellOutputs
+    path: str | None = None  # the notebook's path, when known (from the kernel's session)
+    started: float = field(default_factory=time.monotonic)
+    #: "running" until the request's idle, then "idle" (the cell's execution_state)
+    state: str = "running"
+    #: why it ended: "idle", "aborted", "restart" or "dead"; None while running
+    ended_by: str | None = None
+    reply_status: str | None = None
+
+    @property
+    def execution_count(self) -> int | None:
+        return self.outputs.execution_count
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+class KernelOutputs:
+    """Running and recently ended cells of one kernel (see the module docstring)."""
+
+    def __init__(
+        self,
+        max_cell_bytes: int = DEFAULT_MAX_CELL_BYTES,
+        max_kernel_bytes: int = DEFAULT_MAX_KERNEL_BYTES,
+    ) -> None:
+        self.max_cell_bytes = max_cell_bytes
+        self.max_kernel_bytes = max_kernel_bytes
+        self.cells: dict[str, RunningCell] = {}  # msg_id -> cell, oldest first
+        self._displays: dict[str, list[str]] = {}  # display_id -> msg_ids of cells showing it
+        self.capture = OutputCapture()
+
+    # queries -----------------------------------------------------------------------------
+
+    def running(self) -> list[RunningCell]:
+        return [c for c in self.cells.values() if c.running]
+
+    def cells_of_session(self, session: str) -> list[RunningCell]:
+        return [c for c in self.cells.values() if c.session == session]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.outputs.nbytes for c in self.cells.values())
+
+    # feeding -----------------------------------------------------------------------------
+
+    def on_execute_request(
+        self, msg: dict[str, Any], path: str | None = None
+    ) -> RunningCell | None:
+        """A client sent an ``execute_request``: a new running cell if it names one."""
+        cell_id = (msg.get("metadata") or {}).get("cellId")
+        msg_id = msg["header"]["msg_id"]
+        if not cell_id or not isinstance(cell_id, str):
+            return None
+        for old in [c for c in self.cells.values() if c.cell_id == cell_id and not c.running]:
+            if path is None or old.path in (None, path):
+                self.forget(old.msg_id)  # rerun: its outputs are the new run's now
+        cell = RunningCell(
+            msg_id=msg_id,
+            cell_id=cell_id,
+            session=msg["header"].get("session", ""),
+            path=path,
+            outputs=CellOutputs(self.max_cell_bytes, self._room, self.max_kernel_bytes),
+        )
+        self.cells[msg_id] = cell
+        return cell
+
+    def on_iopub(self, msg: dict[str, Any]) -> set[str]:
+        """One IOPub message, in order; the msg_ids of the cells whose outputs changed."""
+        msg_type = msg["header"]["msg_type"]
+        content = msg.get("content") or {}
+        parent = (msg.get("parent_header") or {}).get("msg_id")
+        if msg_type in _COMM_TYPES:
+            self.capture.on_comm_message(msg_type, content)
+            return set()
+        cell = self.cells.get(parent) if parent else None
+        if msg_type == "status":
+            if cell is not None and cell.running and content.get("execution_state") == "idle":
+                self._end(cell, "idle")
+                return {cell.msg_id}
+            return set()
+        if msg_type == "execute_input":
+            if cell is not None:
+                cell.outputs.apply(msg_type, content)
+                return {cell.msg_id}
+            return set()
+        if msg_type not in OUTPUT_TYPES:
+            return set()
+        changed: set[str] = set()
+        display_id = (content.get("transient") or {}).get("display_id")
+        if display_id and msg_type in ("display_data", "update_display_data"):
+            # JupyterLab's kernel connection does this before any message hook (an Output
+            # widget's capture is one): displays are updated whoever captures the message.
+            changed |= self._replace_display(display_id, output_from_content(msg_type, content))
+        if msg_type == "update_display_data" or cell is None or self.capture.captures(parent):
+            return changed
+        if cell.outputs.apply(msg_type, content):
+            changed.add(cell.msg_id)
+        if display_id and msg_type == "display_data" and display_id in cell.outputs.display_ids():
+            shown = self._displays.setdefault(display_id, [])
+            if cell.msg_id not in shown:
+                shown.append(cell.msg_id)
+        return changed
+
+    def on_shell(self, msg: dict[str, Any]) -> set[str]:
+        """A shell message either way: a client's comm message, or a kernel's reply."""
+        msg_type = msg["header"]["msg_type"]
+        content = msg.get("content") or {}
+        if msg_type in _COMM_TYPES:
+            self.capture.on_comm_message(msg_type, content)
+            return set()
+        if msg_type != "execute_reply":
+            return set()
+        parent = (msg.get("parent_header") or {}).get("msg_id")
+        cell = self.cells.get(parent) if parent else None
+        if cell is None:
+            return set()
+        cell.reply_status = content.get("status")
+        changed = set()
+        if cell.running and cell.reply_status == "aborted":
+            # A request aborted after an error (Run All with stop_on_error) ran nothing: no
+            # output follows, and its idle may never come (kernels differ): it ends here.
+            self._end(cell, "aborted")
+            changed.add(cell.msg_id)
+        count = content.get("execution_count")
+        if cell.outputs.execution_count is None and isinstance(count, int):
+            cell.outputs.execution_count = count
+            changed.add(cell.msg_id)
+        return changed
+
+    def end_all(self, reason: str) -> list[RunningCell]:
+        """The kernel restarted (``"restart"``) or died (``"dead"``): running cells end idle
+        with what they had; returns them. Output widgets and displays are forgotten."""
+        ended = self.running()
+        for cell in ended:
+            self._end(cell, reason)
+        self.capture.clear()
+        self._displays.clear()
+        return ended
+
+    def forget(self, msg_id: str) -> RunningCell | None:
+        """Let go of one cell (a writer is done with it, or it was rerun)."""
+        cell = self.cells.pop(msg_id, None)
+        if cell is not None:
+            for display_id in cell.outputs.display_ids():
+                shown = self._displays.get(display_id, [])
+                if msg_id in shown:
+                    shown.remove(msg_id)
+                if not shown:
+                    self._displays.pop(display_id, None)
+        return cell
+
+    # internals ---------------------------------------------------------------------------
+
+    def _end(self, cell: RunningCell, reason: str) -> None:
+        cell.state = "idle"
+        cell.ended_by = reason
+
+    def _replace_display(self, display_id: str, output: dict[str, Any]) -> set[str]:
+        changed = set()
+        for msg_id in list(self._displays.get(display_id, [])):
+            cell = self.cells.get(msg_id)
+            if cell is not None and cell.outputs.replace_display(display_id, output):
+                changed.add(msg_id)
+        return changed
+
+    def _room(self, needed: int) -> int:
+        """What the kernel's bound lets a cell add now; to make ``needed`` bytes of room it
+        lets ended cells go first, oldest first."""
+        free = self.max_kernel_bytes - self.nbytes
+        for cell in [c for c in self.cells.values() if not c.running]:
+            if free >= needed:
+                break
+            self.forget(cell.msg_id)
+            free = self.max_kernel_bytes - self.nbytes
+        return free

@@ -1,0 +1,111 @@
+"""The outputs fold on what a real kernel publishes (ipykernel_ext.outputs).
+
+The unit tests feed the fold messages written by hand; these run cells in a real
+``python3-ext`` kernel (KernelManager, real ZMQ, CurveZMQ required) and fold the IOPub
+messages it actually sent, so the message shapes the fold relies on (stream splitting,
+``transient.display_id``, ipywidgets' ``Output`` widget state updates) are the real ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ipykernel_ext.outputs import KernelOutputs
+from tests.helpers import execute_and_collect, running_kernel
+
+nbformat = pytest.importorskip("nbformat")
+
+
+def run_cell(kc: Any, kernel: KernelOutputs, cell_id: str, code: str) -> str:
+    """Run ``code`` as the cell ``cell_id`` and fold its IOPub messages; its msg_id."""
+    msgs: list[dict[str, Any]] = []
+    reply, messages = execute_and_collect(kc, code, keep=lambda m: msgs.append(m) is None)
+    msg_id = reply["parent_header"]["msg_id"]
+    kernel.on_execute_request(
+        {"header": {"msg_id": msg_id, "session": kc.session.session,
+                    "msg_type": "execute_request"}, "metadata": {"cellId": cell_id}}
+    )
+    for msg in messages:
+        kernel.on_iopub(msg)
+    kernel.on_shell(reply)
+    assert reply["content"]["status"] in ("ok", "error")
+    return msg_id
+
+
+def outputs(kernel: KernelOutputs, msg_id: str) -> list[dict[str, Any]]:
+    folded = kernel.cells[msg_id].outputs.to_nbformat()
+    for output in folded:
+        nbformat.validate(nbformat.from_dict(output), ref="output", version=4, version_minor=5)
+    return folded
+
+
+CELL = r'''
+import sys
+from IPython.display import display, clear_output
+for i in range(3):
+    print(f"line {i}")
+for pct in range(0, 101, 20):
+    sys.stdout.write(f"\r{pct}%"); sys.stdout.flush()
+print()
+handle = display("v0", display_id=True)
+print("after")
+handle.update("v1")
+for frame in range(3):
+    clear_output(wait=True)
+    print(f"frame {frame}")
+sys.stdout.flush()  # stdout and stderr are buffered apart: fix their order
+sys.stderr.write("warn\n"); sys.stderr.flush()
+41 + 1
+'''
+
+
+def test_a_real_cell_folds_as_jupyterlab_keeps_it() -> None:
+    kernel = KernelOutputs()
+    with running_kernel() as (_km, kc):
+        msg_id = run_cell(kc, kernel, "c1", CELL)
+        cell = kernel.cells[msg_id]
+        assert (cell.state, cell.execution_count, cell.reply_status) == ("idle", 1, "ok")
+        folded = outputs(kernel, msg_id)
+        assert folded[0] == {"output_type": "stream", "name": "stdout", "text": "frame 2\n"}
+        assert folded[1] == {"output_type": "stream", "name": "stderr", "text": "warn\n"}
+        assert folded[2]["output_type"] == "execute_result"
+        assert folded[2]["data"]["text/plain"] == "42"
+        assert len(folded) == 3
+
+        progress = run_cell(kc, kernel, "c2", CELL.split("handle =")[0])
+        assert outputs(kernel, progress) == [
+            {"output_type": "stream", "name": "stdout", "text": "line 0\nline 1\nline 2\n100%\n"}
+        ]
+
+
+def test_a_real_display_update_from_another_cell() -> None:
+    kernel = KernelOutputs()
+    with running_kernel() as (_km, kc):
+        first = run_cell(kc, kernel, "c1", "h = display('v0', display_id='bar')")
+        second = run_cell(kc, kernel, "c2", "print('x'); h.update('v1')")
+        assert [o["data"]["text/plain"] for o in outputs(kernel, first)] == ["'v1'"]
+        assert outputs(kernel, second) == [
+            {"output_type": "stream", "name": "stdout", "text": "x\n"}
+        ]
+
+
+def test_a_real_output_widget_keeps_what_it_captures() -> None:
+    pytest.importorskip("ipywidgets")
+    kernel = KernelOutputs()
+    code = (
+        "import ipywidgets as w\n"
+        "out = w.Output()\n"
+        "display(out)\n"
+        "with out:\n"
+        "    print('captured')\n"
+        "    display('captured display')\n"
+        "print('mine')\n"
+    )
+    with running_kernel() as (_km, kc):
+        msg_id = run_cell(kc, kernel, "c1", code)
+        folded = outputs(kernel, msg_id)
+    assert [o["output_type"] for o in folded] == ["display_data", "stream"]
+    assert "application/vnd.jupyter.widget-view+json" in folded[0]["data"]
+    assert folded[1] == {"output_type": "stream", "name": "stdout", "text": "mine\n"}

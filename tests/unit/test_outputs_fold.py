@@ -1,0 +1,424 @@
+"""The outputs fold (ipykernel_ext.outputs): IOPub messages in, nbformat outputs out.
+
+Each case feeds the messages a kernel would publish for one or more cells to a
+:class:`KernelOutputs` and compares the folded outputs with what JupyterLab 4.6 keeps for the
+same messages; every result is also validated as nbformat 4 outputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from ipykernel_ext.outputs import CUT_NOTE_KEY, KernelOutputs, StreamText
+from ipykernel_ext.outputs.text import common_prefix
+
+nbformat = pytest.importorskip("nbformat")
+
+_ids = itertools.count()
+
+
+def request(kernel: KernelOutputs, cell_id: str | None = "cell-1", session: str = "tab-1"):
+    msg_id = f"req-{next(_ids)}"
+    metadata = {"cellId": cell_id} if cell_id else {}
+    kernel.on_execute_request(
+        {"header": {"msg_id": msg_id, "session": session, "msg_type": "execute_request"},
+         "metadata": metadata, "content": {"code": "..."}}
+    )
+    return msg_id
+
+
+def iopub(kernel: KernelOutputs, parent: str, msg_type: str, **content: Any) -> set[str]:
+    return kernel.on_iopub(
+        {"header": {"msg_type": msg_type, "msg_id": f"pub-{next(_ids)}"},
+         "parent_header": {"msg_id": parent}, "metadata": {}, "content": content}
+    )
+
+
+def stream(kernel, parent, text, name="stdout"):
+    return iopub(kernel, parent, "stream", name=name, text=text)
+
+
+def display(kernel, parent, plain, display_id=None, msg_type="display_data"):
+    transient = {"display_id": display_id} if display_id else {}
+    return iopub(kernel, parent, msg_type, data={"text/plain": plain}, metadata={},
+                 transient=transient)
+
+
+def outputs_of(kernel: KernelOutputs, msg_id: str) -> list[dict[str, Any]]:
+    outputs = kernel.cells[msg_id].outputs.to_nbformat()
+    for output in outputs:
+        nbformat.validate(nbformat.from_dict(output), ref="output", version=4, version_minor=5)
+    return outputs
+
+
+def S(text: str, name: str = "stdout") -> dict[str, Any]:
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def D(plain: str) -> dict[str, Any]:
+    return {"output_type": "display_data", "data": {"text/plain": plain}, "metadata": {}}
+
+
+@pytest.fixture
+def kernel() -> KernelOutputs:
+    return KernelOutputs()
+
+
+# --- stream text ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pieces", "expected"),
+    [
+        (["abc"], "abc"),
+        (["a\n", "b\n"], "a\nb\n"),
+        (["10%\r", "20%\r", "100%\n"], "100%\n"),
+        (["abcdef\r", "XY"], "XYcdef"),  # \r erases nothing: later text overwrites
+        (["abcdef\rXY\n"], "XYcdef\n"),  # \n goes to the end of the text, not the cursor
+        (["abc\b", "d"], "abd"),
+        (["ab\n\b\bc"], "ab\nc"),  # \b never removes a line feed
+        (["abcdef\r", "\b"], "abcdef"),  # nothing before the cursor at a line start
+        (["abcdef\rab\b"], "aacdef"[:1] + "def"),  # mid-line \b removes two, as JupyterLab
+        (["x\r\n"], "x\n"),  # Windows line ends
+        (["line 1\nprog 1", "\rprog 2", "\rprog 3\n"], "line 1\nprog 3\n"),
+        (["é€😀\rX"], "X€😀"),
+    ],
+)
+def test_stream_text_applies_cr_and_bs_as_jupyterlab_stores_them(pieces, expected) -> None:
+    text = StreamText()
+    for piece in pieces:
+        text.feed(piece)
+    assert text.text == expected
+    assert text.nbytes == len(expected.encode())
+
+
+def test_stream_text_of_many_lines_stays_linear() -> None:
+    text = StreamText()
+    for i in range(200_000):
+        text.feed(f"line {i}\n")
+    assert text.text.count("\n") == 200_000
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "n"),
+    [("", "x", 0), ("abc", "abd", 2), ("ab", "abc", 2), ("same", "same", 4),
+     ("x" * 999 + "a", "x" * 1000, 999)],
+)
+def test_common_prefix(a, b, n) -> None:
+    assert common_prefix(a, b) == n
+
+
+# --- one cell -------------------------------------------------------------------------------
+
+
+def test_consecutive_streams_of_one_name_merge(kernel) -> None:
+    cell = request(kernel)
+    for i in range(3):
+        stream(kernel, cell, f"line {i}\n")
+    stream(kernel, cell, "oops\n", name="stderr")
+    stream(kernel, cell, "line 3\n")
+    assert outputs_of(kernel, cell) == [S("line 0\nline 1\nline 2\n"), S("oops\n", "stderr"),
+                                        S("line 3\n")]
+
+
+def test_a_display_between_streams_starts_a_new_stream(kernel) -> None:
+    cell = request(kernel)
+    stream(kernel, cell, "a\r")
+    display(kernel, cell, "shown")
+    stream(kernel, cell, "b")
+    assert outputs_of(kernel, cell) == [S("a"), D("shown"), S("b")]
+
+
+def test_progress_bar_with_cr_keeps_one_line(kernel) -> None:
+    cell = request(kernel)
+    for pct in range(0, 101, 10):
+        stream(kernel, cell, f"\r{pct:3d}% [{'#' * (pct // 10):10s}]")
+    stream(kernel, cell, "\ndone\n")
+    assert outputs_of(kernel, cell) == [S("100% [##########]\ndone\n")]
+
+
+def test_execute_result_error_and_execution_count(kernel) -> None:
+    cell = request(kernel)
+    iopub(kernel, cell, "execute_input", code="1/0", execution_count=7)
+    iopub(kernel, cell, "execute_result", data={"text/plain": "2"}, metadata={},
+          execution_count=7)
+    iopub(kernel, cell, "error", ename="ZeroDivisionError", evalue="division by zero",
+          traceback=["tb 1", "tb 2"])
+    assert outputs_of(kernel, cell) == [
+        {"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {},
+         "execution_count": 7},
+        {"output_type": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
+         "traceback": ["tb 1", "tb 2"]},
+    ]
+    assert kernel.cells[cell].execution_count == 7
+
+
+def test_transient_is_not_kept(kernel) -> None:
+    cell = request(kernel)
+    display(kernel, cell, "x", display_id="d1")
+    assert "transient" not in outputs_of(kernel, cell)[0]
+
+
+def test_clear_output_clears_at_once(kernel) -> None:
+    cell = request(kernel)
+    stream(kernel, cell, "old\n")
+    display(kernel, cell, "old display")
+    iopub(kernel, cell, "clear_output", wait=False)
+    assert outputs_of(kernel, cell) == []
+    stream(kernel, cell, "new\n")
+    assert outputs_of(kernel, cell) == [S("new\n")]
+
+
+def test_clear_output_wait_clears_on_the_next_output(kernel) -> None:
+    cell = request(kernel)
+    for frame in range(5):
+        iopub(kernel, cell, "clear_output", wait=True)
+        assert outputs_of(kernel, cell) == ([] if frame == 0 else [D(f"frame {frame - 1}")])
+        display(kernel, cell, f"frame {frame}")
+    assert outputs_of(kernel, cell) == [D("frame 4")]
+
+
+def test_clear_output_wait_then_a_stream_of_the_same_name_starts_fresh(kernel) -> None:
+    cell = request(kernel)
+    stream(kernel, cell, "frame 0\n")
+    iopub(kernel, cell, "clear_output", wait=True)
+    stream(kernel, cell, "frame 1\n")
+    assert outputs_of(kernel, cell) == [S("frame 1\n")]
+
+
+def test_an_update_does_not_trigger_a_pending_clear(kernel) -> None:
+    cell = request(kernel)
+    display(kernel, cell, "v0", display_id="p")
+    iopub(kernel, cell, "clear_output", wait=True)
+    display(kernel, cell, "v1", display_id="p", msg_type="update_display_data")
+    assert outputs_of(kernel, cell) == [D("v1")]
+    stream(kernel, cell, "after")
+    assert outputs_of(kernel, cell) == [S("after")]
+
+
+# --- display ids ----------------------------------------------------------------------------
+
+
+def test_update_display_data_replaces_every_display_with_the_id(kernel) -> None:
+    cell = request(kernel)
+    display(kernel, cell, "v0", display_id="p")
+    stream(kernel, cell, "between\n")
+    display(kernel, cell, "v0", display_id="p")
+    display(kernel, cell, "other", display_id="q")
+    for i in range(1, 4):
+        assert display(kernel, cell, f"v{i}", display_id="p",
+                       msg_type="update_display_data") == {cell}
+    assert outputs_of(kernel, cell) == [D("v3"), S("between\n"), D("v3"), D("other")]
+
+
+def test_display_data_with_a_known_id_updates_the_old_ones_and_is_added(kernel) -> None:
+    cell = request(kernel)
+    display(kernel, cell, "v0", display_id="p")
+    display(kernel, cell, "v1", display_id="p")
+    assert outputs_of(kernel, cell) == [D("v1"), D("v1")]
+
+
+def test_update_display_data_across_cells_and_from_any_parent(kernel) -> None:
+    first = request(kernel, "cell-1")
+    display(kernel, first, "v0", display_id="p")
+    iopub(kernel, first, "status", execution_state="idle")
+    second = request(kernel, "cell-2")
+    assert display(kernel, second, "v1", display_id="p",
+                   msg_type="update_display_data") == {first}
+    assert outputs_of(kernel, first) == [D("v1")]
+    assert outputs_of(kernel, second) == []  # an update adds nothing where it was sent
+    # from a request no cell sent (a thread, a comm handler): still updates
+    assert display(kernel, "someone-else", "v2", display_id="p",
+                   msg_type="update_display_data") == {first}
+    assert outputs_of(kernel, first) == [D("v2")]
+
+
+def test_an_unknown_display_id_updates_nothing(kernel) -> None:
+    cell = request(kernel)
+    assert display(kernel, cell, "v", display_id="nobody",
+                   msg_type="update_display_data") == set()
+    assert outputs_of(kernel, cell) == []
+
+
+def test_rerunning_a_cell_forgets_the_old_run_and_its_displays(kernel) -> None:
+    first = request(kernel, "cell-1")
+    display(kernel, first, "v0", display_id="p")
+    iopub(kernel, first, "status", execution_state="idle")
+    again = request(kernel, "cell-1")
+    assert first not in kernel.cells
+    assert display(kernel, again, "v1", display_id="p",
+                   msg_type="update_display_data") == set()
+
+
+# --- Output widgets -------------------------------------------------------------------------
+
+
+def widget_open(kernel, comm_id, model="OutputModel", msg_id=""):
+    kernel.on_iopub({"header": {"msg_type": "comm_open"}, "parent_header": {},
+                     "content": {"comm_id": comm_id, "target_name": "jupyter.widget",
+                                 "data": {"state": {"_model_name": model, "msg_id": msg_id},
+                                          "buffer_paths": []}}})
+
+
+def widget_update(kernel, comm_id, msg_id, channel="iopub", method="update"):
+    msg = {"header": {"msg_type": "comm_msg"}, "parent_header": {},
+           "content": {"comm_id": comm_id,
+                       "data": {"method": method, "state": {"msg_id": msg_id},
+                                "buffer_paths": []}}}
+    (kernel.on_iopub if channel == "iopub" else kernel.on_shell)(msg)
+
+
+def test_outputs_captured_by_an_output_widget_are_not_the_cells(kernel) -> None:
+    cell = request(kernel)
+    widget_open(kernel, "out-1")
+    stream(kernel, cell, "before\n")
+    widget_update(kernel, "out-1", cell)  # `with out:` in the kernel
+    assert stream(kernel, cell, "inside\n") == set()
+    display(kernel, cell, "inside display")
+    iopub(kernel, cell, "clear_output", wait=False)
+    widget_update(kernel, "out-1", "")  # end of the `with`
+    stream(kernel, cell, "after\n")
+    assert outputs_of(kernel, cell) == [S("before\nafter\n")]
+
+
+def test_a_captured_update_still_updates_the_display_it_names(kernel) -> None:
+    cell = request(kernel)
+    display(kernel, cell, "v0", display_id="p")
+    widget_open(kernel, "out-1", msg_id=cell)
+    assert display(kernel, cell, "v1", display_id="p", msg_type="update_display_data") == {cell}
+    display(kernel, cell, "v2", display_id="p")  # updates v1, and is the widget's itself
+    assert outputs_of(kernel, cell) == [D("v2")]
+
+
+def test_a_frontend_can_point_an_output_widget_at_a_request(kernel) -> None:
+    cell = request(kernel)
+    widget_open(kernel, "out-1")
+    widget_update(kernel, "out-1", cell, channel="shell")
+    stream(kernel, cell, "captured\n")
+    widget_update(kernel, "out-1", "", method="echo_update")
+    stream(kernel, cell, "mine\n")
+    assert outputs_of(kernel, cell) == [S("mine\n")]
+
+
+def test_other_widgets_capture_nothing_and_a_closed_output_widget_stops(kernel) -> None:
+    cell = request(kernel)
+    widget_open(kernel, "slider", model="IntSliderModel", msg_id=cell)
+    widget_open(kernel, "out-1", msg_id=cell)
+    stream(kernel, cell, "captured\n")
+    kernel.on_iopub({"header": {"msg_type": "comm_close"}, "parent_header": {},
+                     "content": {"comm_id": "out-1", "data": {}}})
+    stream(kernel, cell, "mine\n")
+    assert outputs_of(kernel, cell) == [S("mine\n")]
+
+
+# --- the registry ---------------------------------------------------------------------------
+
+
+def test_a_request_without_cell_id_is_not_registered(kernel) -> None:
+    msg_id = request(kernel, cell_id=None)
+    assert msg_id not in kernel.cells
+    assert stream(kernel, msg_id, "x") == set()
+
+
+def test_a_cell_ends_at_its_idle_and_takes_the_reply_count(kernel) -> None:
+    cell = request(kernel, session="tab-9")
+    iopub(kernel, cell, "status", execution_state="busy")
+    assert kernel.cells[cell].running
+    iopub(kernel, "other", "status", execution_state="idle")
+    assert kernel.cells[cell].running
+    iopub(kernel, cell, "status", execution_state="idle")
+    ran = kernel.cells[cell]
+    assert (ran.state, ran.ended_by, ran.session) == ("idle", "idle", "tab-9")
+    kernel.on_shell({"header": {"msg_type": "execute_reply"}, "parent_header": {"msg_id": cell},
+                     "content": {"status": "ok", "execution_count": 4}})
+    assert (ran.execution_count, ran.reply_status) == (4, "ok")
+    assert kernel.cells_of_session("tab-9") == [ran]
+
+
+def test_an_aborted_request_ends_at_its_reply(kernel) -> None:
+    cell = request(kernel, "cell-3")
+    changed = kernel.on_shell(
+        {"header": {"msg_type": "execute_reply"}, "parent_header": {"msg_id": cell},
+         "content": {"status": "aborted", "execution_count": None}})
+    assert changed == {cell}
+    ran = kernel.cells[cell]
+    assert (ran.state, ran.ended_by, ran.execution_count) == ("idle", "aborted", None)
+
+
+def test_restart_ends_running_cells_idle_with_what_they_had(kernel) -> None:
+    done = request(kernel, "cell-1")
+    iopub(kernel, done, "status", execution_state="idle")
+    running = request(kernel, "cell-2")
+    stream(kernel, running, "half\n")
+    assert [c.msg_id for c in kernel.end_all("restart")] == [running]
+    cell = kernel.cells[running]
+    assert (cell.state, cell.ended_by) == ("idle", "restart")
+    assert outputs_of(kernel, running) == [S("half\n")]
+    assert kernel.cells[done].ended_by == "idle"
+
+
+def test_outputs_after_the_idle_still_reach_the_cell(kernel) -> None:
+    cell = request(kernel)
+    iopub(kernel, cell, "status", execution_state="idle")
+    assert stream(kernel, cell, "from a thread\n") == {cell}
+    assert outputs_of(kernel, cell) == [S("from a thread\n")]
+
+
+# --- bounds ---------------------------------------------------------------------------------
+
+
+def is_note(output: dict[str, Any]) -> bool:
+    return output.get("metadata", {}).get(CUT_NOTE_KEY) is True
+
+
+def test_a_cell_is_cut_at_its_bound_with_a_note() -> None:
+    kernel = KernelOutputs(max_cell_bytes=2000, max_kernel_bytes=10**6)
+    cell = request(kernel)
+    for i in range(500):
+        stream(kernel, cell, f"line {i}\n")
+    outputs = outputs_of(kernel, cell)
+    assert [o["output_type"] for o in outputs] == ["stream", "display_data"]
+    assert is_note(outputs[1]) and "2000 bytes" in outputs[1]["data"]["text/plain"]
+    text = outputs[0]["text"]
+    assert text.startswith("line 0\nline 1\n") and len(text) <= 2000
+    assert kernel.cells[cell].outputs.nbytes <= 2000
+    display(kernel, cell, "more")  # nothing is added after the note
+    assert outputs_of(kernel, cell) == outputs
+
+
+def test_a_big_display_is_dropped_for_the_note_and_clear_output_makes_room() -> None:
+    kernel = KernelOutputs(max_cell_bytes=1000, max_kernel_bytes=10**6)
+    cell = request(kernel)
+    display(kernel, cell, "small")
+    display(kernel, cell, "x" * 5000)
+    outputs = outputs_of(kernel, cell)
+    assert outputs[0] == D("small") and is_note(outputs[1]) and len(outputs) == 2
+    iopub(kernel, cell, "clear_output", wait=True)
+    display(kernel, cell, "frame")
+    assert outputs_of(kernel, cell) == [D("frame")]
+
+
+def test_frames_with_clear_output_wait_never_hit_the_bound() -> None:
+    kernel = KernelOutputs(max_cell_bytes=1000, max_kernel_bytes=10**6)
+    cell = request(kernel)
+    for frame in range(2000):
+        iopub(kernel, cell, "clear_output", wait=True)
+        stream(kernel, cell, f"frame {frame}\n")
+    assert outputs_of(kernel, cell) == [S("frame 1999\n")]
+
+
+def test_the_kernel_bound_lets_ended_cells_go_then_cuts_the_running_one() -> None:
+    kernel = KernelOutputs(max_cell_bytes=10**6, max_kernel_bytes=3000)
+    old = request(kernel, "cell-1")
+    stream(kernel, old, "o" * 1500)
+    iopub(kernel, old, "status", execution_state="idle")
+    new = request(kernel, "cell-2")
+    stream(kernel, new, "n" * 2000)
+    assert old not in kernel.cells  # let go to make room
+    stream(kernel, new, "n" * 2000)
+    outputs = outputs_of(kernel, new)
+    assert is_note(outputs[-1]) and "per kernel" in outputs[-1]["data"]["text/plain"]
+    assert kernel.nbytes <= 3000
