@@ -31,7 +31,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
 from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
-from ipykernel_ext.kernel.iopub_options import DEFAULT_BACKLOG_LIMIT_BYTES, DEFAULT_SEND_TIMEOUT_MS
+from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, IOPubSettings
 from ipykernel_ext.kernel.iopub_stats import ADOPTED, BOUND_BY_EXT_APP
 
 from .helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
@@ -291,10 +291,7 @@ def iopub_pair() -> Iterator[tuple[IOPubThread, zmq.Socket[Any], zmq.Socket[Any]
 def adopt(thread: IOPubThread, log: CapturedLog, sndhwm: int = 1000) -> AdoptedXPubSocket | None:
     return adopt_iopub_socket(
         thread,
-        sndhwm=sndhwm,
-        nodrop=True,
-        send_timeout_ms=1500,
-        backlog_limit_bytes=DEFAULT_BACKLOG_LIMIT_BYTES,
+        settings=IOPubSettings(sndhwm=sndhwm, nodrop=True, send_timeout_ms=1500),
         log=log.logger,
         bound_by="App",
     )
@@ -307,13 +304,13 @@ def test_adopted_socket_sends_for_the_iopub_thread(iopub_pair: Any) -> None:
     assert isinstance(adopted, AdoptedXPubSocket)
     assert thread.socket is adopted and adopted.owner is xpub
     assert adopted.underlying == xpub.underlying  # the same libzmq socket
-    assert adopted.stats.send_timeout_ms == 1500
+    assert adopted.settings.send_timeout_ms == 1500
     assert xpub.getsockopt(zmq.SNDHWM) == 1000
     thread.send_multipart([b"topic", b"hello"])
     assert sub.poll(30_000)
     assert sub.recv_multipart() == [b"topic", b"hello"]
     assert adopted.stats.sent == 1
-    assert adopted.stats.socket == ADOPTED
+    assert adopted.stats_reply()["socket"] == ADOPTED
     assert log.warnings() == []
     # Adopting again changes nothing.
     assert adopt(thread, log) is None
@@ -338,7 +335,7 @@ def test_a_queue_size_that_cannot_be_honoured_is_logged(iopub_pair: Any) -> None
     thread, _xpub, _sub = iopub_pair
     log = CapturedLog()
     adopted = adopt(thread, log, sndhwm=5000)
-    assert adopted is not None and adopted.stats.sndhwm == 1000
+    assert adopted is not None and adopted.settings.sndhwm == 1000
     assert any(SNDHWM_WARNING in w and "App" in w and "5000" in w for w in log.warnings())
 
 

@@ -40,9 +40,11 @@ KERNEL_FEATURES = {
     "kernel.control_comm",
     "kernel.iopub",
     "kernel.iopub_adopt",
+    "kernel.iopub_backlog",
     "kernel.iopub_notice",
     "kernel.iopub_options",
     "kernel.iopub_stats",
+    "kernel.iopub_warning",
     "kernel.main_shell_status",
     "kernel.router_identity",
     "kernel.widget_buffers",
@@ -51,12 +53,19 @@ KERNEL_FEATURES = {
 }
 #: The kernel-side features built on another feature (importer -> what it may import).
 FEATURE_EDGES = {
-    # the values it is configured with, and what it counts
-    "kernel.iopub": {"kernel.iopub_options", "kernel.iopub_stats"},
+    # the settings it runs with, what it counts, what waits, and the give-up warning
+    "kernel.iopub": {
+        "kernel.iopub_backlog",
+        "kernel.iopub_options",
+        "kernel.iopub_stats",
+        "kernel.iopub_warning",
+    },
     "kernel.iopub_stats": {"kernel.iopub_options"},  # reports the settings with the counters
+    "kernel.iopub_warning": {"kernel.iopub_options", "kernel.iopub_stats"},  # what it logs
     # the no-loss socket, adopted under another app, with the options the kernel declares
     "kernel.iopub_adopt": {"kernel.iopub", "kernel.iopub_options", "kernel.iopub_stats"},
-    "kernel.iopub_notice": {"kernel.iopub_stats"},  # tells a cell what the socket missed
+    # tells a cell what the socket missed, and the send timeout in force
+    "kernel.iopub_notice": {"kernel.iopub_options", "kernel.iopub_stats"},
     # the answers given mid-cell: what routing claims, the control comm's snapshot, and the
     # check after the cell
     "kernel.busy_answers": {

@@ -3,9 +3,11 @@
 * :class:`ExtKernel` (:mod:`.ipkernel`): the IPython kernel with the additions of
   PROTOCOL.md, and :class:`ExtKernelApp` (:mod:`.kernelapp`), its launcher
   (``python -m ipykernel_ext``);
-* IOPub without silent loss: :mod:`.iopub` (the socket and its backlog), :mod:`.iopub_options`
-  (its options and their checks), :mod:`.iopub_stats` (what it counts), :mod:`.iopub_adopt`
-  (under any other app), :mod:`.iopub_notice` (telling the affected cell);
+* IOPub without silent loss: :mod:`.iopub` (the socket), :mod:`.iopub_options` (the settings
+  it runs with, the options that set them and their checks), :mod:`.iopub_stats` (what it
+  counts and reports), :mod:`.iopub_backlog` (what waits), :mod:`.iopub_warning` (the
+  give-ups in the log), :mod:`.iopub_adopt` (under any other app), :mod:`.iopub_notice`
+  (telling the affected cell);
 * :mod:`.comm_echo`, :mod:`.widget_state` / :mod:`.widget_buffers` (the one-reply snapshot),
   :mod:`.router_identity`;
 * a reconnecting frontend answered mid-cell: :mod:`.busy_answers` (the answers), with

@@ -10,7 +10,8 @@ grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobod
 * ``SNDHWM`` is set before bind (libzmq copies it into each subscriber's pipe when the pipe
   is made; a later change does not resize existing pipes).
 * ``XPUB_NODROP`` is on: a send that finds a subscriber's queue full fails instead of
-  dropping, and the message waits, in order, in this socket's **backlog** (messages, bytes).
+  dropping, and the message waits, in order, in this socket's **backlog**
+  (:mod:`ipykernel_ext.kernel.iopub_backlog`).
 * **The IOPub thread never blocks on a subscriber.** Once attached to the IOPub thread's loop
   (:meth:`NoDropXPubSocket.attach`), the backlog is retried on a timer (every 1 to 20 ms, never
   a blocking send: libzmq reports no "room again" event for an XPUB); between
@@ -28,19 +29,19 @@ grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobod
   about half a queue). Parked pipes do not count for NODROP, so the rest of the backlog and
   every later message go out with NODROP back on: the other subscribers keep their no-loss
   guarantee, and a subscriber that never comes back costs one wait in all.
-* Every wait, episode, give-up and missed message is counted in
-  :class:`~ipykernel_ext.kernel.iopub_stats.IOPubStats`
-  (``iopub_stats_request``) and logged, one warning per give-up (gathered when close).
+* It runs with one ``IOPubSettings`` value (:mod:`.iopub_options`), replaced whole on a change
+  (:meth:`NoDropXPubSocket.apply`). Every wait, episode, give-up and missed message is counted
+  (:mod:`.iopub_stats`, ``iopub_stats_request``) and logged (:mod:`.iopub_warning`).
 * A :class:`GiveUpWatcher` (:mod:`ipykernel_ext.kernel.iopub_notice`), if one is set with
   :meth:`NoDropXPubSocket.watch`, hears of each give-up when it happens and may put messages
   ahead of any message just before it leaves the socket (from the backlog or at once): so what
   the user is told follows what actually left, not what was queued.
 
 All sends and socket-option calls happen on ipykernel's IOPub thread (``IOPubThread`` calls
-:meth:`NoDropXPubSocket.send_multipart` there); other threads only read the counters. A
-socket used on its own (no loop attached, as in the unit tests) waits on the calling thread
-instead, up to the same timeout; after the IOPub thread has stopped (the kernel is exiting)
-nothing waits: what is left goes out at once, to the subscribers with room.
+:meth:`NoDropXPubSocket.send_multipart` there); other threads only read the counters and
+settings. A socket used on its own (no loop attached, as in the unit tests) waits on the
+calling thread instead, up to the same timeout; after the IOPub thread has stopped (the kernel
+is exiting) nothing waits: what is left goes out at once, to the subscribers with room.
 
 Under ``ExtKernelApp`` this socket is made and bound by the app (``"socket":
 "bound-by-ext-app"`` in ``iopub_stats_reply``). Under any other app that binds a plain XPUB
@@ -53,22 +54,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Protocol
 
 import zmq
 
-from .iopub_options import (
-    DEFAULT_BACKLOG_LIMIT_BYTES,
-    DEFAULT_SEND_TIMEOUT_MS,
-    DEFAULT_SNDHWM,
-    check_backlog_limit,
-    check_send_timeout,
-    check_sndhwm,
-)
+from .iopub_backlog import Backlog, Waiting
+from .iopub_options import IOPubSettings
 from .iopub_stats import BOUND_BY_EXT_APP, IOPubStats
+from .iopub_warning import GiveUpWarnings
 
 #: How soon the backlog is tried again: at once after progress, then doubling while a queue
 #: stays full. The loop sleeps in between, so every other event on the IOPub thread (above
@@ -78,20 +73,6 @@ RETRY_MAX_S = 0.02
 #: Messages sent from the backlog in one turn of the IOPub loop before it serves the others.
 DRAIN_BATCH = 500
 
-#: Give-ups closer together than this are gathered into one warning, logged when it is over.
-WARNING_INTERVAL_S = 10.0
-
-
-def message_nbytes(msg_parts: Any) -> int:
-    """The bytes of a multipart message, whatever its frames are (bytes, Frame, memoryview)."""
-    total = 0
-    for part in msg_parts:
-        try:
-            total += memoryview(part).nbytes
-        except TypeError:
-            total += len(part)
-    return total
-
 
 class GiveUpWatcher(Protocol):
     """Who hears of the give-ups, and may send messages ahead of the next ones to leave.
@@ -99,21 +80,11 @@ class GiveUpWatcher(Protocol):
     Both are called on the IOPub thread only, in order with the sends.
     """
 
-    def given_up(self, missed: int, stats: IOPubStats) -> None:
+    def given_up(self, missed: int, stats: IOPubStats, settings: IOPubSettings) -> None:
         """A subscriber was just given up; ``missed`` (>= 1) messages were counted for it."""
 
     def ahead_of(self, parts: Sequence[Any]) -> Sequence[list[bytes]]:
         """The messages to send just before ``parts`` leaves the socket (usually none)."""
-
-
-@dataclass
-class _Waiting:
-    parts: Any
-    flags: int
-    kwargs: dict[str, Any]
-    nbytes: int
-    #: waited while a subscriber was given up: that subscriber misses it (counted once)
-    missed: bool = False
 
 
 class NoDropXPubSocket(zmq.Socket):
@@ -122,7 +93,7 @@ class NoDropXPubSocket(zmq.Socket):
     Create it through the context and configure it before binding::
 
         sock = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
-        sock.configure(sndhwm=1000, nodrop=True, send_timeout_ms=60_000, log=app.log)
+        sock.configure(IOPubSettings(sndhwm=1000, send_timeout_ms=60_000), log=app.log)
         sock.bind("tcp://127.0.0.1:0")
         sock.attach(iopub_thread.io_loop.call_later, iopub_thread.thread)
 
@@ -133,86 +104,60 @@ class NoDropXPubSocket(zmq.Socket):
     #: What ``iopub_stats_reply["socket"]`` says about this socket.
     origin = BOUND_BY_EXT_APP
 
+    #: what it runs with: replaced whole (:meth:`apply`), on the IOPub thread once attached
+    settings: IOPubSettings
+    #: what happened: counted on the IOPub thread
     stats: IOPubStats
     log: logging.Logger
-    _backlog: deque[_Waiting]
+    _backlog: Backlog
+    _warnings: GiveUpWarnings
     _episode_started: float | None
     _last_room: float
     _call_later: Callable[[float, Callable[[], None]], object] | None
     _retry_s: float
     _thread: threading.Thread | None
     _drain_due: bool
-    _last_warning: float
-    _reported_give_ups: int
-    _warning_lock: threading.Lock
-    _warning_timer: threading.Timer | None
     _watcher: GiveUpWatcher | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.stats = IOPubStats(sndhwm=1000, nodrop=False, send_timeout_ms=-1, socket=self.origin)
+        # Until configured: a plain XPUB with libzmq's queue size, counting what it sends.
+        self.settings = IOPubSettings(sndhwm=self.sndhwm, nodrop=False)
+        self.stats = IOPubStats()
         self.log = logging.getLogger(__name__)
-        self._backlog = deque()
+        self._backlog = Backlog()
+        self._warnings = GiveUpWarnings(self)
         self._episode_started = None
         self._last_room = 0.0
         self._call_later = None
         self._retry_s = RETRY_MIN_S
         self._thread = None
         self._drain_due = False
-        self._last_warning = -WARNING_INTERVAL_S
-        self._reported_give_ups = 0
-        self._warning_lock = threading.Lock()
-        self._warning_timer = None
         self._watcher = None
 
     # --- setup -------------------------------------------------------------------------
 
     def configure(
-        self,
-        *,
-        sndhwm: int = DEFAULT_SNDHWM,
-        nodrop: bool = True,
-        send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS,
-        backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES,
-        log: logging.Logger | None = None,
+        self, settings: IOPubSettings | None = None, *, log: logging.Logger | None = None
     ) -> None:
-        """Apply the queue size, NODROP, send timeout and backlog budget. Call before ``bind``.
+        """Run with ``settings`` (the defaults if None), queue size included. Call before ``bind``.
 
         ``log`` should write to the real stderr (the app's log): a logger whose output
         ends up in ``sys.stderr`` inside the kernel would publish on this very socket.
         """
-        self.sndhwm = check_sndhwm(sndhwm, "sndhwm")
-        self.set_send_options(
-            nodrop=nodrop,
-            send_timeout_ms=send_timeout_ms,
-            backlog_limit_bytes=backlog_limit_bytes,
-            log=log,
-        )
+        settings = settings or IOPubSettings()
+        self.sndhwm = settings.sndhwm
+        self.apply(settings, log=log)
 
-    def set_send_options(
-        self,
-        *,
-        nodrop: bool = True,
-        send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS,
-        backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES,
-        log: logging.Logger | None = None,
-    ) -> None:
-        """Apply NODROP, the send timeout and the budget, and start counting. Valid after bind.
+    def apply(self, settings: IOPubSettings, *, log: logging.Logger | None = None) -> None:
+        """Run with ``settings`` from now on. Valid after bind; once attached, on the IOPub thread.
 
         libzmq reads ``XPUB_NODROP`` at each send, so unlike ``SNDHWM`` it takes effect for
-        subscribers that are already connected.
+        subscribers that are already connected; the queue size kept is the one in force
+        (libzmq fixed it at bind), which is what the reply reports.
         """
-        check_send_timeout(send_timeout_ms, "send_timeout_ms")
-        check_backlog_limit(backlog_limit_bytes, "backlog_limit_bytes")
-        if nodrop:
-            self.setsockopt(zmq.XPUB_NODROP, 1)
-        self.stats = IOPubStats(
-            sndhwm=self.sndhwm,
-            nodrop=nodrop,
-            send_timeout_ms=send_timeout_ms,
-            backlog_limit_bytes=backlog_limit_bytes,
-            socket=self.origin,
-        )
+        self.setsockopt(zmq.XPUB_NODROP, int(settings.nodrop))
+        self.settings = replace(settings, sndhwm=self.sndhwm)
         if log is not None:
             self.log = log
 
@@ -230,6 +175,17 @@ class NoDropXPubSocket(zmq.Socket):
     def watch(self, watcher: GiveUpWatcher | None) -> None:
         """Tell ``watcher`` of each give-up and let it send ahead (call on the IOPub thread)."""
         self._watcher = watcher
+
+    # --- reporting ---------------------------------------------------------------------
+
+    @property
+    def backlog_messages(self) -> int:
+        """Messages waiting in the backlog now."""
+        return len(self._backlog)
+
+    def stats_reply(self) -> dict[str, Any]:
+        """The content of an ``iopub_stats_reply`` (from any thread)."""
+        return self.stats.as_reply(self.settings, socket=self.origin, backlog=self._backlog)
 
     # --- sending -----------------------------------------------------------------------
 
@@ -249,7 +205,7 @@ class NoDropXPubSocket(zmq.Socket):
         """
         stats = self.stats
         stats.sent += 1
-        if not stats.nodrop:
+        if not self.settings.nodrop:
             return super().send_multipart(msg_parts, flags, copy=copy, track=track, **kwargs)
         kwargs = {"copy": copy, "track": track, **kwargs}
         if not self._backlog and self._watcher is not None:
@@ -257,7 +213,7 @@ class NoDropXPubSocket(zmq.Socket):
             for ahead in self._watcher.ahead_of(msg_parts):
                 self.send_multipart(ahead)
         if self._backlog:
-            self._hold(_Waiting(msg_parts, flags, kwargs, message_nbytes(msg_parts)))
+            self._hold(msg_parts, flags, kwargs)
             return None
         try:
             # The common case: room everywhere, no wait.
@@ -269,7 +225,7 @@ class NoDropXPubSocket(zmq.Socket):
         self._episode_started = self._last_room = time.monotonic()
         self._retry_s = RETRY_MIN_S
         stats.stalls += 1
-        self._hold(_Waiting(msg_parts, flags, kwargs, message_nbytes(msg_parts)))
+        self._hold(msg_parts, flags, kwargs)
         return None
 
     def _on_loop(self) -> bool:
@@ -286,15 +242,42 @@ class NoDropXPubSocket(zmq.Socket):
             return False
         return True
 
-    def _hold(self, waiting: _Waiting) -> None:
-        """Queue ``waiting`` behind the backlog; give up at once if that breaks the budget."""
-        stats = self.stats
-        self._append(waiting)
+    def _send_while_room(self, *, limit: int | None = None, first_wait_ms: int = 0) -> int:
+        """Send from the backlog, in order, while every queue that counts has room; how many.
+
+        The first attempt may wait up to ``first_wait_ms`` for room, the others do not wait;
+        at most ``limit`` messages (None: all that fit). The one send loop of the backlog:
+        the timer's turn, the hold-back and the give-up all send through it.
+        """
+        sent = 0
+        wait_ms = first_wait_ms
+        while self._backlog and sent != limit:
+            head = self._head()
+            if not self._try_send(head.parts, head.flags, head.kwargs, wait_ms):
+                break
+            self._backlog.pop()
+            sent += 1
+            wait_ms = 0
+        return sent
+
+    def _head(self) -> Waiting:
+        """The next message to send: the backlog's head, or what the watcher puts ahead of it."""
+        if self._watcher is not None:
+            for parts in reversed(self._watcher.ahead_of(self._backlog.head().parts)):
+                self.stats.sent += 1
+                self._backlog.add(parts, 0, {"copy": True, "track": False}, ahead=True)
+        return self._backlog.head()
+
+    def _no_room_for_too_long(self, now: float) -> bool:  # no room at all since _last_room
+        return (now - self._last_room) * 1000 >= self.settings.send_timeout_ms
+
+    def _hold(self, parts: Any, flags: int, kwargs: dict[str, Any]) -> None:
+        """Queue a message behind the backlog; hold the output back if that breaks the budget."""
+        self._backlog.add(parts, flags, kwargs)
         if not self._on_loop():
             # The IOPub thread is gone (the kernel is exiting): send what waits, no wait.
             self._give_up(exiting=True)
-            return
-        if stats.backlog_bytes > stats.backlog_limit_bytes:
+        elif self._backlog.nbytes > self.settings.backlog_limit_bytes:
             self._hold_back()
         else:
             self._schedule_drain(self._retry_s)
@@ -307,39 +290,16 @@ class NoDropXPubSocket(zmq.Socket):
         take instead of growing the kernel's memory, and nothing is lost for a reader that is
         slow but reading. A queue that stays full for the whole send timeout is still given up.
         """
-        stats = self.stats
-        stats.over_budget += 1
-        while self._backlog and stats.backlog_bytes > stats.backlog_limit_bytes:
-            head = self._head()
-            if self._try_send(head.parts, head.flags, head.kwargs, int(RETRY_MAX_S * 1000)):
-                self._pop_sent()
+        self.stats.over_budget += 1
+        while self._backlog.nbytes > self.settings.backlog_limit_bytes:  # (so not empty)
+            if self._send_while_room(first_wait_ms=int(RETRY_MAX_S * 1000)):
                 self._last_room = time.monotonic()
-                self._send_what_fits()
-            elif (time.monotonic() - self._last_room) * 1000 >= stats.send_timeout_ms:
+            elif self._no_room_for_too_long(time.monotonic()):
                 self._give_up()
         if not self._backlog:
             self._end_stall()
         else:
             self._schedule_drain(RETRY_MIN_S)
-
-    def _append(self, waiting: _Waiting, *, ahead: bool = False) -> None:
-        stats = self.stats
-        if ahead:
-            self._backlog.appendleft(waiting)
-        else:
-            self._backlog.append(waiting)
-        stats.backlog_messages += 1
-        stats.backlog_bytes += waiting.nbytes
-        stats.backlog_peak_bytes = max(stats.backlog_peak_bytes, stats.backlog_bytes)
-
-    def _head(self) -> _Waiting:
-        """The next message to send: the backlog's head, or what the watcher puts ahead of it."""
-        if self._watcher is not None:
-            for parts in reversed(self._watcher.ahead_of(self._backlog[0].parts)):
-                self.stats.sent += 1
-                kwargs = {"copy": True, "track": False}
-                self._append(_Waiting(parts, 0, kwargs, message_nbytes(parts)), ahead=True)
-        return self._backlog[0]
 
     def _schedule_drain(self, delay: float) -> None:
         if not self._drain_due and self._call_later is not None:
@@ -351,45 +311,20 @@ class NoDropXPubSocket(zmq.Socket):
         self._drain_due = False
         if self.closed:
             return
-        sent = 0
-        while self._backlog and sent < DRAIN_BATCH:
-            head = self._head()
-            if not self._try_send(head.parts, head.flags, head.kwargs, 0):
-                break
-            self._pop_sent()
-            sent += 1
+        sent = self._send_while_room(limit=DRAIN_BATCH)
         now = time.monotonic()
         if sent:
-            self._last_room = now  # the timeout is for a queue with no room at all
+            self._last_room = now
             self._retry_s = RETRY_MIN_S
         if not self._backlog:
             self._end_stall()
-            return
-        if (now - self._last_room) * 1000 >= self.stats.send_timeout_ms:
+        elif self._no_room_for_too_long(now):
             self._give_up()
         elif sent == DRAIN_BATCH:
             self._schedule_drain(0)  # there may be more room: after the loop's other events
         else:
             self._schedule_drain(self._retry_s)
             self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
-
-    def _pop_sent(self) -> _Waiting:
-        stats = self.stats
-        done = self._backlog.popleft()
-        stats.backlog_messages -= 1
-        stats.backlog_bytes -= done.nbytes
-        return done
-
-    def _send_what_fits(self) -> int:
-        """Send from the backlog, in order, while every queue that counts has room."""
-        sent = 0
-        while self._backlog:
-            head = self._head()
-            if not self._try_send(head.parts, head.flags, head.kwargs, 0):
-                break
-            self._pop_sent()
-            sent += 1
-        return sent
 
     def _end_stall(self) -> None:
         """The backlog is empty: the episode is over; note how long it lasted."""
@@ -406,9 +341,9 @@ class NoDropXPubSocket(zmq.Socket):
         try:
             # A socket used on its own waits here for room; an exiting kernel does not.
             standalone = self._thread is None
-            if standalone and self._try_send(parts, flags, kwargs, self.stats.send_timeout_ms):
+            if standalone and self._try_send(parts, flags, kwargs, self.settings.send_timeout_ms):
                 return None
-            self._append(_Waiting(parts, flags, kwargs, message_nbytes(parts)))
+            self._backlog.add(parts, flags, kwargs)
             self._give_up(exiting=self._thread is not None)
             return None
         finally:
@@ -430,32 +365,24 @@ class NoDropXPubSocket(zmq.Socket):
         if not exiting:
             stats.timeouts += 1
         # Counted now, once each: the parked subscriber cannot have any of these.
-        missed = 0
-        for waiting in self._backlog:
-            if not waiting.missed:
-                waiting.missed = True
-                missed += 1
+        missed = self._backlog.mark_missed()
         stats.missed += missed
         if missed and not exiting and self._watcher is not None:
             # Before the head goes: the watcher may want something sent ahead of it.
-            self._watcher.given_up(missed, stats)
+            self._watcher.given_up(missed, stats, self.settings)
+        # A lossy XPUB send never waits nor fails. Once the full pipe is parked by the first
+        # one, the rest keeps NODROP's guarantee.
         self.setsockopt(zmq.XPUB_NODROP, 0)
         try:
-            while self._backlog:
-                # A lossy XPUB send never blocks and never raises Again.
-                head = self._head()
-                super().send_multipart(head.parts, head.flags | zmq.NOBLOCK, **head.kwargs)
-                self._pop_sent()
-                if not exiting:
-                    break  # the full pipe is parked now; the rest keeps NODROP's guarantee
+            self._send_while_room(limit=None if exiting else 1)
         finally:
             self.setsockopt(zmq.XPUB_NODROP, 1)
         if not exiting:
-            self._send_what_fits()
+            self._send_while_room()
         if not self._backlog:
             self._end_stall()
         if not exiting:
-            self._warn_give_up()
+            self._warnings.given_up()
             if self._backlog:
                 self._last_room = time.monotonic()  # another full queue gets its own timeout
                 self._retry_s = RETRY_MIN_S
@@ -469,48 +396,3 @@ class NoDropXPubSocket(zmq.Socket):
             except zmq.ZMQError:
                 self._backlog.clear()
         super().close(linger=linger)
-
-    # --- reporting ---------------------------------------------------------------------
-
-    def _warn_give_up(self) -> None:
-        """Warn about the give-up just counted: now, or gathered with others a little later.
-
-        Every give-up gets logged; those within WARNING_INTERVAL_S of the last warning are
-        reported together by one timer when the interval is over, so neither a flapping
-        subscriber floods the log nor a second one goes unreported.
-        """
-        with self._warning_lock:
-            if self._warning_timer is not None:
-                return  # a gathered warning is already due
-            delay = self._last_warning + WARNING_INTERVAL_S - time.monotonic()
-            if delay > 0:
-                self._warning_timer = threading.Timer(delay, self._log_give_ups)
-                self._warning_timer.daemon = True
-                self._warning_timer.start()
-                return
-        self._log_give_ups()
-
-    def _log_give_ups(self) -> None:
-        stats = self.stats
-        with self._warning_lock:
-            self._warning_timer = None
-            give_ups = stats.timeouts
-            new = give_ups - self._reported_give_ups
-            if new <= 0:
-                return
-            self._reported_give_ups = give_ups
-            self._last_warning = time.monotonic()
-        self.log.warning(
-            "IOPub: %d subscriber stall(s): a frontend's queue stayed full for the whole send "
-            "timeout (%.1f s). The messages went to the other frontends; the stalled one missed "
-            "at least %d in all and misses IOPub messages until it has read about half its "
-            "queue (%d messages). %d give-up(s) in all, %d messages sent. If that frontend is "
-            "alive but slow, raise --iopub-send-timeout. Counters: control message "
-            "iopub_stats_request.",
-            new,
-            stats.send_timeout_ms / 1000,
-            stats.missed,
-            stats.sndhwm // 2,
-            give_ups,
-            stats.sent,
-        )

@@ -26,13 +26,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import zmq
-from traitlets import TraitError, observe, validate
+from traitlets import observe
 
 from .iopub import NoDropXPubSocket
-from .iopub_options import IOPubTraits, check_backlog_limit, check_send_timeout, check_sndhwm
+from .iopub_options import IOPubSettings, IOPubTraits
 from .iopub_stats import ADOPTED
 
 #: How long the kernel waits for the IOPub thread to make the swap. The thread only has to
@@ -126,14 +127,11 @@ def _swap_on_iopub_thread(
 def adopt_iopub_socket(
     iopub_thread: Any,
     *,
-    sndhwm: int,
-    nodrop: bool,
-    send_timeout_ms: int,
-    backlog_limit_bytes: int,
+    settings: IOPubSettings,
     log: logging.Logger,
     bound_by: str,
 ) -> AdoptedXPubSocket | None:
-    """Put the no-loss send path on ``iopub_thread``'s socket; return the adopted socket.
+    """Put the no-loss send path, run with ``settings``, on ``iopub_thread``'s socket; return it.
 
     Returns None, after saying why in the log, when there is nothing to adopt (no IOPub
     thread, or a socket that is not an XPUB). Already an ExtKernelApp socket: returns None
@@ -156,33 +154,28 @@ def adopt_iopub_socket(
         return None
 
     def configure(adopted: AdoptedXPubSocket) -> None:
-        adopted.set_send_options(
-            nodrop=nodrop,
-            send_timeout_ms=send_timeout_ms,
-            backlog_limit_bytes=backlog_limit_bytes,
-            log=log,
-        )
+        adopted.apply(settings, log=log)
 
     adopted = _swap_on_iopub_thread(iopub_thread, socket, configure, log, bound_by)
     if adopted is None:
         return None
-    in_use = adopted.stats.sndhwm
-    if sndhwm != in_use:
+    in_use = adopted.settings.sndhwm
+    if settings.sndhwm != in_use:
         log.warning(
             "IOPub: a queue of %d messages per subscriber (iopub_sndhwm) was asked for, but the "
             "IOPub socket was bound by %s before this kernel was made, and libzmq fixes each "
             "subscriber's queue at bind time: it stays %d. Start the kernel with "
             "`python -m ipykernel_ext` (ExtKernelApp) to change it. NODROP and the send "
             "timeout are in effect.",
-            sndhwm,
+            settings.sndhwm,
             bound_by,
             in_use,
         )
     log.info(
         "IOPub: adopted the IOPub socket bound by %s: nodrop=%s, send timeout %d ms, queue %d",
         bound_by,
-        nodrop,
-        send_timeout_ms,
+        settings.nodrop,
+        settings.send_timeout_ms,
         in_use,
     )
     return adopted
@@ -193,34 +186,17 @@ class IOPubOptions(IOPubTraits):
 
     A mixin for the kernel class (``c.ExtKernel.iopub_nodrop = ...``; under ExtKernelApp the
     app's ``--iopub-*`` flags win where both are given). :meth:`adopt_iopub_socket` is called
-    once, from the kernel's ``__init__``.
+    once, from the kernel's ``__init__``. The options are validated where they are declared
+    (:class:`~.iopub_options.IOPubTraits`), an error naming ``ExtKernel.iopub_*``.
     """
-
-    @validate("iopub_sndhwm")
-    def _valid_iopub_sndhwm(self, proposal: dict[str, Any]) -> int:
-        return self._checked(check_sndhwm, proposal)
-
-    @validate("iopub_send_timeout")
-    def _valid_iopub_send_timeout(self, proposal: dict[str, Any]) -> int:
-        return self._checked(check_send_timeout, proposal)
-
-    @validate("iopub_backlog_limit")
-    def _valid_iopub_backlog_limit(self, proposal: dict[str, Any]) -> int:
-        return self._checked(check_backlog_limit, proposal)
-
-    def _checked(self, check: Any, proposal: dict[str, Any]) -> int:
-        option = f"{type(self).__name__}.{proposal['trait'].name}"
-        try:
-            return int(check(proposal["value"], option))
-        except ValueError as exc:
-            raise TraitError(str(exc)) from None
 
     @observe("iopub_send_timeout", "iopub_backlog_limit")
     def _apply_at_run_time(self, change: dict[str, Any]) -> None:
         """``kernel.iopub_send_timeout = ...`` (or the budget) takes effect at once.
 
-        The socket reads both from its stats at every decision, on the IOPub thread, so the
-        new value is handed over there, between two sends.
+        The socket reads its settings at every decision, on the IOPub thread, so the new
+        settings (those in force, with this one changed) are handed over there, between two
+        sends.
         """
         if not self._iopub_options_live:
             return  # values from config at construction: the app or the adoption applies them
@@ -228,11 +204,8 @@ class IOPubOptions(IOPubTraits):
         socket = getattr(thread, "socket", None)
         if not isinstance(socket, NoDropXPubSocket):
             return
-        field = {
-            "iopub_send_timeout": "send_timeout_ms",
-            "iopub_backlog_limit": "backlog_limit_bytes",
-        }[change["name"]]
-        thread.schedule(lambda: setattr(socket.stats, field, int(change["new"])))
+        changed = {self.trait_metadata(change["name"], "setting"): change["new"]}
+        thread.schedule(lambda: socket.apply(replace(socket.settings, **changed)))
 
     #: The adopted socket, or None where there was nothing to adopt (see the log).
     iopub_adopted: AdoptedXPubSocket | None = None
@@ -244,10 +217,7 @@ class IOPubOptions(IOPubTraits):
         parent = getattr(self, "parent", None)
         self.iopub_adopted = adopt_iopub_socket(
             getattr(self, "iopub_thread", None),
-            sndhwm=self.iopub_sndhwm,
-            nodrop=self.iopub_nodrop,
-            send_timeout_ms=self.iopub_send_timeout,
-            backlog_limit_bytes=self.iopub_backlog_limit,
+            settings=self.iopub_settings(),
             log=getattr(self, "log", logging.getLogger(__name__)),
             bound_by=type(parent).__name__ if parent is not None else "the embedding app",
         )

@@ -32,18 +32,19 @@ from typing import Any
 
 from jupyter_client.session import DELIM, extract_header
 
+from .iopub_options import IOPubSettings
 from .iopub_stats import IOPubStats
 
 #: The first words of every notice (tests and users can search for them).
 NOTICE_PREFIX = "[ipykernel_ext] IOPub:"
 
 
-def notice_text(missed: int, stats: IOPubStats) -> str:
+def notice_text(missed: int, settings: IOPubSettings) -> str:
     """What the told cell's stderr says."""
     return (
         f"{NOTICE_PREFIX} a frontend of this kernel missed at least {missed} output or "
         f"widget message(s) of this cell: its queue stayed full for "
-        f"{stats.send_timeout_ms / 1000:g} s (--iopub-send-timeout). Reload the page to see "
+        f"{settings.send_timeout_ms / 1000:g} s (--iopub-send-timeout). Reload the page to see "
         "the current state; raise that option if that frontend is alive but slow.\n"
     )
 
@@ -56,9 +57,9 @@ class MissedNotice:
     """Tells a cell, once per give-up, how many messages a frontend missed.
 
     ``session`` and ``topic`` make the ``stream`` message (the kernel's session and its
-    ``stream`` topic); ``stats`` returns the IOPub socket's counters (None when it has none:
-    a socket that could not be adopted); ``schedule`` runs a function on the IOPub thread after
-    what is already queued there.
+    ``stream`` topic); ``waiting`` returns how many messages wait in the IOPub socket's backlog
+    now (None when the socket is not ours: one that could not be adopted); ``schedule`` runs a
+    function on the IOPub thread after what is already queued there.
     """
 
     def __init__(
@@ -66,13 +67,13 @@ class MissedNotice:
         *,
         session: Any,
         topic: bytes,
-        stats: Callable[[], IOPubStats | None],
+        waiting: Callable[[], int | None],
         schedule: Callable[[Callable[[], None]], None],
         enabled: bool = True,
     ) -> None:
         self._session = session
         self._topic = topic
-        self._stats = stats
+        self._waiting = waiting
         self._schedule = schedule
         self.enabled = enabled
         #: main-shell idles queued and maybe not yet sent: parent msg_id -> parent header,
@@ -91,21 +92,24 @@ class MissedNotice:
     # --- on the IOPub thread -------------------------------------------------------------
 
     def _expect_idle(self, header: dict[str, Any]) -> None:
-        stats = self._stats()
+        waiting = self._waiting()
         msg_id = header.get("msg_id")
-        if stats is None or not msg_id:
+        if waiting is None or not msg_id:
             return
         # Every idle announced earlier was handed to the socket before this runs, and idles
         # leave in the order they were announced: those that have not left yet are the newest
         # ones, each a message in the backlog. So no more of them are kept than messages wait.
-        while len(self._idles) > stats.backlog_messages:
+        while len(self._idles) > waiting:
             del self._idles[next(iter(self._idles))]
         self._idles[msg_id] = header
 
-    def given_up(self, missed: int, stats: IOPubStats) -> None:
-        """A subscriber was given up and missed ``missed`` messages: a notice is owed."""
+    def given_up(self, missed: int, stats: IOPubStats, settings: IOPubSettings) -> None:
+        """A subscriber was given up and missed ``missed`` messages: a notice is owed.
+
+        The text says the send timeout in force at the give-up; ``stats`` counts the notice.
+        """
         if self.enabled:
-            self._due.append((notice_text(missed, stats), stats))
+            self._due.append((notice_text(missed, settings), stats))
 
     def ahead_of(self, parts: Sequence[Any]) -> Sequence[list[bytes]]:
         """The owed notices, if ``parts`` is a main-shell idle about to leave; else none."""

@@ -1,16 +1,22 @@
-"""The IOPub options: their defaults, the rule each value must meet, and their one declaration.
+"""The IOPub settings: their defaults, the rule each value must meet, and the options that set them.
+
+:class:`IOPubSettings` is what the socket (:mod:`ipykernel_ext.kernel.iopub`) runs with: one
+frozen value, checked when it is made and replaced as a whole when an option changes.
 
 Two classes take the options: ``ExtKernelApp`` (``--iopub-*`` flags, ``c.ExtKernelApp.iopub_*``),
 which binds the socket and so is the only one that can set the queue size, and ``ExtKernel``
 (``c.ExtKernel.iopub_*``, honoured under any app, changeable at run time). Both inherit
-:class:`IOPubTraits`, and both validate with the ``check_*`` functions, naming their own option
-in the error, so a bad value reads the same whichever way it came in. The socket that uses
-the values is :mod:`ipykernel_ext.kernel.iopub`.
+:class:`IOPubTraits`: the options, their validation (one rule per setting, the error naming
+the option as each class spells it) and :meth:`IOPubTraits.iopub_settings`, the value they make.
 """
 
 from __future__ import annotations
 
-from traitlets import Bool, HasTraits, Integer
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from traitlets import Bool, HasTraits, Integer, TraitError, validate
 
 #: Defaults, chosen from the pause measurements in docs/BENCHMARKS.md and explained in
 #: README.md ("Choosing the IOPub defaults"). A subscriber's queue gets room back only after
@@ -42,12 +48,45 @@ def check_backlog_limit(value: int, option: str) -> int:
     return int(value)
 
 
+#: The rule of each :class:`IOPubSettings` field that has one (``nodrop`` is any bool).
+RULES: dict[str, Callable[[int, str], int]] = {
+    "sndhwm": check_sndhwm,
+    "send_timeout_ms": check_send_timeout,
+    "backlog_limit_bytes": check_backlog_limit,
+}
+
+
+@dataclass(frozen=True)
+class IOPubSettings:
+    """What one IOPub socket runs with; its fields are also those of ``iopub_stats_reply``.
+
+    Frozen: a change makes a new value (``dataclasses.replace``), which the socket takes as a
+    whole on the IOPub thread, so a reader on another thread never sees half of a change.
+    A value that breaks a rule is refused when it is made (ValueError naming the field).
+    """
+
+    #: each subscriber's queue, in messages (ZMQ_SNDHWM; 0: unbounded)
+    sndhwm: int = DEFAULT_SNDHWM
+    #: XPUB_NODROP: wait for room instead of dropping (off: stock behaviour)
+    nodrop: bool = True
+    #: how long a queue may stay full before its subscriber is given up
+    send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
+    #: bytes that may wait in the kernel before its output is held back
+    backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            if field.name in RULES:
+                RULES[field.name](getattr(self, field.name), field.name)
+
+
 class IOPubTraits(HasTraits):
-    """The IOPub options, declared once for the two classes that take them.
+    """The IOPub options, declared and validated once for the two classes that take them.
 
     ``ExtKernelApp`` (``--iopub-*``, ``c.ExtKernelApp.iopub_*``) and ``ExtKernel``
-    (``c.ExtKernel.iopub_*``, honoured under any app) both inherit these; each validates with
-    the ``check_*`` rules above, naming its own option in the error.
+    (``c.ExtKernel.iopub_*``, honoured under any app) both inherit these. Each option is
+    tagged with the :class:`IOPubSettings` field it sets (``setting``); a class says how its
+    errors name an option by overriding :meth:`_iopub_option`.
     """
 
     iopub_sndhwm = Integer(
@@ -55,13 +94,13 @@ class IOPubTraits(HasTraits):
         help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM; 0: unbounded). libzmq
         fixes it when the socket is bound: only ExtKernelApp (python -m ipykernel_ext) binds
         after reading it; under another app a different value is logged as a warning.""",
-    ).tag(config=True)
+    ).tag(config=True, setting="sndhwm")
 
     iopub_nodrop = Bool(
         True,
         help="""Make IOPub wait for room (XPUB_NODROP) instead of silently dropping messages
         for a full subscriber. Off: stock ipykernel behaviour.""",
-    ).tag(config=True)
+    ).tag(config=True, setting="nodrop")
 
     iopub_send_timeout = Integer(
         DEFAULT_SEND_TIMEOUT_MS,
@@ -69,11 +108,33 @@ class IOPubTraits(HasTraits):
         that subscriber up (it then misses messages until it reads again; counted, logged and
         told to the cell). Until then the messages wait in the kernel, nothing is lost, and
         the kernel's channels stay responsive. Covers a server paused or slowed for less.""",
-    ).tag(config=True)
+    ).tag(config=True, setting="send_timeout_ms")
 
     iopub_backlog_limit = Integer(
         DEFAULT_BACKLOG_LIMIT_BYTES,
         help="""Bytes of IOPub messages the kernel may hold while a subscriber's queue is
         full. Past it the full subscriber is given up at once, as at the send timeout, so a
         wait never grows the kernel's memory without bound.""",
-    ).tag(config=True)
+    ).tag(config=True, setting="backlog_limit_bytes")
+
+    @validate("iopub_sndhwm", "iopub_send_timeout", "iopub_backlog_limit")
+    def _valid_iopub_option(self, proposal: dict[str, Any]) -> int:
+        name = proposal["trait"].name
+        option, source = self._iopub_option(name)
+        try:
+            return RULES[self.trait_metadata(name, "setting")](proposal["value"], option)
+        except ValueError as exc:
+            raise TraitError(f"{exc}{source}") from None
+
+    def _iopub_option(self, name: str) -> tuple[str, str]:
+        """How an error names option ``name``, and what it adds after the rule (a source)."""
+        return f"{type(self).__name__}.{name}", ""
+
+    def iopub_settings(self) -> IOPubSettings:
+        """These options' values, as the socket takes them."""
+        return IOPubSettings(
+            **{
+                trait.metadata["setting"]: getattr(self, name)
+                for name, trait in self.traits(setting=lambda field: field is not None).items()
+            }
+        )

@@ -1,38 +1,42 @@
-"""What one IOPub socket counts and reports: the content of ``iopub_stats_reply``.
+"""What one IOPub socket counts, and the reply that reports it: ``iopub_stats_reply``.
 
-:class:`IOPubStats` holds the settings the socket runs with and its counters (waits, stalls,
-give-ups, missed messages, the backlog). The socket (:mod:`ipykernel_ext.kernel.iopub`)
-writes them on the IOPub thread; the control thread answers ``iopub_stats_request`` with
-:meth:`IOPubStats.as_reply`, and :mod:`ipykernel_ext.kernel.iopub_notice`, told of each
-give-up, counts ``notices``. The fields are part of the wire contract (docs/PROTOCOL.md).
+:class:`IOPubStats` only counts (sends, waits, stalls, give-ups, missed messages, notices).
+The socket (:mod:`ipykernel_ext.kernel.iopub`) writes the counts on the IOPub thread, and
+:mod:`ipykernel_ext.kernel.iopub_notice`, told of each give-up, counts ``notices``. The reply
+(:meth:`IOPubStats.as_reply`, built on the control thread) puts beside them the settings the
+socket runs with and what waits in its backlog now. Its fields are part of the wire contract
+(docs/PROTOCOL.md §1).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from .iopub_options import DEFAULT_BACKLOG_LIMIT_BYTES
+from .iopub_options import IOPubSettings
 
 #: ``iopub_stats_reply["socket"]``: who made the socket the send path runs on.
 BOUND_BY_EXT_APP = "bound-by-ext-app"
 ADOPTED = "adopted"
 
 
+class BacklogSize(Protocol):
+    """What the reply reads of a backlog (:class:`~.iopub_backlog.Backlog`)."""
+
+    nbytes: int
+    peak_bytes: int
+
+    def __len__(self) -> int: ...
+
+
 @dataclass
 class IOPubStats:
-    """Counters and settings of one IOPub socket.
+    """The counters of one IOPub socket, all 0 when it is made.
 
-    Written only by the IOPub thread; read from any thread (each field is a plain int or
-    bool, so a read never sees a torn value).
+    Written only by the IOPub thread; read from any thread (each field is a plain int, so a
+    read never sees a torn value).
     """
 
-    sndhwm: int
-    nodrop: bool
-    send_timeout_ms: int
-    backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES
-    #: BOUND_BY_EXT_APP or ADOPTED (see the module docstring)
-    socket: str = BOUND_BY_EXT_APP
     #: messages handed to the XPUB socket
     sent: int = 0
     #: sends that found a subscriber's queue full
@@ -52,11 +56,21 @@ class IOPubStats:
     missed: int = 0
     #: stderr notices put ahead of a main-shell idle, one per give-up (see iopub_notice)
     notices: int = 0
-    #: messages and bytes waiting now, and the most bytes that ever waited
-    backlog_messages: int = 0
-    backlog_bytes: int = 0
-    backlog_peak_bytes: int = 0
 
-    def as_reply(self) -> dict[str, Any]:
-        """The content of an ``iopub_stats_reply``."""
-        return {"status": "ok", **asdict(self)}
+    def as_reply(
+        self, settings: IOPubSettings, *, socket: str, backlog: BacklogSize
+    ) -> dict[str, Any]:
+        """The content of an ``iopub_stats_reply``, in the order docs/PROTOCOL.md lists it.
+
+        ``socket`` is BOUND_BY_EXT_APP or ADOPTED; ``backlog`` gives the messages and bytes
+        waiting now and the most bytes that ever waited.
+        """
+        return {
+            "status": "ok",
+            **asdict(settings),
+            "socket": socket,
+            **asdict(self),
+            "backlog_messages": len(backlog),
+            "backlog_bytes": backlog.nbytes,
+            "backlog_peak_bytes": backlog.peak_bytes,
+        }

@@ -91,7 +91,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         self.missed_notice = MissedNotice(
             session=self.session,
             topic=self._topic("stream"),
-            stats=self._iopub_stats,
+            waiting=self._iopub_waiting,
             schedule=self._on_iopub_thread,
             enabled=self.iopub_missed_notice,
         )
@@ -187,9 +187,9 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         socket = getattr(getattr(self, "iopub_thread", None), "socket", None)
         return socket if isinstance(socket, NoDropXPubSocket) else None
 
-    def _iopub_stats(self) -> Any:
+    def _iopub_waiting(self) -> int | None:
         socket = self._iopub_socket_now()
-        return socket.stats if socket is not None else None
+        return socket.backlog_messages if socket is not None else None
 
     def _on_iopub_thread(self, f: Callable[[], None]) -> None:
         thread = getattr(self, "iopub_thread", None)
@@ -238,7 +238,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         """Reply with the IOPub socket's settings and counters (see :mod:`.iopub`)."""
         try:
             _expect_no_fields(parent["content"], "iopub_stats_request")
-            content = self.iopub_thread.socket.stats.as_reply()
+            content = self.iopub_thread.socket.stats_reply()
         except Exception as exc:
             content = error_content(exc)
         self.session.send(stream, "iopub_stats_reply", content, parent, ident)

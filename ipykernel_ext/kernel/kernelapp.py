@@ -20,29 +20,13 @@ import zmq
 from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
 from jupyter_core.paths import jupyter_config_path
-from traitlets import (
-    CaselessStrEnum,
-    Dict,
-    TraitError,
-    Type,
-    Unicode,
-    default,
-    validate,
-)
+from traitlets import CaselessStrEnum, Dict, Type, Unicode
 from traitlets.config import Application
 from traitlets.config.loader import ConfigFileNotFound, KVArgParseConfigLoader
 
 from .. import PROG, __version__
 from .iopub import NoDropXPubSocket
-from .iopub_options import (
-    DEFAULT_BACKLOG_LIMIT_BYTES,
-    DEFAULT_SEND_TIMEOUT_MS,
-    DEFAULT_SNDHWM,
-    IOPubTraits,
-    check_backlog_limit,
-    check_send_timeout,
-    check_sndhwm,
-)
+from .iopub_options import IOPubTraits
 from .ipkernel import ExtKernel
 from .router_identity import bind_with_endpoint_identity
 
@@ -127,64 +111,29 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         address many kernels. Off by default (IPython Parallel expects free identities).""",
     ).tag(config=True)
 
-    @validate("iopub_sndhwm")
-    def _valid_sndhwm(self, proposal: dict[str, Any]) -> int:
-        return self._checked(check_sndhwm, proposal, "--iopub-sndhwm")
+    def _iopub_option(self, name: str) -> tuple[str, str]:
+        """Errors name the flag and the trait, and the kernel's section when the value came
+        from there (see :meth:`_take_kernel_iopub_options`)."""
+        source = "" if self._given_here(name) else f" (from {self.kernel_class.__name__}.{name})"
+        return f"--{name.replace('_', '-')} (ExtKernelApp.{name})", source
 
-    @validate("iopub_send_timeout")
-    def _valid_send_timeout(self, proposal: dict[str, Any]) -> int:
-        return self._checked(check_send_timeout, proposal, "--iopub-send-timeout")
+    def _given_here(self, name: str) -> bool:
+        """Whether option ``name`` is in this app's config (flags, config files)."""
+        return any(name in self.config.get(section, {}) for section in self.section_names())
 
-    @validate("iopub_backlog_limit")
-    def _valid_backlog_limit(self, proposal: dict[str, Any]) -> int:
-        return self._checked(check_backlog_limit, proposal, "--iopub-backlog-limit")
+    def _take_kernel_iopub_options(self) -> None:
+        """Take the kernel's IOPub options (``c.ExtKernel.iopub_*``) where this app's are not given.
 
-    def _checked(self, check: Any, proposal: dict[str, Any], flag: str) -> int:
-        """``check`` (iopub.py's rule) applied; a TraitError naming the flag, the trait and,
-        when the value came from the kernel's section of the config, that section."""
-        name = proposal["trait"].name
-        from_kernel = ""
-        if name not in self.config.get("ExtKernelApp", {}):
-            from_kernel = f" (from {self.kernel_class.__name__}.{name})"
-        try:
-            return int(check(proposal["value"], f"{flag} (ExtKernelApp.{name})"))
-        except ValueError as exc:
-            raise TraitError(f"{exc}{from_kernel}") from None
-
-    # The kernel class has the same three IOPub options (iopub_options.IOPubTraits), so that
-    # one config works under any launcher. Under this app the socket is made before the
-    # kernel, so the app takes the kernel's values wherever its own are not given.
-
-    @default("iopub_sndhwm")
-    def _sndhwm_from_kernel(self) -> int:
-        return self._valid_sndhwm(self._kernel_config("iopub_sndhwm", DEFAULT_SNDHWM))
-
-    @default("iopub_nodrop")
-    def _nodrop_from_kernel(self) -> bool:
-        return self._kernel_config("iopub_nodrop", True)["value"]
-
-    @default("iopub_send_timeout")
-    def _send_timeout_from_kernel(self) -> int:
-        return self._valid_send_timeout(
-            self._kernel_config("iopub_send_timeout", DEFAULT_SEND_TIMEOUT_MS)
-        )
-
-    @default("iopub_backlog_limit")
-    def _backlog_limit_from_kernel(self) -> int:
-        return self._valid_backlog_limit(
-            self._kernel_config("iopub_backlog_limit", DEFAULT_BACKLOG_LIMIT_BYTES)
-        )
-
-    def _kernel_config(self, name: str, fallback: Any) -> dict[str, Any]:
-        """``c.<KernelClass>.<name>`` (the most derived class's section wins), or fallback,
-        type-checked by the app's trait, as a proposal for the trait's validator (traitlets
-        validates a value that is set, not a dynamic default)."""
-        value = fallback
-        for section in self.kernel_class.section_names():
-            if name in self.config.get(section, {}):
-                value = self.config[section][name]
-        trait = self.traits()[name]
-        return {"trait": trait, "value": trait.validate(self, value), "owner": self}
+        The kernel class has the same options (IOPubTraits), so that one config works under
+        any launcher; under this app the socket is made before the kernel, so the app takes
+        the kernel's values wherever its own config does not give one (the most derived class's
+        section wins). They are checked as the app's own, the error naming where they came from.
+        """
+        for name in self.traits(setting=lambda field: field is not None):
+            sections = [self.config.get(s, {}) for s in self.kernel_class.section_names()]
+            given = [section[name] for section in sections if name in section]
+            if given and not self._given_here(name):
+                setattr(self, name, given[-1])
 
     def _create_loader(
         self,
@@ -218,15 +167,10 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
 
     def init_iopub(self, context: zmq.Context[Any]) -> None:
         """Create the IOPub socket, configured before bind, and its IOPub thread."""
+        self._take_kernel_iopub_options()
         socket = context.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
         socket.linger = 1000
-        socket.configure(
-            sndhwm=self.iopub_sndhwm,
-            nodrop=self.iopub_nodrop,
-            send_timeout_ms=self.iopub_send_timeout,
-            backlog_limit_bytes=self.iopub_backlog_limit,
-            log=self.log,
-        )
+        socket.configure(self.iopub_settings(), log=self.log)
         self._apply_curve_server_options(socket)
         self.iopub_port = self._bind_socket(socket, self.iopub_port)
         self.log.debug("iopub XPUB Channel on port: %i", self.iopub_port)

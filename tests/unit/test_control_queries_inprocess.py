@@ -36,6 +36,7 @@ from zmq.eventloop.zmqstream import ZMQStream
 
 from ipykernel_ext.kernel import ExtKernel
 from ipykernel_ext.kernel.iopub import NoDropXPubSocket
+from ipykernel_ext.kernel.iopub_options import IOPubSettings
 
 w = pytest.importorskip("ipywidgets")
 
@@ -125,7 +126,7 @@ def kernel_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     iopub_url = f"inproc://iopub-{uuid.uuid4().hex}"
     pub = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
     pub.linger = 0
-    pub.configure(sndhwm=SNDHWM, send_timeout_ms=SEND_TIMEOUT_MS)
+    pub.configure(IOPubSettings(sndhwm=SNDHWM, send_timeout_ms=SEND_TIMEOUT_MS))
     pub.bind(iopub_url)
     subscriber = ctx.socket(zmq.SUB)
     subscriber.linger = 0

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,7 @@ from jupyter_client.session import Session
 
 from ipykernel_ext.kernel.iopub import NoDropXPubSocket
 from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX, MissedNotice
+from ipykernel_ext.kernel.iopub_options import IOPubSettings
 
 SNDHWM = 4
 RCVHWM = 2
@@ -43,7 +47,7 @@ def xpub(
     ctx = zmq.Context()
     url = f"inproc://iopub-{uuid.uuid4().hex}"
     pub = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
-    pub.configure(sndhwm=SNDHWM, nodrop=nodrop, send_timeout_ms=timeout_ms)
+    pub.configure(IOPubSettings(sndhwm=SNDHWM, nodrop=nodrop, send_timeout_ms=timeout_ms))
     pub.bind(url)
     try:
         yield ctx, url, pub
@@ -80,7 +84,7 @@ def payload(i: int) -> list[bytes]:
 def test_configure_before_bind_and_validation() -> None:
     with xpub() as (_ctx, _url, pub):
         assert pub.sndhwm == SNDHWM
-        reply = pub.stats.as_reply()
+        reply = pub.stats_reply()
         # Fields this test knows; the reply may carry more.
         assert {
             k: reply.get(k)
@@ -104,10 +108,26 @@ def test_configure_before_bind_and_validation() -> None:
             "timeouts": 0,
             "missed": 0,
         }
+        # A bad value is refused before the socket takes it.
         with pytest.raises(ValueError, match="sndhwm"):
-            pub.configure(sndhwm=-1)
+            pub.configure(IOPubSettings(sndhwm=-1))
         with pytest.raises(ValueError, match="send_timeout_ms"):
-            pub.configure(send_timeout_ms=0)
+            pub.configure(IOPubSettings(send_timeout_ms=0))
+        assert pub.settings == IOPubSettings(sndhwm=SNDHWM, send_timeout_ms=5000)
+
+
+def test_the_reply_lists_the_fields_of_protocol_md_in_its_order() -> None:
+    # Settings, counters and what waits are kept apart in the socket; the reply is one object
+    # whose shape is the wire contract.
+    protocol = (Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md").read_text()
+    block = protocol.split("### control `iopub_stats_request`")[1].split("```")[1]
+    documented = re.findall(r'"(\w+)":', block)
+    with xpub() as (_ctx, _url, pub):
+        reply = pub.stats_reply()
+        assert list(reply) == documented
+        assert reply["socket"] == "bound-by-ext-app"
+        assert reply["backlog_limit_bytes"] == pub.settings.backlog_limit_bytes
+        assert reply["backlog_messages"] == reply["backlog_bytes"] == 0
 
 
 def test_a_full_subscriber_makes_the_send_wait_and_loses_nothing() -> None:
@@ -153,7 +173,7 @@ def test_a_stalled_subscriber_times_out_and_only_it_misses_messages(
         assert pub.stats.missed >= pub.stats.timeouts
         assert pub.stats.sent == total
         # NODROP is back on after the fallback: the next full queue waits again.
-        assert pub.stats.nodrop
+        assert pub.settings.nodrop
 
 
 def test_nodrop_off_is_a_plain_xpub_that_still_counts() -> None:
@@ -181,7 +201,7 @@ def on_iopub_thread(
     thread may use the socket (it reads the subscriptions itself).
     """
     with xpub(timeout_ms=timeout_ms) as (ctx, url, pub):
-        pub.set_send_options(send_timeout_ms=timeout_ms, backlog_limit_bytes=backlog_limit)
+        pub.apply(IOPubSettings(send_timeout_ms=timeout_ms, backlog_limit_bytes=backlog_limit))
         subs = [subscribe(ctx, url, pub, topic) for topic in topics]
         thread = IOPubThread(pub, session=None)
         pub.attach(thread.io_loop.call_later, thread.thread)
@@ -224,12 +244,12 @@ def test_a_full_subscriber_never_blocks_the_iopub_thread() -> None:
             thread.send_multipart(payload(i))
         # The barrier: messages wait in the backlog; the thread still runs what comes next
         # (as an output flush would), while the subscriber has read nothing.
-        wait_until(lambda: pub.stats.backlog_messages > 0)
+        wait_until(lambda: pub.backlog_messages > 0)
         on_thread(thread, lambda: None)
-        assert pub.stats.backlog_messages > 0
+        assert pub.backlog_messages > 0
         got = read_all(sub, total)
         assert got == [str(i).encode() for i in range(total)]
-        wait_until(lambda: pub.stats.backlog_messages == 0)
+        wait_until(lambda: pub.backlog_messages == 0)
         assert pub.stats.stalls >= 1
         assert pub.stats.timeouts == pub.stats.over_budget == pub.stats.missed == 0
 
@@ -263,7 +283,7 @@ def test_backlog_budget_holds_the_output_back_and_holds() -> None:
         wait_until(lambda: pub.stats.timeouts >= 1)
         on_thread(thread, lambda: None)
         assert pub.stats.over_budget >= 1
-        assert pub.stats.backlog_peak_bytes <= limit + len(part) + len(b"topic")
+        assert pub.stats_reply()["backlog_peak_bytes"] <= limit + len(part) + len(b"topic")
         assert pub.stats.missed >= 1
         assert len(read_all(stalled, CAPACITY + 200, timeout=0.5)) < CAPACITY + 200
 
@@ -276,7 +296,7 @@ def test_after_the_thread_stops_nothing_waits() -> None:
         for i in range(CAPACITY * 3):
             thread.send_multipart(payload(i))
         assert time.monotonic() - started < 30
-        assert pub.stats.backlog_messages == 0
+        assert pub.backlog_messages == 0
 
 
 # --- the missed-messages notice: told from what leaves the socket ---------------------------
@@ -296,7 +316,7 @@ class Shell:
         self.notice = MissedNotice(
             session=self.session,
             topic=TOPIC + b".stream",
-            stats=lambda: pub.stats,
+            waiting=lambda: pub.backlog_messages,
             schedule=thread.schedule,
         )
         on_thread(thread, lambda: pub.watch(self.notice))
@@ -351,7 +371,7 @@ def give_up_the_stalled_one(thread: IOPubThread, pub: NoDropXPubSocket, reader: 
     reaches it while the stalled subscriber's full queue holds the backlog's head.
     """
     wait_until(lambda: len(reader.got) >= CAPACITY)
-    on_thread(thread, lambda: setattr(pub.stats, "send_timeout_ms", 200))
+    on_thread(thread, lambda: pub.apply(replace(pub.settings, send_timeout_ms=200)))
     wait_until(lambda: pub.stats.timeouts >= 1)
 
 
@@ -369,7 +389,7 @@ def test_a_give_up_after_the_cell_ended_tells_that_cell_ahead_of_its_idle() -> N
         shell.idle(cell)
         shell.idle(later)
         on_thread(thread, lambda: None)
-        assert pub.stats.backlog_messages > 0 and pub.stats.timeouts == 0
+        assert pub.backlog_messages > 0 and pub.stats.timeouts == 0
         reader = Reader(sub, shell.session, later["header"]["msg_id"])
         give_up_the_stalled_one(thread, pub, reader)
         got = reader.join()
@@ -430,7 +450,7 @@ def test_a_give_up_between_cells_tells_the_next_request() -> None:
         reader = Reader(sub, shell.session, later["header"]["msg_id"])
         shell.idle(cell)
         on_thread(thread, lambda: None)
-        assert pub.stats.sent == 1 and pub.stats.backlog_messages == 0  # it left, to both
+        assert pub.stats.sent == 1 and pub.backlog_messages == 0  # it left, to both
         shell.output(cell, CAPACITY * 3)
         give_up_the_stalled_one(thread, pub, reader)
         shell.idle(later)
