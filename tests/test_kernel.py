@@ -6,6 +6,7 @@ is the claim, so a change in what stock sends is caught.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -307,3 +308,32 @@ def test_terminal_banner_is_stocks(tmp_path: Path) -> None:
     theirs = banner("ipykernel_launcher")
     assert theirs[-1] == "    --existing CONNECTION_FILE\n", theirs
     assert ours == theirs
+
+
+def test_demo_prints_both_readers_and_ours_loses_nothing() -> None:
+    """``python -m ipykernel_ext demo``, small: a row per reader and kernel; ipykernel_ext
+    receives the whole burst read straight and paused mid-burst. (What stock loses is what
+    the demo shows, not a verdict: it depends on libzmq's and TCP's buffers.)"""
+    done = subprocess.run(
+        [sys.executable, "-m", "ipykernel_ext", "demo", "--buttons=1000", "--trials=1"],
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    rows = {
+        (m["reader"], m["kernel"]): (int(m["received"]), int(m["lost"]))
+        for m in re.finditer(
+            r"^(?P<reader>keeps up|paused mid-burst) +(?P<kernel>stock ipykernel|ipykernel_ext)"
+            r" +(?P<received>\d+)/3002 +(?P<lost>\d+) ",
+            done.stdout,
+            re.MULTILINE,
+        )
+    }
+    assert set(rows) == {
+        (reader, kernel)
+        for reader in ("keeps up", "paused mid-burst")
+        for kernel in ("stock ipykernel", "ipykernel_ext")
+    }, done.stdout
+    assert rows["keeps up", "ipykernel_ext"] == (3002, 0), done.stdout
+    assert rows["paused mid-burst", "ipykernel_ext"] == (3002, 0), done.stdout
