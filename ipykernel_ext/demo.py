@@ -152,8 +152,10 @@ class DemoApp(Application):
             km.start_kernel()
         except NoSuchKernel:
             return {"": Outcome(0, 0, False, None, f"No kernelspec named {kernel_name!r}.")}
-        # A client with a session of its own, as a frontend has.
-        kc = BlockingKernelClient(connection_file=km.connection_file)
+        # A client with a session of its own, as a frontend has. parent=km: the client asks the
+        # manager whether the kernel lives; alone it judges by the heartbeat, and under load
+        # took a starting kernel for dead ("Kernel died before replying to kernel_info").
+        kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
         outcomes: dict[str, Outcome] = {}
         try:
             kc.load_connection_file()
