@@ -5,11 +5,16 @@ encryption (``transport_encryption="required"``), runs one cell that displays a 
 of N ipywidgets Buttons (3 N + 2 ``comm_open`` messages, one ``display_data``, then
 ``status: idle``) and counts what one client receives. Stock ipykernel's IOPub socket drops
 messages silently once a client is 1000 behind; ipykernel_ext's waits for room instead.
-How often stock loses depends on how fast the machine and the client are, so the demo runs
-a few trials of each, alternating kernels, each in a fresh kernel::
+How often stock loses a burst its reader keeps up with depends on how fast the machine and the
+client are. So each kernel runs the burst twice: first with the reader paused mid-burst, as a
+busy server pauses it (once it has seen 300 ``comm_open`` it reads nothing on IOPub for
+``--pause`` seconds, 2, and until the cell's reply has come, so the kernel has sent the whole
+burst whatever the machine's speed), then read as fast as the client can. Stock loses the
+paused burst; ipykernel_ext loses nothing. A few trials of each, alternating kernels, each in
+a fresh kernel::
 
-    python -m ipykernel_ext demo                   # 3000 Buttons, 3 trials each
-    python -m ipykernel_ext demo --buttons=1000 --trials=5
+    python -m ipykernel_ext demo                   # 3000 Buttons, 2 trials each
+    python -m ipykernel_ext demo --buttons=1000 --trials=5 --pause=0   # no paused burst
 
 A client-side tool: nothing in the package imports it, and it imports nothing of the kernel.
 """
@@ -56,10 +61,20 @@ class DemoApp(Application):
     buttons = Integer(
         3000, min=1, help="Buttons in the GridBox (3 comm_open messages each, plus 2)."
     ).tag(config=True)
-    trials = Integer(3, min=1, help="Trials per kernel, each in a fresh kernel.").tag(config=True)
+    trials = Integer(2, min=1, help="Trials per kernel, each in a fresh kernel.").tag(config=True)
     stock_kernel = Unicode("python3", help="Kernelspec of stock ipykernel.").tag(config=True)
     ext_kernel = Unicode("python3-ext", help="Kernelspec of ipykernel_ext.").tag(config=True)
     timeout = Float(120.0, help="Seconds to wait for one cell.").tag(config=True)
+    pause = Float(
+        2.0,
+        min=0.0,
+        help="Seconds, at least, the reader stops reading IOPub mid-burst in the second case; "
+        "it also waits for the cell's reply, so the kernel has sent the whole burst "
+        "(0: no paused burst).",
+    ).tag(config=True)
+    pause_after = Integer(
+        300, min=1, help="comm_open messages the reader sees before it pauses."
+    ).tag(config=True)
 
     def _create_loader(
         self, argv: list[str] | None, aliases: Any, flags: Any, classes: Any
@@ -76,30 +91,59 @@ class DemoApp(Application):
         "stock-kernel": "DemoApp.stock_kernel",
         "ext-kernel": "DemoApp.ext_kernel",
         "timeout": "DemoApp.timeout",
+        "pause": "DemoApp.pause",
+        "pause-after": "DemoApp.pause_after",
     }
+
+    @property
+    def cases(self) -> dict[str, float]:
+        """The reader's cases, by label: the seconds it pauses mid-burst (0: it does not).
+
+        The paused burst runs first, on the kernel's fresh connection: a burst read straight
+        lets TCP grow the connection's buffers (the receive buffer up to ``tcp_rmem``'s
+        maximum, 32 MiB here), enough to hold a whole later burst for a paused reader.
+        """
+        cases = {"paused mid-burst": self.pause} if self.pause > 0 else {}
+        cases["keeps up"] = 0.0
+        return cases
 
     def start(self) -> None:
         kernels = {"stock ipykernel": self.stock_kernel, "ipykernel_ext": self.ext_kernel}
         expected = 3 * self.buttons + 2
+        paused = (
+            f"First the reader pauses mid-burst (as a busy server pauses it): after "
+            f"{self.pause_after} comm_open it reads nothing on IOPub for {self.pause:g} s and "
+            "until the cell's reply. Then the same cell again, read as fast as it can.\n"
+            if self.pause > 0
+            else "The reader reads as fast as it can.\n"
+        )
         print(
             f"One cell displays a GridBox of {self.buttons} Buttons over CurveZMQ: "
             f"{expected} comm_open, 1 display_data and the idle status expected.\n"
+            f"{paused}"
             f"{self.trials} trial(s) per kernel, a fresh kernel each time.\n",
             flush=True,
         )
-        results: dict[str, list[Outcome]] = {label: [] for label in kernels}
+        results: dict[tuple[str, str], list[Outcome]] = {
+            (case, label): [] for case in reversed(self.cases) for label in kernels
+        }
         for trial in range(1, self.trials + 1):
             for label, kernel_name in kernels.items():
-                outcome = self.run_trial(kernel_name)
-                results[label].append(outcome)
-                print(f"  trial {trial}, {label:<15} {describe(outcome, expected)}", flush=True)
-                if outcome.error:
-                    print(f"\n{outcome.error}", file=sys.stderr)
-                    self.exit(1)
+                outcomes = self.run_trial(kernel_name)
+                for case, outcome in outcomes.items():
+                    if outcome.error:
+                        print(f"\n{outcome.error}", file=sys.stderr)
+                        self.exit(1)
+                    results[case, label].append(outcome)
+                    print(
+                        f"  trial {trial}, {label:<15} {case:<22} {describe(outcome, expected)}",
+                        flush=True,
+                    )
         print()
         print_table(results, expected)
 
-    def run_trial(self, kernel_name: str) -> Outcome:
+    def run_trial(self, kernel_name: str) -> dict[str, Outcome]:
+        """Each case's burst, one after the other, in one fresh kernel."""
         from jupyter_client import BlockingKernelClient, KernelManager
         from jupyter_client.kernelspec import NoSuchKernel
 
@@ -107,26 +151,48 @@ class DemoApp(Application):
         try:
             km.start_kernel()
         except NoSuchKernel:
-            return Outcome(0, 0, False, None, f"No kernelspec named {kernel_name!r}.")
-        # A client with a session of its own, as a frontend has.
-        kc = BlockingKernelClient(connection_file=km.connection_file)
+            return {"": Outcome(0, 0, False, None, f"No kernelspec named {kernel_name!r}.")}
+        # A client with a session of its own, as a frontend has. parent=km: the client asks the
+        # manager whether the kernel lives; alone it judges by the heartbeat, and under load
+        # took a starting kernel for dead ("Kernel died before replying to kernel_info").
+        kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
+        outcomes: dict[str, Outcome] = {}
         try:
             kc.load_connection_file()
             kc.start_channels()
             kc.wait_for_ready(timeout=60)
             warm = run_cell(kc, "import ipywidgets", self.timeout)  # not what we measure
             if warm.error:
-                return Outcome(
-                    0, 0, False, None, f"{kernel_name}: {warm.error} (pip install ipywidgets)"
+                error = f"{kernel_name}: {warm.error} (pip install ipywidgets)"
+                return {"": Outcome(0, 0, False, None, error)}
+            for case, pause in self.cases.items():
+                outcomes[case] = run_cell(
+                    kc,
+                    BURST_CODE.format(n=self.buttons),
+                    self.timeout,
+                    pause=pause,
+                    pause_after=self.pause_after,
                 )
-            return run_cell(kc, BURST_CODE.format(n=self.buttons), self.timeout)
+            return outcomes
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
 
 
-def run_cell(kc: Any, code: str, timeout: float, grace: float = 3.0) -> Outcome:
-    """Run ``code``; count its messages until idle, or until quiet if the idle was lost."""
+def run_cell(
+    kc: Any,
+    code: str,
+    timeout: float,
+    grace: float = 3.0,
+    pause: float = 0.0,
+    pause_after: int = 300,
+) -> Outcome:
+    """Run ``code``; count its messages until idle, or until quiet if the idle was lost.
+
+    With ``pause``, the reader stops reading IOPub once it has seen ``pause_after`` comm_open,
+    for that many seconds and until the cell's execute_reply has come (so the kernel has sent
+    the whole burst, whatever the machine's speed), then reads on (:func:`pause_reader`).
+    """
     start = time.perf_counter()
     msg_id = kc.execute(code)
     counts: dict[str, int] = {}
@@ -152,6 +218,9 @@ def run_cell(kc: Any, code: str, timeout: float, grace: float = 3.0) -> Outcome:
             continue
         msg_type = msg["msg_type"]
         counts[msg_type] = counts.get(msg_type, 0) + 1
+        if pause and msg_type == "comm_open" and counts[msg_type] == pause_after:
+            replied_at = pause_reader(kc, msg_id, pause, start + timeout)
+            last_seen = time.perf_counter()  # quiet is counted from the resume
         if msg_type == "error":
             error = f"{msg['content']['ename']}: {msg['content']['evalue']}"
         if msg_type == "status" and msg["content"]["execution_state"] == "idle":
@@ -165,6 +234,27 @@ def run_cell(kc: Any, code: str, timeout: float, grace: float = 3.0) -> Outcome:
     return Outcome(counts.get("comm_open", 0), counts.get("display_data", 0), False, None, error)
 
 
+def pause_reader(kc: Any, msg_id: str, seconds: float, deadline: float) -> float | None:
+    """Read nothing on IOPub for ``seconds`` and until the reply to ``msg_id`` (or the
+    ``deadline``, perf_counter time); the time the reply came, or None.
+
+    jupyter_client's blocking client reads a socket only when asked, so meanwhile the burst
+    waits in libzmq's queues and the kernel's, as it does for a frontend whose server is busy.
+    Only the shell channel is read, for the reply.
+    """
+    resume_at = time.perf_counter() + seconds
+    replied_at: float | None = None
+    while replied_at is None and time.perf_counter() < deadline:
+        try:
+            reply = kc.get_shell_msg(timeout=0.1)
+        except queue.Empty:
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            replied_at = time.perf_counter()
+    time.sleep(max(0.0, resume_at - time.perf_counter()))
+    return replied_at
+
+
 def describe(outcome: Outcome, expected: int) -> str:
     time_text = "-" if outcome.seconds_to_idle is None else f"{outcome.seconds_to_idle:.2f} s"
     return (
@@ -174,21 +264,23 @@ def describe(outcome: Outcome, expected: int) -> str:
     )
 
 
-def print_table(results: dict[str, list[Outcome]], expected: int) -> None:
+def print_table(results: dict[tuple[str, str], list[Outcome]], expected: int) -> None:
+    """One row per (reader's case, kernel): the worst trial's comm_open and how many lost."""
     header = (
-        f"{'kernel':<16} {'comm_open expected':>18} {'received (worst)':>16} "
-        f"{'trials lost':>11} {'display_data':>12} {'idle':>6} {'median time to idle':>19}"
+        f"{'reader':<22} {'kernel':<16} {'comm_open (worst)':>17} {'lost (worst)':>12} "
+        f"{'trials lost':>11} {'display_data':>12} {'idle':>5} {'median to idle':>14}"
     )
     print(header)
     print("-" * len(header))
-    for label, outcomes in results.items():
+    for (case, label), outcomes in results.items():
         n = len(outcomes)
         worst = min(o.comm_open for o in outcomes)
         lossy = sum(o.comm_open < expected or not o.display_data or not o.idle for o in outcomes)
         times = [o.seconds_to_idle for o in outcomes if o.seconds_to_idle is not None]
         median = f"{statistics.median(times):.2f} s" if times else "-"
         print(
-            f"{label:<16} {expected:>18} {worst:>16} {f'{lossy}/{n}':>11} "
+            f"{case:<22} {label:<16} {f'{worst}/{expected}':>17} {expected - worst:>12} "
+            f"{f'{lossy}/{n}':>11} "
             f"{f'{sum(o.display_data > 0 for o in outcomes)}/{n}':>12} "
-            f"{f'{sum(o.idle for o in outcomes)}/{n}':>6} {median:>19}"
+            f"{f'{sum(o.idle for o in outcomes)}/{n}':>5} {median:>14}"
         )

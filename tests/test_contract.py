@@ -323,6 +323,23 @@ def _loader_passes_prog(loader_class: Any) -> str | None:
     return None
 
 
+def _logger_named_after_the_class(get_default_logging_config: Any) -> str | None:
+    from traitlets.config import Application
+
+    class NamedApp(Application):
+        pass
+
+    app = NamedApp()
+    config = get_default_logging_config(app)
+    if list(config.get("loggers", {})) != ["NamedApp"]:
+        return f"its loggers are {list(config.get('loggers', {}))}, not the class name's"
+    if "%(name)s" not in config["formatters"]["console"]["format"]:
+        return "the console format no longer prints the logger's name"
+    if app.log.name != "NamedApp":
+        return f"the default log is {app.log.name!r}, not the class name"
+    return None
+
+
 def _version_major_1(version: Any) -> str | None:
     return None if str(version).split(".")[0] == "1" else f"is {version!r}, not 1.x"
 
@@ -522,6 +539,11 @@ CONTRACT: list[Row] = [
     Row("traitlets.config.loader:KVArgParseConfigLoader",
         [Probe("passes extra keywords (prog) to argparse.ArgumentParser", _loader_passes_prog)],
         (APP_PY, "ipykernel_ext/demo.py"), "built with prog=PROG"),
+    Row("traitlets.config.application:Application.get_default_logging_config",
+        [Function(("self",)),
+         Probe("one logger, named after the class, printed as [%(name)s]; the default log too",
+               _logger_named_after_the_class)],
+        (APP_PY,), "renamed to stock's IPKernelApp, with the default log"),
     Row("traitlets.config.application:Application.subcommand_description", [Trait("Unicode")],
         (APP_PY,), "names the program in --help (stock formats it with the app's name)"),
     # jupyter_server ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ is the claim, so a change in what stock sends is caught.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -232,3 +233,108 @@ def test_working_directory_does_not_shadow_the_kernel(tmp_path: Any) -> None:
         if kc is not None:
             kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+# --- what the kernel prints: stock's lines --------------------------------------------------
+
+
+def _startup_stderr(kernel_name: str, tmp_path: Path) -> list[str]:
+    """The kernel's stderr at --log-level=INFO once it answered kernel_info, without
+    CurveZMQ (so stock warns that TCP is not encrypted); its pid and connection file
+    replaced by placeholders."""
+    from jupyter_client import KernelManager
+
+    from .helpers import new_client
+
+    log_path = tmp_path / f"{kernel_name}.stderr"
+    km = KernelManager(kernel_name=kernel_name)  # no transport encryption: the warning
+    with log_path.open("wb") as log:
+        km.start_kernel(extra_arguments=["--log-level=INFO"], stderr=log)
+    kc = None
+    try:
+        # Every start-up line is logged (and flushed, by logging's handler) before the kernel
+        # starts answering: once it has, the file holds them all.
+        kc = new_client(km, timeout=60)
+        assert km.provisioner is not None
+        pid = str(km.provisioner.pid)  # type: ignore[attr-defined]
+        text = log_path.read_text()
+    finally:
+        if kc is not None:
+            kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return text.replace(km.connection_file, "CONNECTION_FILE").replace(pid, "PID").splitlines()
+
+
+def test_stderr_is_stocks_line_for_line(tmp_path: Path) -> None:
+    """Tools that run notebooks filter a kernel's stderr for stock's lines: the same lines,
+    with stock's ``[IPKernelApp]`` prefix (the app's class name would be ExtKernelApp)."""
+    ours = _startup_stderr(EXT_KERNEL, tmp_path)
+    theirs = _startup_stderr(STOCK_KERNEL, tmp_path)
+    assert any(
+        line.startswith("[IPKernelApp] WARNING | Kernel is running over TCP without encryption.")
+        for line in theirs
+    ), theirs
+    assert ours == theirs
+
+
+def test_terminal_banner_is_stocks(tmp_path: Path) -> None:
+    """Started from a terminal (no parent process), the kernel prints stock's note and
+    ``--existing`` line on stdout. Read up to that line (the barrier), then stopped."""
+    import os
+
+    def banner(module: str) -> list[str]:
+        connection_file = tmp_path / f"{module}.json"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("JPY_PARENT_PID", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, "-f", str(connection_file)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        lines: list[str] = []
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line.replace(str(connection_file), "CONNECTION_FILE"))
+                if line.startswith("    --existing"):
+                    break
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+        return lines
+
+    ours = banner("ipykernel_ext")
+    theirs = banner("ipykernel_launcher")
+    assert theirs[-1] == "    --existing CONNECTION_FILE\n", theirs
+    assert ours == theirs
+
+
+def test_demo_prints_both_readers_and_ours_loses_nothing() -> None:
+    """``python -m ipykernel_ext demo``, small: a row per reader and kernel; ipykernel_ext
+    receives the whole burst read straight and paused mid-burst. (What stock loses is what
+    the demo shows, not a verdict: it depends on libzmq's and TCP's buffers.)"""
+    done = subprocess.run(
+        [sys.executable, "-m", "ipykernel_ext", "demo", "--buttons=1000", "--trials=1"],
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    rows = {
+        (m["reader"], m["kernel"]): (int(m["received"]), int(m["lost"]))
+        for m in re.finditer(
+            r"^(?P<reader>keeps up|paused mid-burst) +(?P<kernel>stock ipykernel|ipykernel_ext)"
+            r" +(?P<received>\d+)/3002 +(?P<lost>\d+) ",
+            done.stdout,
+            re.MULTILINE,
+        )
+    }
+    assert set(rows) == {
+        (reader, kernel)
+        for reader in ("keeps up", "paused mid-burst")
+        for kernel in ("stock ipykernel", "ipykernel_ext")
+    }, done.stdout
+    assert rows["keeps up", "ipykernel_ext"] == (3002, 0), done.stdout
+    assert rows["paused mid-burst", "ipykernel_ext"] == (3002, 0), done.stdout

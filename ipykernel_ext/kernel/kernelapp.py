@@ -8,11 +8,15 @@ starts ``IPythonKernel``, with two differences in how sockets are made:
   options into each subscriber's pipe at bind/connect time;
 * with ``router_identity = "endpoint"`` the shell and control ROUTER sockets take the
   endpoint they bind as their routing id (:mod:`ipykernel_ext.kernel.router_identity`).
+
+What it prints is stock's: its log lines carry stock's logger name (``[IPKernelApp] WARNING |
+...``), as it reads stock's config file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 import ipykernel
@@ -20,7 +24,7 @@ import zmq
 from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
 from jupyter_core.paths import jupyter_config_path
-from traitlets import CaselessStrEnum, Dict, Type, Unicode
+from traitlets import CaselessStrEnum, Dict, Type, Unicode, default
 from traitlets.config import Application
 from traitlets.config.loader import ConfigFileNotFound, KVArgParseConfigLoader
 
@@ -29,6 +33,11 @@ from .iopub import NoDropXPubSocket
 from .iopub_options import IOPubTraits
 from .ipkernel import ExtKernel
 from .router_identity import bind_with_endpoint_identity
+
+#: The logger's name, printed at the start of every log line (``[%(name)s]`` in traitlets'
+#: ``log_format``). Stock's: tools that run notebooks filter a kernel's stderr for stock's
+#: known lines, and ``c.IPKernelApp.logging_config`` names its logger so.
+LOG_NAME = "IPKernelApp"
 
 #: Looked up in every directory of ``jupyter --paths`` (config), besides IPython's files.
 JUPYTER_CONFIG_FILE = "jupyter_kernel_config.py"
@@ -111,6 +120,24 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         address many kernels. Off by default (IPython Parallel expects free identities).""",
     ).tag(config=True)
 
+    # Traitlets names the app's logger after the class, in two places: the logger the app
+    # writes to and the one the logging config gives a handler. Both become stock's name.
+
+    @default("log")
+    def _stock_log(self) -> logging.Logger:
+        """Stock's logger, not propagated (as traitlets makes the app's)."""
+        log = logging.getLogger(LOG_NAME)
+        log.propagate = False
+        return log
+
+    def get_default_logging_config(self) -> dict[str, Any]:
+        """Traitlets' config, whose logger (keyed by the class name) is stock's logger."""
+        config = super().get_default_logging_config()
+        loggers = config.get("loggers", {})  # none under pythonw
+        if type(self).__name__ in loggers:
+            loggers[LOG_NAME] = loggers.pop(type(self).__name__)
+        return config
+
     def _iopub_option(self, name: str) -> tuple[str, str]:
         """Errors name the flag and the trait, and the kernel's section when the value came
         from there (see :meth:`_take_kernel_iopub_options`)."""
@@ -173,7 +200,7 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         socket.configure(self.iopub_settings(), log=self.log)
         self._apply_curve_server_options(socket)
         self.iopub_port = self._bind_socket(socket, self.iopub_port)
-        self.log.debug("iopub XPUB Channel on port: %i", self.iopub_port)
+        self.log.debug("iopub PUB Channel on port: %i", self.iopub_port)  # stock's words
         self.configure_tornado_logger()
         self.iopub_thread = IOPubThread(socket, pipe=True, session=self.session)
         # Waits for a full subscriber are spread over the IOPub thread's loop (iopub.py).
