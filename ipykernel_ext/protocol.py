@@ -19,6 +19,36 @@ CONTROL_COMM_TARGET = "jupyter.widget.control"
 #: Our control-channel queries (PROTOCOL.md sections 1 and 3): answered without busy/idle.
 QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
 
+#: The message types whose statuses jupyter_server does not take the kernel's state from: the
+#: default of its ``MappingKernelManager.untracked_message_types`` (``track_message_type``),
+#: which JupyterLab 4 also applies to its status bar. Written here because the kernel must not
+#: import jupyter_server; tests/test_contract.py checks it equals the server's default.
+UNTRACKED_MESSAGE_TYPES = frozenset(
+    {
+        "comm_info_request",
+        "comm_info_reply",
+        "kernel_info_request",
+        "kernel_info_reply",
+        "shutdown_request",
+        "shutdown_reply",
+        "interrupt_request",
+        "interrupt_reply",
+        "debug_request",
+        "debug_reply",
+        "stream",
+        "display_data",
+        "update_display_data",
+        "execute_input",
+        "execute_result",
+        "error",
+        "status",
+        "clear_output",
+        "debug_event",
+        "input_request",
+        "input_reply",
+    }
+)
+
 #: Where each part sits in a message's frames after the ``<IDS|MSG>`` delimiter.
 SIGNATURE, HEADER, PARENT_HEADER, METADATA, CONTENT = range(5)
 #: Where the binary buffers start, if any: a whole message has at least this many frames.

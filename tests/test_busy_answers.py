@@ -265,43 +265,82 @@ def test_the_cells_own_client_gets_its_replies_in_stocks_order(
     ]
 
 
-def test_the_cells_own_control_requests_get_stocks_statuses(
+def subshell_execute(kc: BlockingKernelClient, subshell_id: str, code: str) -> str:
+    """Send ``code`` to run on subshell ``subshell_id``; return its msg_id."""
+    msg = kc.session.msg("execute_request", {"code": code, "silent": False})
+    msg["header"]["subshell_id"] = subshell_id
+    kc.shell_channel.send(msg)
+    return str(msg["header"]["msg_id"])
+
+
+def test_the_cells_own_client_gets_stocks_statuses_only_where_no_one_tracks_them(
     cells_client: BlockingKernelClient, frontend: Any, tmp_path: Path
 ) -> None:
-    """The cell's client sees stock's statuses for its control requests mid-cell (ipykernel's
-    test_debug_requests_sequential counts them): no busy for the cell after their idle.
-    Another client's control request still gets one (test_a_busy_kernel_never_looks_idle)."""
+    """PROTOCOL.md section 5, Status: the cell's own client sees stock's statuses for a
+    request the server does not track (ipykernel's test_debug_requests_sequential) and for
+    its cells on a subshell (test_idle_message_parent_headers); its other requests
+    (JupyterLab's create_subshell_request, its comm messages on a subshell) and any request
+    of another client are followed by busy for the cell. Verdict by the order of the
+    statuses: each request's possible busy would come, from the same kernel thread, before
+    the next request's."""
     kc = cells_client
+    seen: list[dict[str, Any]] = []
     with busy_cell(kc, tmp_path) as cell:
+        # Untracked, on control: no busy after its idle (the next control request shows it).
+        control_request(kc, "kernel_info_request")
+        # Tracked, on control: busy for the cell after its idle.
         subshell = control_request(kc, "create_subshell_request")
         assert subshell["content"]["status"] == "ok"
         subshell_id = subshell["content"]["subshell_id"]
+        wait_iopub(kc, is_status("busy", cell.msg_id), what="busy after create_subshell", seen=seen)
+        # Its own cell on the subshell: no busy after its idle (the subshell's next request,
+        # another client's, shows it); that other client's idle is followed by busy.
+        own_id = subshell_execute(kc, subshell_id, "1")
+        wait_iopub(kc, is_status("idle", own_id), what="the subshell cell's idle", seen=seen)
+        # Its comm message on the subshell (JupyterLab sends them there): busy again.
+        comm = kc.session.msg("comm_msg", {"comm_id": uuid.uuid4().hex, "data": {}})
+        comm["header"]["subshell_id"] = subshell_id
+        kc.shell_channel.send(comm)
+        comm_id = comm["header"]["msg_id"]
+        wait_iopub(kc, is_status("idle", comm_id), what="the comm message's idle", seen=seen)
+        other_id = subshell_execute(frontend, subshell_id, "2")
+        wait_iopub(kc, is_status("idle", other_id), what="the other client's idle", seen=seen)
+        wait_iopub(kc, is_status("busy", cell.msg_id), what="busy after it", seen=seen)
+        # Tracked, on control: busy again; then up to a barrier's idle on control.
         control_request(kc, "delete_subshell_request", {"subshell_id": subshell_id})
-        # Up to the idle of one more control request of this client: a busy published after
-        # any of these idles, by the same control thread, would come before it.
-        seen = iopub_until_barrier(kc)
-        # Another client's control request: its idle is followed by busy for the cell.
-        other = control_request(frontend, "create_subshell_request")
-        other_id = other["parent_header"]["msg_id"]
-        wait_iopub(frontend, is_status("idle", other_id), what="the other client's idle")
-        wait_iopub(
-            frontend,
-            is_status("busy", cell.msg_id),
-            what="busy for the cell after another client's idle",
-        )
-        control_request(
-            frontend, "delete_subshell_request", {"subshell_id": other["content"]["subshell_id"]}
-        )
+        seen += iopub_until_barrier(kc)
+        assert not cell.release_file.exists()
+    names = {
+        own_id: "own subshell cell",
+        comm_id: "own subshell comm_msg",
+        other_id: "other's subshell cell",
+        cell.msg_id: "CELL",
+    }
     statuses = [
-        (m["parent_header"].get("msg_type"), m["content"]["execution_state"])
+        (
+            names.get(m["parent_header"].get("msg_id"), m["parent_header"].get("msg_type")),
+            m["content"]["execution_state"],
+        )
         for m in seen
         if m["msg_type"] == "status"
     ]
     assert statuses == [
+        ("kernel_info_request", "busy"),
+        ("kernel_info_request", "idle"),
         ("create_subshell_request", "busy"),
         ("create_subshell_request", "idle"),
+        ("CELL", "busy"),
+        ("own subshell cell", "busy"),
+        ("own subshell cell", "idle"),
+        ("own subshell comm_msg", "busy"),
+        ("own subshell comm_msg", "idle"),
+        ("CELL", "busy"),
+        ("other's subshell cell", "busy"),
+        ("other's subshell cell", "idle"),
+        ("CELL", "busy"),
         ("delete_subshell_request", "busy"),
         ("delete_subshell_request", "idle"),
+        ("CELL", "busy"),
     ]
 
 

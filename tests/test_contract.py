@@ -315,6 +315,20 @@ def _buffer_layout(get_buffer: Any) -> str | None:
     return None
 
 
+def _untracked_as_ours(trait: Any) -> str | None:
+    from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+
+    from ipykernel_ext.protocol import UNTRACKED_MESSAGE_TYPES
+
+    default = MappingKernelManager().untracked_message_types
+    if frozenset(default) != UNTRACKED_MESSAGE_TYPES:
+        return (
+            f"defaults to {sorted(default)!r}; protocol.UNTRACKED_MESSAGE_TYPES is "
+            f"{sorted(UNTRACKED_MESSAGE_TYPES)!r}"
+        )
+    return None
+
+
 def _loader_passes_prog(loader_class: Any) -> str | None:
     loader = loader_class([], {}, {}, prog="python -m ipykernel_ext")
     loader.load_config()
@@ -604,6 +618,11 @@ CONTRACT: list[Row] = [
         (SERVER_KERNELS_PY,), "which statuses set the server's execution_state"),
     Row(f"{MKM}.untracked_message_types", [Trait("List")], (SERVER_KERNELS_PY,),
         "the same rule on servers without track_message_type"),
+    Row(f"{MKM}.untracked_message_types",
+        [Probe("defaults to protocol.UNTRACKED_MESSAGE_TYPES", _untracked_as_ours)],
+        ("ipykernel_ext/protocol.py", "ipykernel_ext/kernel/main_shell_status.py"),
+        "the kernel's copy (it must not import jupyter_server): no busy again after the idle "
+        "of the cell's own client's request of such a type"),
     Row(f"{MKM}._async_start_kernel", [Source((r"\.execution_state\s*=",))], (SERVER_PY,),
         "the server keeps kernel_manager.execution_state, read to skip the nudge when busy"),
     # jupyter_client ------------------------------------------------------------------------

@@ -59,9 +59,9 @@ DESELECTED = {
 
 #: Default mode: upstream tests allowed to fail because of a difference PROTOCOL.md documents
 #: ("Upstream tests this changes", names each and why). None: a client's requests keep their
-#: order and the cell's own client sees stock's statuses (PROTOCOL.md section 5), which is
-#: what test_message_spec's stop-on-error tests, test_debug_requests_sequential and
-#: test_idle_message_parent_headers check.
+#: order and the cell's own client sees stock's statuses where they count them (PROTOCOL.md
+#: section 5), which is what test_message_spec's stop-on-error tests,
+#: test_debug_requests_sequential and test_idle_message_parent_headers check.
 ALLOWED_FAILURES: frozenset[str] = frozenset()
 
 #: Fewer tests than this ran: the suite or its collection changed; look before trusting it.

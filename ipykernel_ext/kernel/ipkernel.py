@@ -151,8 +151,8 @@ class ExtKernel(IOPubOptions, IPythonKernel):
 
         An ``idle`` from the control thread, a subshell or an answer given while busy would
         make jupyter_server and JupyterLab take the whole kernel for idle while a cell runs,
-        so it is followed at once by ``busy`` with the running request as parent, unless it
-        ends a request of the cell's own client (``MainShellStatus.busy_again_after``).
+        so it is followed at once by ``busy`` with the running request as parent, except for
+        some requests of the cell's own client (``MainShellStatus.busy_again_after``).
         """
         main = self.main_shell_status
         on_main_shell = channel == "shell" and main.is_main_thread()
@@ -168,7 +168,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             if status == "idle":
                 self.busy_answers.finished(parent)
         elif self.answer_while_busy and status == "idle":
-            running = main.busy_again_after(parent or self.get_parent(channel))
+            running = main.busy_again_after(parent or self.get_parent(channel), channel)
             if running is not None:
                 super()._publish_status("busy", "shell", running)
 

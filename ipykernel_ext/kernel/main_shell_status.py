@@ -4,14 +4,15 @@
 it is exactly what jupyter_server and frontends were told. :mod:`.busy_routing` decides from
 it what to answer on the shell-channel thread; ``ExtKernel._publish_status`` asks
 :meth:`MainShellStatus.busy_again_after` whether an ``idle`` published beside the running
-cell (control, a subshell, an answer given mid-cell) is followed by ``busy`` for that cell:
-only when it ends a request of another client than the cell's, whose statuses stay stock's.
+cell (control, a subshell, an answer given mid-cell) is followed by ``busy`` for that cell.
 """
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+from ..protocol import UNTRACKED_MESSAGE_TYPES
 
 
 class MainShellStatus:
@@ -36,22 +37,38 @@ class MainShellStatus:
     def busy(self) -> bool:
         return self.running is not None
 
-    def busy_again_after(self, ended: Any) -> dict[str, Any] | None:
-        """After an ``idle`` for ``ended`` published beside the main shell (control, a
-        subshell, an answer given here): the running request to publish ``busy`` for, or None.
+    def busy_again_after(self, ended: Any, channel: str) -> dict[str, Any] | None:
+        """After an ``idle`` for ``ended`` published beside the main shell on ``channel``
+        (control, a subshell, an answer given here): the running request to publish ``busy``
+        for, or None.
 
-        None when the main shell is idle, and when ``ended`` comes from the client whose
-        request the main shell runs: that client sees stock's statuses (ipykernel's own tests
-        count them); it sent the cell and waits for its idle. Any other client, a page
-        reloaded mid-cell included, gets ``busy`` again, so jupyter_server and JupyterLab,
-        which take the kernel's state from a status whose parent type they track, do not
-        show a running kernel idle after that client's request.
+        jupyter_server, and JupyterLab's status bar, take the kernel's state from every status
+        whose parent type the server tracks; left alone, such an ``idle`` shows a running kernel
+        idle to everyone. So ``busy`` follows, except where stock's statuses are kept for the
+        client whose request the main shell runs (ipykernel's own tests count them):
+
+        * its cells on a subshell (an ``execute_request`` on ``channel`` "shell"): that
+          client runs cells side by side and sees the kernel idle until the main cell's
+          next status, as on stock;
+        * its requests of a type the server does not track (the default of its
+          ``untracked_message_types``, ``protocol.UNTRACKED_MESSAGE_TYPES``: ``debug_request``
+          at a breakpoint, ``kernel_info_request``): nobody takes the state from their ``idle``.
+
+        Its other requests (JupyterLab's ``create_subshell_request`` on control, the comm
+        messages it sends on a subshell when a widget is moved mid-cell) and every request of
+        another client (a page reloaded mid-cell, whose ``kernel_info_request`` answered here
+        gives it its first Busy) are followed by ``busy``.
         """
         running = self.running
         if running is None:
             return None
         session = _session_of(ended)
-        if session is not None and session == _session_of(running):
+        if session is None or session != _session_of(running):
+            return running
+        msg_type = _msg_type_of(ended)
+        if msg_type in UNTRACKED_MESSAGE_TYPES:
+            return None
+        if channel == "shell" and msg_type == "execute_request":
             return None
         return running
 
@@ -61,3 +78,10 @@ def _session_of(msg: Any) -> str | None:
     header = msg.get("header") if isinstance(msg, dict) else None
     session = header.get("session") if isinstance(header, dict) else None
     return session if isinstance(session, str) and session else None
+
+
+def _msg_type_of(msg: Any) -> str | None:
+    """``header.msg_type`` of ``msg``; None if it has none."""
+    header = msg.get("header") if isinstance(msg, dict) else None
+    msg_type = header.get("msg_type") if isinstance(header, dict) else None
+    return msg_type if isinstance(msg_type, str) else None

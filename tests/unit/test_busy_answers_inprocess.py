@@ -332,24 +332,37 @@ def test_an_info_request_never_overtakes_its_clients_own_main_shell_messages(
     assert rig.claims(e, e.msg("kernel_info_request", {}, session=""))
 
 
-def test_busy_again_only_after_an_idle_of_another_client_than_the_cells() -> None:
+def test_busy_again_unless_the_cells_own_client_keeps_stocks_statuses() -> None:
     """MainShellStatus.busy_again_after: the rule ExtKernel._publish_status follows."""
     status = MainShellStatus()
     cells_client, other_client = Session(key=KEY), Session(key=KEY)
     cell = cells_client.msg("execute_request", {"code": "cell()"})
-    own = cells_client.msg("debug_request", {"command": "variables"})
-    other = other_client.msg("create_subshell_request", {})
-    assert status.busy_again_after(other) is None  # the main shell is idle: nothing to say
+    own_debug = cells_client.msg("debug_request", {"command": "variables"})
+    own_subshell_cell = cells_client.msg("execute_request", {"code": "1"})
+    own_create_subshell = cells_client.msg("create_subshell_request", {})
+    other_create_subshell = other_client.msg("create_subshell_request", {})
+    other_kernel_info = other_client.msg("kernel_info_request", {})
+    # The main shell is idle: nothing to say.
+    assert status.busy_again_after(other_create_subshell, "control") is None
     status.record("busy", cell)
-    # The cell's own client sees stock's statuses (ipykernel's tests count them).
-    assert status.busy_again_after(own) is None
-    # Another client's idle (a page reloaded mid-cell) is followed by busy for the cell.
-    assert status.busy_again_after(other) is cell
+    # The cell's own client sees stock's statuses where ipykernel's tests count them: a
+    # request whose status the server does not track (the debugger at a breakpoint), and
+    # its cells on a subshell.
+    assert status.busy_again_after(own_debug, "control") is None
+    assert status.busy_again_after(own_subshell_cell, "shell") is None
+    # Its other requests set the server's state: busy again for the cell (JupyterLab's
+    # create_subshell_request on control, its comm messages on a subshell).
+    assert status.busy_again_after(own_create_subshell, "control") is cell
+    own_comm = cells_client.msg("comm_msg", {"comm_id": "c", "data": {}})
+    assert status.busy_again_after(own_comm, "shell") is cell
+    # Any request of another client (a page reloaded mid-cell): busy again, tracked or not.
+    assert status.busy_again_after(other_create_subshell, "control") is cell
+    assert status.busy_again_after(other_kernel_info, "shell") is cell
     # An idle whose request names no client: busy again, as for any other client.
-    assert status.busy_again_after(None) is cell
-    assert status.busy_again_after({"header": {"session": ""}}) is cell
+    assert status.busy_again_after(None, "control") is cell
+    assert status.busy_again_after({"header": {"session": ""}}, "shell") is cell
     status.record("idle", cell)
-    assert status.busy_again_after(other) is None
+    assert status.busy_again_after(other_create_subshell, "control") is None
 
 
 def test_other_shell_requests_are_never_claimed(rig: Rig) -> None:
