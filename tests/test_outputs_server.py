@@ -101,7 +101,7 @@ def server() -> Iterator[JupyterServer]:
 class Notebook:
     """A real .ipynb with one code cell, its notebook session and kernel, and the barriers."""
 
-    def __init__(self, server: JupyterServer, name: str) -> None:
+    def __init__(self, server: JupyterServer, name: str, kernel: str = "python3-ext") -> None:
         self.server = server
         self.name = name
         self.path = server.root_dir / name
@@ -115,7 +115,7 @@ class Notebook:
         model = server.api(
             "POST",
             "api/sessions",
-            {"path": name, "type": "notebook", "name": name, "kernel": {"name": "python3-ext"}},
+            {"path": name, "type": "notebook", "name": name, "kernel": {"name": kernel}},
             timeout=120,
         )
         self.kernel_id: str = model["kernel"]["id"]
@@ -196,8 +196,11 @@ def stream(text: str) -> dict[str, Any]:
 # --- without collaboration ---------------------------------------------------------------------
 
 
-def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(server: JupyterServer) -> None:
-    nb = Notebook(server, "closed.ipynb")
+@pytest.mark.parametrize("kernel", ["python3-ext", "python3"])  # stock ipykernel too
+def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
+    server: JupyterServer, kernel: str
+) -> None:
+    nb = Notebook(server, f"closed-{kernel}.ipynb", kernel)
     ws = server.connect(nb.kernel_id)
     msg_id = nb.run(ws)
     nb.release(K + 1)

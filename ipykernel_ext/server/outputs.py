@@ -89,6 +89,7 @@ class OutputsOwner:
         #: no websocket of the kernel has been open for ``grace`` seconds
         self.unattended = False
         self._writes = Coalescer()  # one write in flight per cell (msg_id)
+        self._path_lookup: asyncio.Future[str | None] | None = None
         self._pending_files: set[str] = set()  # ended owned cells waiting for the file
         self._tasks: set[asyncio.Future[Any]] = set()
 
@@ -299,6 +300,13 @@ class OutputsOwner:
         """The notebook of the kernel's session (None: no notebook session, or several)."""
         if cell.path or self.session_manager is None:
             return cell.path
+        # One lookup at a time, shared: Run All sends every cell at once.
+        if self._path_lookup is None or self._path_lookup.done():
+            self._path_lookup = asyncio.ensure_future(self._notebook_path())
+        cell.path = await asyncio.shield(self._path_lookup)
+        return cell.path
+
+    async def _notebook_path(self) -> str | None:
         try:
             sessions = await ensure_async(self.session_manager.list_sessions())
         except Exception:
@@ -310,9 +318,7 @@ class OutputsOwner:
             if (s.get("kernel") or {}).get("id") == self.kernel_id
             and (s.get("type") == "notebook" or str(s.get("path", "")).endswith(".ipynb"))
         }
-        if len(paths) == 1:
-            cell.path = paths.pop()
-        return cell.path
+        return paths.pop() if len(paths) == 1 else None
 
     def _spawn(self, coro: Any) -> asyncio.Future[Any]:
         task = asyncio.ensure_future(coro)
