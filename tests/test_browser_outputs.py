@@ -1,0 +1,398 @@
+"""Outputs survive the tab (issue 23): what a page shows of a cell whose tab went away.
+
+A real ``jupyter lab`` (JupyterLab 4.6 and Notebook 7) with jupyter-collaboration, kernels
+``python3-ext`` with CurveZMQ required, the server's kernel websockets handled by
+``ipykernel_ext.server.SharedChannelsConnection``, headless Debian Chromium driven by
+Playwright. A cell prints ``line 0`` .. ``line 39`` then ``done``; the tab that runs it leaves
+after ``line 5`` (reloaded, closed, its network cut, ...). Then, on the page a user is looking
+at: every line exactly once and in order, ``[*]`` while the cell still runs, its execution
+count once it ended, and the same outputs in the ``.ipynb`` once saved.
+
+No verdict depends on speed: the cells stop at holds (tests/outputs_cells.py) until the test
+has looked; every wait is on what the page or the file shows, with a generous hang guard.
+Without collaboration the server writes the file once the cell ended with no tab open (the
+last test). A screenshot of each page as the test left it goes to artifacts/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from .browser_outputs import (
+    STDOUT,
+    WIDGET,
+    Notebook,
+    cells,
+    check_counting_cell_end,
+    check_counting_cell_mid,
+    file_output_data,
+    lines,
+    new_notebook,
+    outputs,
+    running,
+    save,
+    shows_line,
+    shows_prompt,
+    summary,
+    wait_file,
+    wait_page,
+)
+from .browser_utils import (
+    ARTIFACTS,
+    LAB_ARGS,
+    chromium,
+    quiet_lab_settings,
+    require_browser,
+    shut_down_everything,
+    wait_for,
+)
+from .outputs_cells import HANG, counting_cell, rich_cell, widget_cell
+from .server_utils import JupyterServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(400)]
+
+CONNECTION_CLASS = "ipykernel_ext.server.SharedChannelsConnection"
+SERVER_ARGS = (
+    *LAB_ARGS,
+    f"--ServerApp.kernel_websocket_connection_class={CONNECTION_CLASS}",
+    # The room saves the file this long after the document changed (default 1 s).
+    "--YDocExtension.document_save_delay=0.5",
+)
+#: The same server with jupyter-collaboration installed but switched off (the page then loads
+#: notebooks through the ContentsManager, as without the package).
+SOLO_ARGS = (*SERVER_ARGS, "--YDocExtension.disable_rtc=True")
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ready() -> None:
+    require_browser(("playwright", "jupyterlab", "notebook", "ipywidgets"))
+    if importlib.util.find_spec("jupyter_server_ydoc") is None:
+        pytest.skip("jupyter-collaboration missing (pip install 'ipykernel-ext[collab]')")
+
+
+def _server(factory: pytest.TempPathFactory, args: tuple[str, ...]) -> Iterator[JupyterServer]:
+    root = factory.mktemp("root")
+    with JupyterServer(app="lab", root_dir=root, extra_args=args) as server:
+        quiet_lab_settings(server)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """One ``jupyter lab`` with real-time collaboration for every collaboration case."""
+    yield from _server(tmp_path_factory, SERVER_ARGS)
+
+
+@pytest.fixture(scope="module")
+def solo_lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """The same, collaboration off (only the last test starts it)."""
+    yield from _server(tmp_path_factory, SOLO_ARGS)
+
+
+@pytest.fixture(scope="module")
+def browser(ready: None) -> Iterator[Any]:
+    with chromium() as chromium_browser:
+        yield chromium_browser
+
+
+@pytest.fixture
+def context(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser context; a screenshot of each page it still has goes to artifacts/."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        yield ctx
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        for i, page in enumerate(ctx.pages):
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{i}.png"))
+        ctx.close()
+
+
+# --- the counting cell ---------------------------------------------------------------------
+
+
+def counting_case(
+    context: Any,
+    nb: Notebook,
+    leave: Callable[[Any], Any],
+    come_back: Callable[[Any], Any],
+) -> None:
+    """Run the counting cell; after line 5 ``leave(page)`` (returns a page or None), let the
+    cell go on to line 29; ``come_back(that)`` returns the page to look at; check mid-cell
+    and after it ended."""
+    nb.write([counting_cell(nb.holds())])
+    holds = nb.holds()
+    page = context.new_page()
+    try:
+        nb.run_all(page)
+        wait_page(page, "line 5 shown", shows_line(0, "line 5"))
+        holds.wait_held(1, page)
+        left = leave(page)
+        holds.release(1)
+        holds.wait_held(2, left)
+        page = come_back(left)
+        mid = check_counting_cell_mid(page)
+        holds.release(2)
+        check_counting_cell_end(page, nb, nb.count(holds, 0, page))
+        assert mid is None, mid
+    finally:
+        holds.release_all()
+        shut_down_everything(nb.lab)
+
+
+# --- the cases -----------------------------------------------------------------------------
+
+
+def reload(page: Any) -> Any:
+    page.reload(wait_until="commit")  # the old document (and its websockets) is gone
+    return page
+
+
+@pytest.mark.parametrize("frontend", ["lab", "notebook7"])
+def test_a_reload_after_line_5(lab: JupyterServer, context: Any, frontend: str) -> None:
+    counting_case(context, new_notebook(lab, "a", frontend), reload, lambda page: page)
+
+
+def test_b_close_then_reopen_once_the_cell_went_on(lab: JupyterServer, context: Any) -> None:
+    nb = new_notebook(lab, "b")
+    close = lambda page: page.close()  # noqa: E731
+    # Reopened once the cell is at line 29 (it got there with no tab open).
+    counting_case(context, nb, close, lambda _: nb.open(context))
+
+
+def test_c_second_tab_stays_while_the_first_closes(lab: JupyterServer, context: Any) -> None:
+    nb = new_notebook(lab, "c")
+
+    def open_second_then_close_first(page: Any) -> Any:
+        second = nb.open(context, tab=1)
+        wait_page(second, "the second tab shows line 5", shows_line(0, "line 5"))
+        page.close()
+        return second
+
+    counting_case(context, nb, open_second_then_close_first, lambda second: second)
+
+
+KERNEL_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+
+
+MID_CELL_COUNT = "as wired (f5ec30d), mid-cell the page shows [1] where the running tab shows [*]"
+
+
+@pytest.mark.xfail(strict=True, reason=f"{MID_CELL_COUNT} (the rest is right)")
+def test_d_websocket_cut_then_same_session_back(lab: JupyterServer, context: Any) -> None:
+    """The page's kernel websocket is closed while the browser is offline (so JupyterLab's
+    own reconnection attempts fail); once online, the page reconnects the same session
+    (``KernelConnection.reconnect()`` keeps its client id, as its automatic retries do)."""
+    nb = new_notebook(lab, "d")
+    seen: dict[str, Any] = {}
+
+    def kernel_connections() -> int:
+        kernel = lab.api("GET", "api/sessions")[0]["kernel"]
+        return lab.kernel_model(kernel["id"])["connections"]
+
+    def cut(page: Any) -> Any:
+        seen["client"] = page.evaluate(f"() => {KERNEL_JS}.clientId")
+        context.set_offline(True)
+        page.evaluate(f"() => {{ {KERNEL_JS}.reconnect().catch(() => null); }}")
+        # The server saw the websocket close (its count of the kernel's connections is 0).
+        wait_for(lambda: kernel_connections() == 0, HANG, what="the websocket cut", page=page)
+        return page
+
+    def back(page: Any) -> Any:
+        context.set_offline(False)
+        page.evaluate(f"() => {{ {KERNEL_JS}.reconnect().catch(() => null); }}")
+        wait_for(lambda: kernel_connections() == 1, HANG, what="the websocket back", page=page)
+        seen["client_after"] = page.evaluate(f"() => {KERNEL_JS}.clientId")
+        return page
+
+    counting_case(context, nb, cut, back)
+    assert seen["client_after"] == seen["client"], seen
+
+
+def test_e_display_id_progress_and_clear_output(lab: JupyterServer, context: Any) -> None:
+    rich_case(context, new_notebook(lab, "e"), reload)
+
+
+def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+    holds = nb.holds()
+    nb.write([rich_cell(holds)])
+
+    def rich(step: int) -> list[tuple[str, str]]:
+        return [
+            (STDOUT, "frame 19"),
+            ("text/plain", f"status {step}"),
+            (STDOUT, f"progress {step}"),
+        ]
+
+    page = context.new_page()
+    try:
+        nb.run_all(page)
+        wait_page(page, "frame 5 shown", shows_line(0, "frame 5"))
+        holds.wait_held(1, page)
+        page = leave(page)
+        holds.release(1)
+        shown = wait_page(
+            page, "progress 29", lambda s: outputs(s[0])[-1:] == [(STDOUT, "progress 29")]
+        )
+        assert outputs(shown[0]) == rich(29), summary(shown)
+        mid = running(shown)
+        holds.release(2)
+        count = nb.count(holds, 0, page)
+        shown = wait_page(page, f"[{count}]", shows_prompt(0, f"[{count}]:"))
+        assert outputs(shown[0]) == rich(39), summary(shown)
+        save(page)
+        saved = [
+            ("stream:stdout", "frame 19\n"),
+            ("display_data", ("text/plain",)),
+            ("stream:stdout", "progress 39\n"),
+        ]
+        wait_file(nb.path, {"cell-0": {"count": count, "outputs": saved}}, page)
+        assert file_output_data(nb.path, "cell-0") == [{"text/plain": "status 39"}]
+        assert mid is None, mid
+    finally:
+        holds.release_all()
+        shut_down_everything(nb.lab)
+
+
+def test_f_run_all_of_three_cells_reloaded_during_the_first(
+    lab: JupyterServer, context: Any
+) -> None:
+    run_all_case(context, new_notebook(lab, "f"), reload)
+
+
+def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+    first, second, third = nb.holds(0), nb.holds(1), nb.holds(2)
+    nb.write(
+        [
+            counting_cell(first),
+            counting_cell(second, "second", n=10, at=()),
+            counting_cell(third, "third", n=10, at=()),
+        ]
+    )
+    page = context.new_page()
+    try:
+        nb.run_all(page)
+        wait_page(page, "line 5 shown", shows_line(0, "line 5"))
+        first.wait_held(1, page)
+        page = leave(page)
+        first.release(1)
+        mid = check_counting_cell_mid(page)
+        shown = cells(page)
+        # The running tab shows [*] on the cells queued behind the running one too.
+        mid = mid or running(shown, 3)
+        assert [outputs(c) for c in shown[1:]] == [[], []], summary(shown)
+        first.release(2)
+        counts = [nb.count(h, i, page) for i, h in enumerate((first, second, third))]
+        prompts = [f"[{n}]:" for n in counts]
+        shown = wait_page(page, f"prompts {prompts}", lambda s: [c["prompt"] for c in s] == prompts)
+        want = [
+            [*lines("line", 40), "done"],
+            [*lines("second", 10), "done"],
+            [*lines("third", 10), "done"],
+        ]
+        assert [outputs(c) for c in shown] == [[(STDOUT, "\n".join(w))] for w in want], summary(
+            shown
+        )
+        save(page)
+        wait_file(
+            nb.path,
+            {
+                f"cell-{i}": {
+                    "count": counts[i],
+                    "outputs": [("stream:stdout", "".join(f"{x}\n" for x in w))],
+                }
+                for i, w in enumerate(want)
+            },
+            page,
+        )
+        assert mid is None, mid
+    finally:
+        for holds in (first, second, third):
+            holds.release_all()
+        shut_down_everything(nb.lab)
+
+
+@pytest.mark.xfail(strict=True, reason=f"{MID_CELL_COUNT} (slider and HTML are drawn)")
+def test_g_widget_and_html_drawn_after_the_tab_left(lab: JupyterServer, context: Any) -> None:
+    widget_case(context, new_notebook(lab, "g"), reload)
+
+
+def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+    holds = nb.holds()
+    nb.write([widget_cell(holds)])
+
+    def drawn(value: int) -> Callable[[list[dict[str, Any]]], bool]:
+        def check(shown: list[dict[str, Any]]) -> bool:
+            outs = shown[0]["outputs"]
+            return (
+                len(outs) == 2
+                # ipywidgets' view carries no data-mime-type: the slider drawn is the proof
+                and (outs[0]["sliders"], outs[0]["readout"]) == (1, str(value))
+                and (outs[1]["mime"], outs[1]["marks"]) == ("text/html", 1)
+            )
+
+        return check
+
+    page = context.new_page()
+    try:
+        nb.run_all(page)
+        wait_page(page, "slider drawn", lambda s: [o["sliders"] for o in s[0]["outputs"]] == [1])
+        holds.wait_held(1, page)
+        page = leave(page)
+        holds.release(1)
+        holds.wait_held(2, page)
+        shown = wait_page(page, "slider at 29 and the HTML drawn", drawn(29))
+        mid = running(shown)
+        holds.release(2)
+        count = nb.count(holds, 0, page)
+        shown = wait_page(
+            page,
+            f"slider at 40, [{count}]",
+            lambda s: drawn(40)(s) and shows_prompt(0, f"[{count}]:")(s),
+        )
+        save(page)
+        saved = [
+            ("display_data", tuple(sorted(["text/plain", WIDGET]))),
+            ("display_data", ("text/html", "text/plain")),
+        ]
+        wait_file(nb.path, {"cell-0": {"count": count, "outputs": saved}}, page)
+        assert mid is None, mid
+    finally:
+        holds.release_all()
+        shut_down_everything(nb.lab)
+
+
+def test_without_collaboration_reopened_after_the_cell_ended(
+    solo_lab: JupyterServer, context: Any
+) -> None:
+    """No shared document: the server writes the file once the cell ended with no tab open;
+    the notebook reopened then shows every line and the count."""
+    nb = new_notebook(solo_lab, "solo")
+    holds = nb.holds()
+    nb.write([counting_cell(holds)])
+    page = context.new_page()
+    try:
+        nb.run_all(page)
+        wait_page(page, "line 5 shown", shows_line(0, "line 5"))
+        holds.wait_held(1, page)
+        page.close()
+        holds.release_all()
+        count = nb.count(holds)
+        expected = [*lines("line", 40), "done"]
+        text = "".join(f"{line}\n" for line in expected)
+        wait_file(nb.path, {"cell-0": {"count": count, "outputs": [("stream:stdout", text)]}})
+        page = nb.open(context)
+        shown = wait_page(page, f"[{count}]", shows_prompt(0, f"[{count}]:"))
+        assert outputs(shown[0]) == [(STDOUT, "\n".join(expected))], summary(shown)
+    finally:
+        holds.release_all()
+        shut_down_everything(solo_lab)
