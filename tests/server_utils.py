@@ -377,10 +377,16 @@ class JupyterServer:
         return json.loads(path.read_text())
 
     def connect(
-        self, kernel_id: str, session_id: str | None = None, timeout: float = 60
+        self,
+        kernel_id: str,
+        session_id: str | None = None,
+        timeout: float = 60,
+        ready_on: str = "shell",
     ) -> KernelWebsocket:
         """A ready websocket client on ``kernel_id`` (see :class:`KernelWebsocket`)."""
-        return KernelWebsocket(self, kernel_id, session_id=session_id, timeout=timeout)
+        return KernelWebsocket(
+            self, kernel_id, session_id=session_id, timeout=timeout, ready_on=ready_on
+        )
 
 
 class ServerPause:
@@ -435,7 +441,9 @@ class KernelWebsocket:
     Its session id is the ``session_id`` query argument, which the server also uses as the
     client's shell/control DEALER identity: give every client its own (the default is a
     fresh uuid). The constructor returns once a ``kernel_info_reply`` came back through the
-    websocket, i.e. the server has finished connecting and subscribing to IOPub.
+    websocket (on ``ready_on``: ``"control"`` for a session whose own cell still runs, as
+    stock answers its shell request after the cell), i.e. the server has finished connecting
+    and subscribing to IOPub.
 
     Messages that :meth:`recv` reads while a caller waits for something else are not lost:
     :meth:`recv_until` keeps the ones it skipped in ``self.backlog`` for later calls.
@@ -447,6 +455,7 @@ class KernelWebsocket:
         kernel_id: str,
         session_id: str | None = None,
         timeout: float = 60,
+        ready_on: str = "shell",
     ) -> None:
         self.server = server
         self.kernel_id = kernel_id
@@ -474,7 +483,8 @@ class KernelWebsocket:
             target=self._read, name=f"ws-reader-{self.session_id[:8]}", daemon=True
         )
         self._reader.start()
-        self.kernel_info = self.request("shell", "kernel_info_request", timeout=timeout)
+        # On control for a session whose own cell runs: its shell request waits for the cell.
+        self.kernel_info = self.request(ready_on, "kernel_info_request", timeout=timeout)
 
     @property
     def session_id(self) -> str:

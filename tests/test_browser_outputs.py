@@ -184,10 +184,6 @@ def test_c_second_tab_stays_while_the_first_closes(lab: JupyterServer, context: 
 KERNEL_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
 
 
-MID_CELL_COUNT = "as wired (f5ec30d), mid-cell the page shows [1] where the running tab shows [*]"
-
-
-@pytest.mark.xfail(strict=True, reason=f"{MID_CELL_COUNT} (the rest is right)")
 def test_d_websocket_cut_then_same_session_back(lab: JupyterServer, context: Any) -> None:
     """The page's kernel websocket is closed while the browser is offline (so JupyterLab's
     own reconnection attempts fail); once online, the page reconnects the same session
@@ -321,7 +317,6 @@ def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> Non
         shut_down_everything(nb.lab)
 
 
-@pytest.mark.xfail(strict=True, reason=f"{MID_CELL_COUNT} (slider and HTML are drawn)")
 def test_g_widget_and_html_drawn_after_the_tab_left(lab: JupyterServer, context: Any) -> None:
     widget_case(context, new_notebook(lab, "g"), reload)
 

@@ -115,7 +115,11 @@ class CollabWriter:
             return False
         sync_outputs(doc.ydoc, ycell["outputs"], outputs)
         with doc.ydoc.transaction():
-            count = None if execution_count is None else float(execution_count)
+            # Every JupyterLab tab marks a cell idle once its count is set (as the running tab
+            # does with the reply), so the count goes in only when the cell has ended: while
+            # it runs the cell keeps the null count the running tab gave it, and shows [*].
+            running = execution_state == "running"
+            count = None if execution_count is None or running else float(execution_count)
             if ycell.get("execution_count") != count:
                 ycell["execution_count"] = count
             if ycell.get("execution_state") != execution_state:
