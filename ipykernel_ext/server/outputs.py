@@ -35,7 +35,7 @@ from typing import Any
 from jupyter_client.session import DELIM
 from jupyter_core.utils import ensure_async
 
-from ..outputs import KernelOutputs, RunningCell
+from ..outputs import Coalescer, KernelOutputs, RunningCell
 from ..outputs.collab import CollabWriter
 from ..outputs.contents import ContentsWriter
 from ..protocol import COMM_MSG_TYPES, CONTENT, HEADER, METADATA
@@ -88,8 +88,8 @@ class OutputsOwner:
         self._unattended_timer: asyncio.TimerHandle | None = None
         #: no websocket of the kernel has been open for ``grace`` seconds
         self.unattended = False
-        self._dirty: set[str] = set()
-        self._writing: dict[str, asyncio.Future[None]] = {}
+        self._writes = Coalescer()  # one write in flight per cell (msg_id)
+        self._path_lookup: asyncio.Future[str | None] | None = None
         self._pending_files: set[str] = set()  # ended owned cells waiting for the file
         self._tasks: set[asyncio.Future[Any]] = set()
 
@@ -173,9 +173,14 @@ class OutputsOwner:
             self._unattended_timer = None
         self.unattended = False
         # Without a live document the server wrote nothing yet: the returning tab gets the
-        # replay and writes its cells itself.
+        # replay and writes its cells itself. (A first write under way may be into the live
+        # document: that cell stays the server's.)
         for cell in self.cells.cells_of_session(session):
-            if cell.msg_id in self.owned and cell.msg_id not in self.hidden:
+            if (
+                cell.msg_id in self.owned
+                and cell.msg_id not in self.hidden
+                and not self._writes.busy(cell.msg_id)
+            ):
                 self.owned.discard(cell.msg_id)
                 self._pending_files.discard(cell.msg_id)
             if cell.msg_id not in self.owned and not cell.running:
@@ -240,17 +245,8 @@ class OutputsOwner:
     # --- writing -------------------------------------------------------------------------
 
     def _write_soon(self, cell: RunningCell) -> None:
-        self._dirty.add(cell.msg_id)
-        if cell.msg_id not in self._writing:
-            self._writing[cell.msg_id] = self._spawn(self._write_loop(cell))
-
-    async def _write_loop(self, cell: RunningCell) -> None:
-        try:
-            while cell.msg_id in self._dirty:
-                self._dirty.discard(cell.msg_id)
-                await self._write(cell)
-        finally:
-            self._writing.pop(cell.msg_id, None)
+        """Write ``cell`` now, or once the write under way is done (it reads the fold then)."""
+        self._writes.request(cell.msg_id, lambda: self._write(cell))
 
     async def _write(self, cell: RunningCell) -> None:
         if cell.msg_id not in self.owned or cell.msg_id not in self.cells.cells:
@@ -304,6 +300,13 @@ class OutputsOwner:
         """The notebook of the kernel's session (None: no notebook session, or several)."""
         if cell.path or self.session_manager is None:
             return cell.path
+        # One lookup at a time, shared: Run All sends every cell at once.
+        if self._path_lookup is None or self._path_lookup.done():
+            self._path_lookup = asyncio.ensure_future(self._notebook_path())
+        cell.path = await asyncio.shield(self._path_lookup)
+        return cell.path
+
+    async def _notebook_path(self) -> str | None:
         try:
             sessions = await ensure_async(self.session_manager.list_sessions())
         except Exception:
@@ -315,9 +318,7 @@ class OutputsOwner:
             if (s.get("kernel") or {}).get("id") == self.kernel_id
             and (s.get("type") == "notebook" or str(s.get("path", "")).endswith(".ipynb"))
         }
-        if len(paths) == 1:
-            cell.path = paths.pop()
-        return cell.path
+        return paths.pop() if len(paths) == 1 else None
 
     def _spawn(self, coro: Any) -> asyncio.Future[Any]:
         task = asyncio.ensure_future(coro)
@@ -332,6 +333,8 @@ class OutputsOwner:
 
     async def drain(self) -> None:
         """Wait for the writes under way (and those they start)."""
+        for msg_id in list(self.owned):
+            await self._writes.wait(msg_id)
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 

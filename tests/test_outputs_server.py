@@ -1,0 +1,378 @@
+"""Outputs survive the tab, through a real jupyter_server with SharedChannelsConnection.
+
+A real server (``--ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.
+SharedChannelsConnection``, CurveZMQ required), a real ``python3-ext`` kernel started for a
+notebook session made through ``/api/sessions`` (the path of a real ``.ipynb``), and websocket
+clients that send what JupyterLab sends: an ``execute_request`` with ``metadata.cellId``.
+The cell prints ``line 0`` ... one line per barrier file the test writes, so every step is
+paced by the test, never by time. Verdicts are what the file on disk, the live collaborative
+document and the websockets hold; the server's log lines (the owner taking a cell over, a
+write deferred) are barriers; time bounds are hang guards only.
+
+Without collaboration (``jupyter_server_ydoc`` disabled): a closed tab's cell goes into the
+file once it ended; nothing is written while a websocket of the kernel is open; the same
+session back within the grace gets every output once; a restart ends an owned cell with what
+it had. With jupyter-collaboration (skipped when absent): the document gets the lines as they
+come, ``[*]`` then the count; a session back after the server took over is not given them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .server_utils import JupyterServer, KernelWebsocket
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
+
+nbformat = pytest.importorskip("nbformat")
+
+HERE = Path(__file__).resolve().parent
+CLASS = "ipykernel_ext.server.SharedChannelsConnection"
+CELL_ID = "cell-a"
+N = 8  # lines the cell prints
+K = 2  # the tab goes away after this line
+
+CELL_CODE = """\
+import time
+from pathlib import Path
+_go = Path(r"{barriers}")
+for _i in range({n}):
+    while not (_go / f"go-{{_i}}").exists():
+        try:
+            time.sleep(0.005)
+        except KeyboardInterrupt:
+            if not {resist}:
+                raise
+    print(f"line {{_i}}", flush=True)
+"""
+
+
+def lines(upto: int) -> str:
+    """``line 0`` ... ``line upto-1``, one per line."""
+    return "".join(f"line {i}\n" for i in range(upto))
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
+    """Poll ``check()`` until truthy (a hang guard, not a verdict)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not in {timeout} s: {what}")
+        time.sleep(0.05)
+
+
+def start_server(grace: float, collab: bool) -> JupyterServer:
+    args = [
+        f"--ServerApp.kernel_websocket_connection_class={CLASS}",
+        f"--SharedChannelsConnection.keep_outputs_grace={grace}",
+    ]
+    env = {}
+    if collab:
+        args += [
+            '--ServerApp.jpserver_extensions={"outputs_room_extension": True, '
+            '"jupyter_server_ydoc": True}',
+            "--YDocExtension.document_save_delay=0.5",
+        ]
+        env["PYTHONPATH"] = str(HERE)
+    else:
+        args.append('--ServerApp.jpserver_extensions={"jupyter_server_ydoc": False}')
+    return JupyterServer(extra_args=args, env=env, stop_timeout=20).start()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[JupyterServer]:
+    """No collaboration, a short grace."""
+    srv = start_server(grace=0.5, collab=False)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+class Notebook:
+    """A real .ipynb with one code cell, its notebook session and kernel, and the barriers."""
+
+    def __init__(self, server: JupyterServer, name: str, kernel: str = "python3-ext") -> None:
+        self.server = server
+        self.name = name
+        self.path = server.root_dir / name
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell(source="# prints lines")
+        cell.id = CELL_ID
+        nb.cells.append(cell)
+        nbformat.write(nb, self.path)
+        self.barriers = server.root_dir / f"{self.path.stem}-go"
+        self.barriers.mkdir()
+        model = server.api(
+            "POST",
+            "api/sessions",
+            {"path": name, "type": "notebook", "name": name, "kernel": {"name": kernel}},
+            timeout=120,
+        )
+        self.kernel_id: str = model["kernel"]["id"]
+
+    def run(self, ws: KernelWebsocket, resist: bool = False) -> str:
+        """What JupyterLab sends for the cell; returns the request's msg_id. ``resist``: the
+        cell ignores interrupts (a restart must then end it by killing the kernel)."""
+        content = {
+            "code": CELL_CODE.format(barriers=self.barriers, n=N, resist=resist),
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
+        msg = ws.send("shell", "execute_request", content, metadata={"cellId": CELL_ID})
+        return msg["header"]["msg_id"]
+
+    def release(self, upto: int) -> None:
+        """Let the cell print lines up to ``upto - 1``."""
+        for i in range(upto):
+            (self.barriers / f"go-{i}").touch()
+
+    def cell_on_disk(self) -> Any:
+        try:
+            nb = nbformat.reads(self.path.read_text(), as_version=4)
+        except (OSError, ValueError):
+            return None  # being written
+        return next(c for c in nb.cells if c.get("id") == CELL_ID)
+
+    def wait_on_disk(self, check: Callable[[Any], bool], what: str) -> Any:
+        return until(lambda: (c := self.cell_on_disk()) is not None and check(c) and c, what)
+
+    def log_says(self, text: str) -> bool:
+        return any(
+            self.kernel_id in line and text in line for line in self.server.log_text().splitlines()
+        )
+
+    def wait_log(self, text: str) -> None:
+        until(lambda: self.log_says(text), f"the server log saying {text!r} for {self.name}")
+
+
+def stdout_of(messages: list[dict[str, Any]], msg_id: str) -> str:
+    return "".join(
+        m["content"]["text"]
+        for m in messages
+        if m["channel"] == "iopub"
+        and m["msg_type"] == "stream"
+        and m["parent_header"].get("msg_id") == msg_id
+    )
+
+
+def until_line(ws: KernelWebsocket, msg_id: str, k: int) -> list[dict[str, Any]]:
+    """Read ``ws`` up to the stream that prints ``line k``; returns what it read (backlog
+    included), in order."""
+    last = ws.recv_until(
+        lambda m: m["msg_type"] == "stream"
+        and m["parent_header"].get("msg_id") == msg_id
+        and f"line {k}\n" in m["content"]["text"],
+        timeout=120,
+    )
+    read, ws.backlog = [*ws.backlog, last], []
+    return read
+
+
+def execution_count_of(messages: list[dict[str, Any]], msg_id: str) -> int:
+    return next(
+        m["content"]["execution_count"]
+        for m in messages
+        if m["msg_type"] == "execute_input" and m["parent_header"].get("msg_id") == msg_id
+    )
+
+
+def stream(text: str) -> dict[str, Any]:
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+# --- without collaboration ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["python3-ext", "python3"])  # stock ipykernel too
+def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
+    server: JupyterServer, kernel: str
+) -> None:
+    nb = Notebook(server, f"closed-{kernel}.ipynb", kernel)
+    ws = server.connect(nb.kernel_id)
+    msg_id = nb.run(ws)
+    nb.release(K + 1)
+    seen = until_line(ws, msg_id, K)
+    count = execution_count_of(seen, msg_id)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    nb.release(N)
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
+    assert cell.execution_count == count
+
+
+def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
+    server: JupyterServer,
+) -> None:
+    nb = Notebook(server, "second_tab.ipynb")
+    other = server.connect(nb.kernel_id)  # another tab of the notebook stays
+    ws = server.connect(nb.kernel_id)
+    msg_id = nb.run(ws)
+    nb.release(K + 1)
+    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    nb.release(N)
+    other.recv_until(  # the other tab sees the cell end (its idle)
+        lambda m: m["msg_type"] == "status"
+        and m["content"]["execution_state"] == "idle"
+        and m["parent_header"].get("msg_id") == msg_id,
+        timeout=120,
+    )
+    nb.wait_log(f"cell {CELL_ID} ended; its outputs go into")
+    cell = nb.cell_on_disk()
+    assert (cell.outputs, cell.execution_count) == ([], None)  # untouched
+    other.close()  # the last tab of the kernel leaves: now the file gets them
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
+    assert cell.execution_count == count
+
+
+def test_kernel_restart_ends_an_owned_cell_with_what_it_had(server: JupyterServer) -> None:
+    nb = Notebook(server, "restarted.ipynb")
+    ws = server.connect(nb.kernel_id)
+    msg_id = nb.run(ws, resist=True)
+    nb.release(K + 1)
+    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
+    assert cell.execution_count == count
+    assert nb.log_says("running cells end idle (restart)")
+
+
+def test_same_session_back_within_the_grace_gets_every_output_once() -> None:
+    srv = start_server(grace=120, collab=False)  # the return is always within it
+    try:
+        nb = Notebook(srv, "blip.ipynb")
+        session = uuid.uuid4().hex
+        ws = srv.connect(nb.kernel_id, session_id=session)
+        msg_id = nb.run(ws)
+        nb.release(K + 1)
+        before = stdout_of(until_line(ws, msg_id, K), msg_id)
+        ws.close()
+        nb.release(K + 3)  # printed while the tab is away: the server's offline buffer
+        back = srv.connect(nb.kernel_id, session_id=session)
+        nb.release(N)
+        reply, iopub = back.collect_execution(msg_id)  # its reply and idle still come
+        assert reply["content"]["status"] == "ok"
+        assert before + stdout_of(iopub, msg_id) == lines(N)
+        back.close()
+    finally:
+        srv.stop()
+
+
+# --- with jupyter-collaboration ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def collab_server() -> Iterator[JupyterServer]:
+    pytest.importorskip(
+        "jupyter_server_ydoc",
+        reason="jupyter-collaboration is not installed (pip install 'ipykernel-ext[collab]')",
+    )
+    srv = start_server(grace=0.5, collab=True)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def doc_cell(server: JupyterServer, nb: Notebook) -> dict[str, Any]:
+    doc = server.api("GET", f"outputs-room/doc?path={nb.name}")
+    return next(c for c in doc["cells"] if c.get("id") == CELL_ID)
+
+
+def doc_text(cell: dict[str, Any]) -> str:
+    return "".join(o.get("text", "") for o in cell["outputs"] if o["output_type"] == "stream")
+
+
+def wait_doc(server: JupyterServer, nb: Notebook, text: str, state: str) -> dict[str, Any]:
+    """Until the document's cell shows ``text`` and ``state``; every read must be a prefix
+    of the whole output (a duplicated or reordered line fails at once)."""
+
+    def check() -> dict[str, Any] | None:
+        cell = doc_cell(server, nb)
+        assert lines(N).startswith(doc_text(cell)), cell["outputs"]
+        ok = doc_text(cell) == text and cell.get("execution_state") == state
+        return cell if ok else None
+
+    return until(check, f"the document showing {text!r}, {state}")
+
+
+def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServer) -> None:
+    nb = Notebook(collab_server, "live.ipynb")
+    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
+    ws = collab_server.connect(nb.kernel_id)
+    msg_id = nb.run(ws)
+    nb.release(K + 1)
+    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    cell = wait_doc(collab_server, nb, lines(K + 1), "running")
+    assert cell["execution_count"] == count
+    for i in range(K + 1, N - 1):
+        nb.release(i + 1)
+        wait_doc(collab_server, nb, lines(i + 1), "running")
+    nb.release(N)
+    cell = wait_doc(collab_server, nb, lines(N), "idle")
+    assert len(cell["outputs"]) == 1 and cell["execution_count"] == count
+    # the room saves the file itself
+    saved = nb.wait_on_disk(lambda c: c.execution_count is not None, "the room's save")
+    assert [dict(o) for o in saved.outputs] == [stream(lines(N))]
+    assert saved.execution_count == count
+
+
+def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
+    collab_server: JupyterServer,
+) -> None:
+    nb = Notebook(collab_server, "back.ipynb")
+    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    session = uuid.uuid4().hex
+    ws = collab_server.connect(nb.kernel_id, session_id=session)
+    msg_id = nb.run(ws)
+    nb.release(K + 1)
+    until_line(ws, msg_id, K)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    nb.release(K + 3)  # printed while away: buffered, and written into the document
+    wait_doc(collab_server, nb, lines(K + 3), "running")
+    back = collab_server.connect(nb.kernel_id, session_id=session)
+    nb.release(N)
+    reply, iopub = back.collect_execution(msg_id)  # status and the reply still come
+    assert reply["content"]["status"] == "ok"
+    assert stdout_of(iopub, msg_id) == ""  # the document has them: given once, there
+    cell = wait_doc(collab_server, nb, lines(N), "idle")
+    assert len(cell["outputs"]) == 1
+    back.close()
+
+
+def test_collab_restart_ends_an_owned_cell_idle(collab_server: JupyterServer) -> None:
+    nb = Notebook(collab_server, "restart_live.ipynb")
+    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    ws = collab_server.connect(nb.kernel_id)
+    msg_id = nb.run(ws, resist=True)
+    nb.release(K + 1)
+    until_line(ws, msg_id, K)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    wait_doc(collab_server, nb, lines(K + 1), "running")
+    collab_server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
+    cell = wait_doc(collab_server, nb, lines(K + 1), "idle")
+    assert len(cell["outputs"]) == 1
+    assert nb.log_says("running cells end idle (restart)")
