@@ -9,7 +9,8 @@ Each trial starts a fresh ``jupyter_server`` (CurveZMQ required, the websocket c
 a notebook ``bench.ipynb`` with one code cell, a notebook session (``POST /api/sessions``) and
 a websocket with JupyterLab's v1 protocol (``tests/server_utils.py``). It sends the cell as
 JupyterLab does (``metadata.cellId``); the cell prints (a) 100000 lines or (b) 50 MB in lines
-of 1000 bytes. Then:
+of 1000 bytes, in 50 chunks spread over ``--seconds`` (6 s: longer than the grace, so that the
+server takes the cell over while it still prints). Then:
 
 * **tab open**: the websocket reads everything up to the cell's idle;
 * **tab closed**: the websocket closes after the cell's first output. The server owns the
@@ -58,17 +59,32 @@ POLL = 0.25
 CUT_NOTE_KEY = "ipykernel_ext_cut"
 MB50_LINES = 50 * 1024 * 1024 // 1000
 
-#: cell name -> (code, its last line)
+#: cell name -> (its print loop, given its pause every CHUNK lines; its last line)
 CELLS = {
     "100000 lines": (
-        "for i in range(100000):\n    print(f'line {i}')",
+        "import time\nfor i in range(100000):\n    print(f'line {{i}}')\n"
+        "    if i % {chunk} == {last}:\n        time.sleep({pause})",
+        100000,
         "line 99999",
     ),
     "50 MB": (
-        f"pad = 'x' * 988\nfor i in range({MB50_LINES}):\n    print(f'{{i:010d}} {{pad}}')",
+        "import time\npad = 'x' * 988\nfor i in range({n}):\n    print(f'{{i:010d}} {{pad}}')\n"
+        "    if i % {chunk} == {last}:\n        time.sleep({pause})",
+        MB50_LINES,
         f"{MB50_LINES - 1:010d} " + "x" * 988,
     ),
 }
+#: The cell prints in this many even chunks with a pause after each: with ``--seconds`` above
+#: the grace, the server owns the cell while it still prints (the live-document case).
+CHUNKS = 50
+
+
+def cell_code(cell: str, seconds: float) -> tuple[str, str]:
+    """The cell's code spreading its output over about ``seconds``, and its last line."""
+    template, n, last_line = CELLS[cell]
+    chunk = max(n // CHUNKS, 1)
+    code = template.format(n=n, chunk=chunk, last=chunk - 1, pause=round(seconds / CHUNKS, 4))
+    return code, last_line
 
 
 @dataclass
@@ -186,8 +202,10 @@ class Bench:
             time.sleep(POLL)
 
 
-def run_trial(cell: str, collab: bool, keep: bool, tab: str, timeout: float) -> Trial:
-    code, last_line = CELLS[cell]
+def run_trial(
+    cell: str, collab: bool, keep: bool, tab: str, seconds: float, timeout: float
+) -> Trial:
+    code, last_line = cell_code(cell, seconds)
     with Bench(collab, keep, code) as bench:
         ws = bench.server.connect(bench.kernel_id, session_id=uuid.uuid4().hex)
         rss_before = bench.proc.memory_info().rss / 2**20
@@ -280,6 +298,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "jupyter-collaboration, pip install '.[collab]')")
     parser.add_argument("--keep", default="true,false",
                         help="keep_outputs values (default true,false)")
+    parser.add_argument("--seconds", type=float, default=6,
+                        help="how long the cell spreads its output over, in 50 chunks "
+                             "(default 6 s: past the 2 s grace; 0: as fast as it can print)")
     parser.add_argument("--timeout", type=float, default=300, help="hang guard per step, s")
 
 
@@ -301,7 +322,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for collab in collabs:
                 for keep in keeps:
                     for tab in ("open", "closed"):
-                        t = run_trial(cell, collab, keep, tab, args.timeout)
+                        t = run_trial(cell, collab, keep, tab, args.seconds, args.timeout)
                         trials.append(t)
                         print(
                             f"  trial {i + 1} {cell:12} collab={'on' if collab else 'off':3} "
