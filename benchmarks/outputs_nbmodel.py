@@ -255,15 +255,16 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
                     results.append(shown)
                     print(f"  {side:8} {case:15} {shown}", flush=True)
     print()
-    rows = [[r.case, r.side, "yes" if r.step6_shown else "no", r.lines if r.case.startswith("lines") else "",
+    rows = [[r.case, r.side, "yes" if r.step6_shown else "no",
+             r.lines if r.case.startswith("lines") else "",
              "yes" if r.in_order_once else "no", r.final or "-",
              ("drawn" if r.slider_drawn else f"text: {r.plain_text!r}")
              if r.case.startswith("slider") else "",
              r.prompt or "-",
              "-" if r.seconds_to_final is None else f"{r.seconds_to_final:.1f} s"]
             for r in results]
-    print_table(["case", "side", "step 6 shown open", "lines shown (of 40)", "in order, once", "final shown",
-                 "slider", "prompt", "final after idle"], rows, markdown=True)
+    print_table(["case", "side", "step 6 shown open", "lines shown (of 40)", "in order, once",
+                 "final shown", "slider", "prompt", "final after idle"], rows, markdown=True)
     return {"results": [asdict(r) for r in results]}
 
 
