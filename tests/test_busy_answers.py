@@ -17,6 +17,8 @@ import pytest
 from jupyter_client import BlockingKernelClient
 from jupyter_client.session import Session
 
+from ipykernel_ext.protocol import UNTRACKED_MESSAGE_TYPES
+
 from .helpers import (
     CONTROL_TARGET,
     EXT_KERNEL,
@@ -42,33 +44,6 @@ from .helpers import (
 # Hang guard per test (default 120 s): kernel starts plus waits on busy cells (60 s each).
 pytestmark = pytest.mark.timeout(180)
 
-#: jupyter_server's default ``untracked_message_types`` (its activity tracker ignores a status
-#: whose parent has one of these types; any other parent sets the kernel's execution_state).
-UNTRACKED = frozenset(
-    {
-        "comm_info_request",
-        "comm_info_reply",
-        "kernel_info_request",
-        "kernel_info_reply",
-        "shutdown_request",
-        "shutdown_reply",
-        "interrupt_request",
-        "interrupt_reply",
-        "debug_request",
-        "debug_reply",
-        "stream",
-        "display_data",
-        "update_display_data",
-        "execute_input",
-        "execute_result",
-        "error",
-        "status",
-        "clear_output",
-        "debug_event",
-        "input_request",
-        "input_reply",
-    }
-)
 
 WIDGETS = """\
 import ipywidgets as w
@@ -209,7 +184,9 @@ def test_a_busy_kernel_never_looks_idle(ext: Any, frontend: Any, tmp_path: Path)
     assert comm_statuses == [], "comm messages answered mid-cell publish no status"
     # What the server tracks: after a tracked idle, the next tracked status is busy for the
     # cell (statuses it does not track, from other kernel threads, may come between).
-    tracked = [m for m in statuses if m["parent_header"].get("msg_type") not in UNTRACKED]
+    tracked = [
+        m for m in statuses if m["parent_header"].get("msg_type") not in UNTRACKED_MESSAGE_TYPES
+    ]
     for i, msg in enumerate(tracked):
         if msg["content"]["execution_state"] == "idle":
             parent_type = msg["parent_header"].get("msg_type")
