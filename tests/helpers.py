@@ -138,17 +138,29 @@ def shell_and_control_client(km: KernelManager) -> BlockingKernelClient:
     kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
     kc.load_connection_file()
     kc.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=True)
+    # Asked again each second until one is answered: a request sent before the kernel's
+    # shell socket was connected is never answered. Under load the answer to one can come
+    # after the next was sent (waiting for the newest only would then never end), so the
+    # first answer to any of them is the barrier; every request sent after that one is
+    # answered too (in order), and those answers are read here, not left for the test.
     deadline = time.monotonic() + 60
-    while True:
-        msg_id = kc.kernel_info()
+    sent: list[str] = []
+    pending: list[str] | None = None
+    while time.monotonic() < deadline:
+        if pending is None:
+            sent.append(kc.kernel_info())
+        elif not pending:
+            return kc
         try:
             reply = kc.get_shell_msg(timeout=1)
         except queue.Empty:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no kernel_info_reply in 60 s") from None
             continue
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return kc
+        answered = reply["parent_header"].get("msg_id")
+        if pending is None and answered in sent:
+            pending = sent[sent.index(answered) + 1 :]
+        elif pending and answered in pending:
+            pending.remove(answered)
+    raise TimeoutError("no kernel_info_reply in 60 s")
 
 
 def control_request(
