@@ -125,6 +125,12 @@ class SharedClient:
         self.name = name
         self.on_lost = on_lost
         self.closed = False
+        #: ``skip_diverted(msg)``: true for a message the ``on_recv`` callback must not get
+        #: (its owner would drop it at the replay anyway, so an offline buffer need not
+        #: hold it). None: every message is diverted.
+        self.skip_diverted: Callable[[KernelMessage], bool] | None = None
+        #: messages :attr:`skip_diverted` kept from the ``on_recv`` callback
+        self.skipped_diverted = 0
 
     @property
     def sessions(self) -> set[str]:
@@ -143,6 +149,10 @@ class SharedClient:
         (jupyter_server's offline buffer holds the client), else to ``deliver``."""
         stream = self._streams.get(msg.channel)
         if stream is not None and stream.recv_callback is not None:
+            skip = self.skip_diverted
+            if skip is not None and skip(msg):
+                self.skipped_diverted += 1
+                return
             stream.recv_callback(msg)
         else:
             self.deliver(msg)
