@@ -6,7 +6,8 @@
 * :class:`ChannelStream`: the one adapter from a channel to a client, shaped like the
   ``ZMQStream`` it replaces: what ``Session.send`` / ``send_raw`` take as ``stream``, and
   what jupyter_server's connection and offline buffer use in ``connection.channels``
-  (``on_recv`` diverts the channel's messages, as a ``ZMQStream``'s);
+  (``on_recv`` diverts the channel's messages, as a ``ZMQStream``'s; the client's
+  ``skip_diverted`` keeps back those its owner would drop at the replay anyway);
 * :class:`Members`: the one record of which clients are attached and which session id each
   owns. A session id belongs to one attached client at a time, and the ids of departed
   clients are refused to the others (PROTOCOL.md, shared channels).
