@@ -42,11 +42,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import EXT, STOCK, alternate, fmt, median, print_table, ratio
-from tests.browser_utils import (  # the tests' own helpers (tests/browser_utils.py)
+from benchmarks.trials import EXT, STOCK, alternate, fmt, median, print_table, ratio
+from harness.browser import (
     LAB_ARGS,
     LAB_STATUS_JS,
-    WebsocketLog,
     chromium,
     missing_requirement,
     open_and_run_all,
@@ -57,7 +56,8 @@ from tests.browser_utils import (  # the tests' own helpers (tests/browser_utils
     watch_restore,
     write_notebook,
 )
-from tests.server_utils import JupyterServer
+from harness.page_websocket import WebsocketLog
+from harness.server import JupyterServer
 
 TRIALS, QUICK_TRIALS = 3, 1
 LABELS = {STOCK: "stock ipykernel 7.4", EXT: "ipykernel_ext"}
