@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.plot import figure
 from benchmarks.trials import EXT, STOCK, alternate, fmt, median, print_table, ratio
 from harness.browser import (
     LAB_ARGS,
@@ -272,20 +273,19 @@ def print_summary(rows: list[dict[str, Any]], window: float) -> None:
 
 
 def plot(trials: list[Trial], window: float, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     groups = list(dict.fromkeys(t.group for t in trials))
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.8), squeeze=False)
+    with figure(path, len(groups), size=(4.5 * len(groups), 3.8)) as (fig, axes):
+        draw(fig, axes, trials, groups, window)
+
+
+def draw(fig: Any, axes: list[Any], trials: list[Trial], groups: list[str], window: float) -> None:
     titles = {
         "mid-cell": f"reload mid-cell, {N_SLIDERS} IntSliders",
         "idle": "reload, idle kernel, {} Buttons",
         "voila": "Voila page load, {} Buttons",
     }
     colors = {STOCK: "#9e9e9e", EXT: "#1f77b4"}
-    for ax, group in zip(axes[0], groups, strict=True):
+    for ax, group in zip(axes, groups, strict=True):
         scenario, _, buttons = group.partition(" ")
         for x, kernel in enumerate((STOCK, EXT)):
             values = [
@@ -308,9 +308,6 @@ def plot(trials: list[Trial], window: float, path: Path) -> None:
         ax.set_title(titles[scenario].format(buttons), fontsize=10)
         ax.set_ylabel("to all widgets rendered (s)")
     fig.suptitle("JupyterLab 4.6 and Voila, headless Chromium, CurveZMQ required", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"plot written to {path}")
 
 
 def positive(text: str) -> float:

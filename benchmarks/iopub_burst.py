@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.plot import figure
 from benchmarks.trials import (
     EXT,
     KERNELS,
@@ -173,12 +174,11 @@ def print_ratios(rows: list[dict[str, Any]]) -> None:
 
 def plot(rows: list[dict[str, Any]], paths: list[Path]) -> None:
     """Share of comm_open received per trial (mean, and a bar down to the worst trial)."""
-    import matplotlib
+    with figure(paths, size=(7, 4.5)) as (_, [ax]):
+        draw(ax, rows)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def draw(ax: Any, rows: list[dict[str, Any]]) -> None:
     styles = {
         (EXT, "curve"): ("tab:green", "o", "-", "ipykernel_ext, CurveZMQ"),
         (EXT, "tcp"): ("tab:olive", "^", "--", "ipykernel_ext, plain TCP"),
@@ -217,11 +217,6 @@ def plot(rows: list[dict[str, Any]], paths: list[Path]) -> None:
     ax.set_title(f"One cell, one jupyter_client reader, {trials} fresh kernels each")
     ax.legend(fontsize=7.5, loc="lower right")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        print(f"plot: {path}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -43,6 +43,7 @@ from typing import Any
 
 import psutil
 
+from benchmarks.plot import figure
 from benchmarks.trials import EXT, RESULTS, STOCK, fmt, kernel, print_table
 from harness.burst_reader import SCRIPT as BURST_READER
 from harness.bursts import (
@@ -419,13 +420,12 @@ def table_rows(rows: list[Row]) -> Iterator[list[str]]:
 
 
 def plot(rows: list[Row], path: Path) -> None:
-    import matplotlib
+    with figure(path, 2, size=(12, 4.5)) as (fig, axes):
+        draw(fig, axes, rows)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def draw(fig: Any, axes: list[Any], rows: list[Row]) -> None:
     scenarios = list(dict.fromkeys(r.scenario for r in rows))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     width = 0.38
     for i, name in enumerate(KERNELS):
         mine = {r.scenario: r for r in rows if r.kernel == name}
@@ -448,9 +448,6 @@ def plot(rows: list[Row], path: Path) -> None:
         ax.set_xticklabels(scenarios, rotation=30, ha="right", fontsize=8)
         ax.legend()
     fig.suptitle("A paused or slow IOPub reader, CurveZMQ (benchmarks/iopub_pause.py)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
