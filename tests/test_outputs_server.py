@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from .server_utils import JupyterServer, KernelWebsocket
+from harness.kernel_websocket import KernelWebsocket
+from harness.server import JupyterServer
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
 

@@ -37,12 +37,11 @@ from jupyter_server.services.kernels.connection.base import (
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+from harness import server as server_utils
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL, start_kernel
 from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
 from ipykernel_ext.shared_channels.sockets import ports_of
-
-from . import server_utils
-from .helpers import EXT_KERNEL, STOCK_KERNEL, start_kernel
 
 V1 = "v1.kernel.websocket.jupyter.org"
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
@@ -214,7 +213,7 @@ def is_idle_for(msg: dict[str, Any], msg_id: str) -> bool:
 
 
 class JupyterServer(server_utils.JupyterServer):
-    """server_utils' jupyter_server with our connection class and a short grace period.
+    """The harness's jupyter_server with our connection class and a short grace period.
 
     Started on construction; :meth:`stop` ends it.
     """
