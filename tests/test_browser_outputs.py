@@ -157,13 +157,20 @@ def reload(page: Any) -> Any:
     return page
 
 
-@pytest.mark.parametrize("frontend", ["lab", "notebook7"])
+#: JupyterLab 4.6 and Notebook 7 (a notebook at /notebooks/<path>; the same cell widgets).
+FRONTENDS = pytest.mark.parametrize("frontend", ["lab", "notebook7"])
+
+
+@FRONTENDS
 def test_a_reload_after_line_5(lab: JupyterServer, context: Any, frontend: str) -> None:
     counting_case(context, new_notebook(lab, "a", frontend), reload, lambda page: page)
 
 
-def test_b_close_then_reopen_once_the_cell_went_on(lab: JupyterServer, context: Any) -> None:
-    nb = new_notebook(lab, "b")
+@FRONTENDS
+def test_b_close_then_reopen_once_the_cell_went_on(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
+    nb = new_notebook(lab, "b", frontend)
     close = lambda page: page.close()  # noqa: E731
     # Reopened once the cell is at line 29 (it got there with no tab open).
     counting_case(context, nb, close, lambda _: nb.open(context))
@@ -214,8 +221,11 @@ def test_d_websocket_cut_then_same_session_back(lab: JupyterServer, context: Any
     assert seen["client_after"] == seen["client"], seen
 
 
-def test_e_display_id_progress_and_clear_output(lab: JupyterServer, context: Any) -> None:
-    rich_case(context, new_notebook(lab, "e"), reload)
+@FRONTENDS
+def test_e_display_id_progress_and_clear_output(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
+    rich_case(context, new_notebook(lab, "e", frontend), reload)
 
 
 def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
@@ -317,8 +327,11 @@ def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> Non
         shut_down_everything(nb.lab)
 
 
-def test_g_widget_and_html_drawn_after_the_tab_left(lab: JupyterServer, context: Any) -> None:
-    widget_case(context, new_notebook(lab, "g"), reload)
+@FRONTENDS
+def test_g_widget_and_html_drawn_after_the_tab_left(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
+    widget_case(context, new_notebook(lab, "g", frontend), reload)
 
 
 def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
