@@ -14,22 +14,14 @@ real JupyterLab, jupyter-collaboration on for both sides:
       build/nbmodel-venv/bin/pip install jupyter-server-nbmodel==0.2.9 jupyter-collaboration \\
           jupyterlab ipykernel ipywidgets playwright
 
-The cases are tests/test_browser_outputs.py's, with its cells (tests/outputs_cells.py: they
-stop at *holds*, files the run touches, so "the tab left after line 5" is decided by order):
-(a) reload after line 5; (b) close, reopen 8 s later; (c) a second tab opened, then the first
-closed; (d) the kernel websocket cut (browser offline) and the same session reconnected;
-(e) ``clear_output(wait=True)`` frames, a ``display_id`` updated and a ``\\r`` progress line;
-(f) Run All of three cells, reloaded during the first; (g) an ipywidgets slider moved to 40
-and HTML displayed after the tab left. Per case a fresh server and notebook; the page runs all
-cells (``notebook:run-all-cells``, a user's Run All); once the tab is back and the cell is at
-its second hold (line 29 / step 29) the page is read ("mid"), then again once the cell ended and
-the server says the kernel is idle ("end"), then the page saves and the file is read.
-
-Verdicts are on content only: "whole" means mid-cell every output so far exactly once and in
-order with ``[*]``, after the end every output (40 lines + ``done``, the final display value,
-the slider drawn at 40 and the HTML drawn) with a count, and the same outputs in the file.
-Each read waits for the expected content up to ``--settle`` s (a measuring window for what
-never comes, not a speed bar: the seconds are not reported).
+The cases (``CASES``) are tests/test_browser_outputs.py's (a)-(g) with its cells, which stop at
+*holds* (tests/outputs_cells.py), plus (s): (b) without collaboration, reopened once the cell
+ended. Per case a fresh server and notebook; the page runs all cells (a user's Run All); the
+tab leaves at hold 1; at hold 2, the tab back, the page is read ("mid"), then once the cell
+ended and the server says idle ("end"), then the page saves and the file is read. Verdicts
+on content only: "whole" is every output so far exactly once, in order, ``[*]`` mid-cell;
+every output (drawn as the running tab draws it) and a count after; the same in the file.
+Each read waits for that up to ``--settle`` s (a window for what never comes, not a bar).
 
     python -m benchmarks outputs_nbmodel              # every case, both sides
     python -m benchmarks outputs_nbmodel --quick      # case (a) only
@@ -39,6 +31,7 @@ never comes, not a speed bar: the seconds are not reported).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -52,6 +45,7 @@ from tests.browser_outputs import (
     Notebook,
     cells,
     file_cells,
+    file_output_data,
     lines,
     outputs,
     save,
@@ -72,7 +66,7 @@ from tests.server_utils import JupyterServer
 
 TRIALS, QUICK_TRIALS = 1, 1
 SHARED = "ipykernel_ext.server.SharedChannelsConnection"
-ALL_CASES = "abcdefg"
+ALL_CASES = "abcdefgs"
 CASES = {
     "a": "reload after line 5",
     "b": "close, reopen 8 s later",
@@ -81,6 +75,7 @@ CASES = {
     "e": "display_id, \\r progress, clear_output(wait=True)",
     "f": "Run All of 3 cells, reload in the first",
     "g": "slider moved to 40, HTML after the tab left",
+    "s": "no collaboration: close, reopen after the cell ended",
 }
 KERNEL_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
 Shown = list[dict[str, Any]]
@@ -122,21 +117,18 @@ class NbmodelLab(JupyterServer):
         return env
 
 
-def make_server(side: str, venv: Path) -> JupyterServer:
+def make_server(side: str, venv: Path, case: str) -> JupyterServer:
+    # (s): jupyter-collaboration installed but off (pages load through the ContentsManager)
+    args = [*LAB_ARGS, *(["--YDocExtension.disable_rtc=True"] if case == "s" else [])]
     if side == "ours":
         return JupyterServer(
             app="lab", encryption=True,
-            extra_args=[*LAB_ARGS, f"--ServerApp.kernel_websocket_connection_class={SHARED}"],
+            extra_args=[*args, f"--ServerApp.kernel_websocket_connection_class={SHARED}"],
         )
-    return NbmodelLab(venv / "bin" / "python", app="lab", encryption=False,
-                      extra_args=[*LAB_ARGS])
+    return NbmodelLab(venv / "bin" / "python", app="lab", encryption=False, extra_args=args)
 
 
 # --- what each case expects ------------------------------------------------------------------
-
-
-def counting(n: int, word: str = "line") -> list[tuple[str, str]]:
-    return [(STDOUT, "\n".join(lines(word, n)))]
 
 
 def rich(step: int) -> list[tuple[str, str]]:
@@ -145,18 +137,12 @@ def rich(step: int) -> list[tuple[str, str]]:
 
 def expected(case: str, at_end: bool) -> list[list[tuple[str, str]]] | None:
     """The outputs (MIME drawn, text) per cell a whole page shows; None for (g) (drawn)."""
-    whole = [*lines("line", 40), "done"]
-    if case in "abcd":
-        return [[(STDOUT, "\n".join(whole))]] if at_end else [counting(30)]
-    if case == "e":
-        return [rich(39 if at_end else 29)]
-    if case == "f":
-        if not at_end:
-            return [counting(30), [], []]
-        return [[(STDOUT, "\n".join(whole))],
-                [(STDOUT, "\n".join([*lines("second", 10), "done"]))],
-                [(STDOUT, "\n".join([*lines("third", 10), "done"]))]]
-    return None
+    if case in "eg":
+        return [rich(39 if at_end else 29)] if case == "e" else None
+    words = [("line", 40), ("second", 10), ("third", 10)][: 3 if case == "f" else 1]
+    if not at_end:  # the first cell at line 29, the queued ones empty
+        return [[(STDOUT, "\n".join(lines("line", 30)))], [], []][: len(words)]
+    return [[(STDOUT, "\n".join([*lines(w, n), "done"]))] for w, n in words]
 
 
 def drawn(shown: Shown, value: int) -> bool:
@@ -183,7 +169,7 @@ def file_expected(case: str) -> list[list[tuple[str, Any]]]:
     def stream(words: list[str]) -> list[tuple[str, Any]]:
         return [("stream:stdout", "".join(f"{w}\n" for w in words))]
 
-    if case in "abcd":
+    if case in "abcds":
         return [stream([*lines("line", 40), "done"])]
     if case == "e":
         return [[("stream:stdout", "frame 19\n"), ("display_data", ("text/plain",)),
@@ -196,13 +182,25 @@ def file_expected(case: str) -> list[list[tuple[str, Any]]]:
              ("display_data", ("text/html", "text/plain"))]]
 
 
+def file_ok(path: Path, case: str) -> bool:
+    """The file holds every cell's outputs (as :func:`file_expected`) and a count."""
+    held = file_cells(path)
+    ok = all(
+        (held.get(f"cell-{i}") or {}).get("outputs") == want
+        and (held.get(f"cell-{i}") or {}).get("count") is not None
+        for i, want in enumerate(file_expected(case)))
+    # (e): the display saved at its last value, not only as a display
+    return ok and (case != "e" or file_output_data(path, "cell-0") == [
+        {"text/plain": "status 39"}])
+
+
 def describe(case: str, shown: Shown) -> str:
     """A short account of what the page shows (for the table)."""
     if not shown:
         return "no cells"
     parts = []
     for cell in shown:
-        if case in "abcdf":
+        if case in "abcdfs":
             got = stdout_lines(cell)
             numbers = [int(m) for m in re.findall(r"^\w+ (\d+)$", "\n".join(got), re.M)]
             once = numbers == sorted(set(numbers)) and numbers == list(range(len(numbers)))
@@ -291,7 +289,7 @@ def leave_and_come_back(case: str, nb: Notebook, context: Any, page: Any,
 
 def run_case(browser: Any, side: str, case: str, venv: Path, settle: float) -> Result:
     result = Result(side, case, False, "", "", False, "", "", False, False)
-    with make_server(side, venv) as lab:
+    with make_server(side, venv, case) as lab:
         quiet_lab_settings(lab)
         nb = Notebook(lab, f"{case}-{side}")
         write_notebook(nb.path, sources(case, nb), EXT if side == "ours" else "python3")
@@ -306,32 +304,33 @@ def run_case(browser: Any, side: str, case: str, venv: Path, settle: float) -> R
             except AssertionError:
                 pass
             all_holds[0].wait_held(1, page)
-            page = leave_and_come_back(case, nb, context, page, all_holds[0])
-            shown = read_page(page, case, False, settle)
-            result.mid, result.mid_whole = describe(case, shown), page_whole(case, shown, False)
-            result.mid_prompt = " ".join(c["prompt"] or "-" for c in shown)
+            kernel_id = lab.api("GET", "api/sessions")[0]["kernel"]["id"]
+            if case == "s":  # no tab while the cell runs: nothing to see mid-cell
+                page.close()
+                result.mid, result.mid_whole = "(no tab)", True
+            else:
+                page = leave_and_come_back(case, nb, context, page, all_holds[0])
+                shown = read_page(page, case, False, settle)
+                result.mid = describe(case, shown)
+                result.mid_whole = page_whole(case, shown, False)
+                result.mid_prompt = " ".join(c["prompt"] or "-" for c in shown)
             for holds in all_holds:
                 holds.release_all()
             for holds in all_holds:
-                holds.wait_ended(page)
-            kernel_id = lab.api("GET", "api/sessions")[0]["kernel"]["id"]
+                holds.wait_ended()
             wait_for(lambda: lab.kernel_model(kernel_id)["execution_state"] == "idle",
-                     HANG, what="the kernel idle (server)", page=page)
+                     HANG, what="the kernel idle (server)")
+            if case == "s":  # reopened once the file has the outputs, or after --settle s
+                with contextlib.suppress(TimeoutError):
+                    wait_for(lambda: file_ok(nb.path, case), settle, what="the file written")
+                page = nb.open(context)
             shown = read_page(page, case, True, settle)
             result.end, result.end_whole = describe(case, shown), page_whole(case, shown, True)
             result.end_prompt = " ".join(c["prompt"] or "-" for c in shown)
             save(page)
-            want = file_expected(case)
-
-            def file_ok() -> bool:
-                held = file_cells(nb.path)
-                return all(
-                    (held.get(f"cell-{i}") or {}).get("outputs") == w
-                    and (held.get(f"cell-{i}") or {}).get("count") is not None
-                    for i, w in enumerate(want))
-
             try:
-                wait_for(file_ok, settle, what="the file saved", page=page)
+                wait_for(lambda: file_ok(nb.path, case), settle, what="the file saved",
+                         page=page)
                 result.file_whole = True
             except TimeoutError:
                 pass
