@@ -191,11 +191,14 @@ def test_c_second_tab_stays_while_the_first_closes(lab: JupyterServer, context: 
 KERNEL_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
 
 
-def test_d_websocket_cut_then_same_session_back(lab: JupyterServer, context: Any) -> None:
+@FRONTENDS
+def test_d_websocket_cut_then_same_session_back(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
     """The page's kernel websocket is closed while the browser is offline (so JupyterLab's
     own reconnection attempts fail); once online, the page reconnects the same session
     (``KernelConnection.reconnect()`` keeps its client id, as its automatic retries do)."""
-    nb = new_notebook(lab, "d")
+    nb = new_notebook(lab, "d", frontend)
     seen: dict[str, Any] = {}
 
     def kernel_connections() -> int:
