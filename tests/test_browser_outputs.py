@@ -272,10 +272,11 @@ def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
         shut_down_everything(nb.lab)
 
 
+@FRONTENDS
 def test_f_run_all_of_three_cells_reloaded_during_the_first(
-    lab: JupyterServer, context: Any
+    lab: JupyterServer, context: Any, frontend: str
 ) -> None:
-    run_all_case(context, new_notebook(lab, "f"), reload)
+    run_all_case(context, new_notebook(lab, "f", frontend), reload)
 
 
 def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
