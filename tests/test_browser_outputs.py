@@ -6,7 +6,8 @@ A real ``jupyter lab`` (JupyterLab 4.6 and Notebook 7) with jupyter-collaboratio
 Playwright. A cell prints ``line 0`` .. ``line 39`` then ``done``; the tab that runs it leaves
 after ``line 5`` (reloaded, closed, its network cut, ...). Then, on the page a user is looking
 at: every line exactly once and in order, ``[*]`` while the cell still runs, its execution
-count once it ended, and the same outputs in the ``.ipynb`` once saved.
+count once it ended, and the same outputs in the ``.ipynb`` once saved. Every case runs on
+JupyterLab; all but (c), a second tab of the same page kind, run on Notebook 7 too.
 
 No verdict depends on speed: the cells stop at holds (tests/outputs_cells.py) until the test
 has looked; every wait is on what the page or the file shows, with a generous hang guard.
