@@ -1,4 +1,4 @@
-"""Issue 23's browser cases beside jupyter-server-nbmodel 0.2.9: what a tab shows when back.
+"""Issue 23's browser cases (a)-(g) beside jupyter-server-nbmodel 0.2.9: what a tab shows.
 
 Headless Debian Chromium (``/usr/bin/chromium``; ``playwright install`` is never run) on a
 real JupyterLab, jupyter-collaboration on for both sides:
@@ -14,24 +14,27 @@ real JupyterLab, jupyter-collaboration on for both sides:
       build/nbmodel-venv/bin/pip install jupyter-server-nbmodel==0.2.9 jupyter-collaboration \\
           jupyterlab ipykernel ipywidgets playwright
 
-Per case, a fresh server and notebook; the page runs the cell (``notebook:run-all-cells``, as
-a user's Run All), leaves once the cell has shown its 6th step (``reload``: the page reloads;
-``reopen``: the page closes and a new one opens 8 s later), then waits for the server to
-report the kernel idle and reads what the page shows (up to ``--settle`` s more for the cell's
-final state to arrive). Cases: ``lines`` (40 lines every 0.5 s, then ``done``), ``display``
-(one ``display_id`` updated 20 times), ``slider`` (an ipywidgets IntSlider moved to 20).
-Reported, not judged: the lines shown, the final value, whether a slider is drawn, the prompt.
+The cases (``CASES``) are tests/test_browser_outputs.py's (a)-(g) with its cells, which stop at
+*holds* (tests/outputs_cells.py), plus (s): (b) without collaboration, reopened once the cell
+ended. Per case a fresh server and notebook; the page runs all cells (a user's Run All); the
+tab leaves at hold 1; at hold 2, the tab back, the page is read ("mid"), then once the cell
+ended and the server says idle ("end"), then the page saves and the file is read. Verdicts
+on content only: "whole" is every output so far exactly once, in order, ``[*]`` mid-cell;
+every output (drawn as the running tab draws it) and a count after; the same in the file.
+Each read waits for that up to ``--settle`` s (a window for what never comes, not a bar).
 
     python -m benchmarks outputs_nbmodel              # every case, both sides
-    python -m benchmarks outputs_nbmodel --quick      # the reload of the lines cell only
-    python -m benchmarks outputs_nbmodel --cases lines:reload,lines:reopen --sides nbmodel
+    python -m benchmarks outputs_nbmodel --quick      # case (a) only
+    python -m benchmarks outputs_nbmodel --cases b,g --sides nbmodel
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,67 +42,62 @@ from typing import Any
 from benchmarks.trials import EXT, ROOT, print_table
 from harness.browser import (
     LAB_ARGS,
-    LAB_STATUS_JS,
     chromium,
     missing_requirement,
     quiet_lab_settings,
     wait_for,
     write_notebook,
 )
+from harness.browser_outputs import (
+    STDOUT,
+    Notebook,
+    cells,
+    file_cells,
+    file_output_data,
+    lines,
+    outputs,
+    save,
+    shows_line,
+    stdout_lines,
+    wait_page,
+)
+from harness.outputs_cells import HANG, Holds, counting_cell, rich_cell, widget_cell
 from harness.server import JupyterServer
 
 TRIALS, QUICK_TRIALS = 1, 1
 SHARED = "ipykernel_ext.server.SharedChannelsConnection"
-NOTEBOOK = "bench.ipynb"
-HANG = 180
-
-#: case -> (cell source, the text that says the tab should leave now)
-CELLS = {
-    "lines": (
-        "import time\nfor i in range(40):\n    print(f'line {i}', flush=True)\n"
-        "    time.sleep(0.5)\nprint('done')",
-        "line 5",
-    ),
-    "display": (
-        "import time\nh = display('value 0', display_id=True)\nfor i in range(1, 21):\n"
-        "    time.sleep(0.5)\n    h.update(f'value {i}')",
-        "value 6",
-    ),
-    "slider": (
-        "import time, ipywidgets as w\ns = w.IntSlider(max=100)\ndisplay(s)\n"
-        "for i in range(1, 21):\n    time.sleep(0.5)\n    s.value = i\n"
-        "print('moved', flush=True)",
-        "__slider__",  # leave once the slider is drawn and reads 6 or more
-    ),
+ALL_CASES = "abcdefgs"
+CASES = {
+    "a": "reload after line 5",
+    "b": "close, reopen 8 s later",
+    "c": "second tab stays, first closes",
+    "d": "websocket cut, same session back",
+    "e": "display_id, \\r progress, clear_output(wait=True)",
+    "f": "Run All of 3 cells, reload in the first",
+    "g": "slider moved to 40, HTML after the tab left",
+    "s": "no collaboration: close, reopen after the cell ended",
 }
-ALL_CASES = [f"{c}:{how}" for c in CELLS for how in ("reload", "reopen")]
-
-#: The notebook's code cells as the page shows them.
-CELLS_JS = """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-CodeCell')).map(c => {
-    const prompt = c.querySelector('.jp-InputArea-prompt');
-    const outs = Array.from(c.querySelectorAll('.jp-OutputArea-output'));
-    const readout = c.querySelector('.widget-readout');
-    return {
-        prompt: prompt ? prompt.innerText.trim() : '',
-        text: outs.map(o => o.innerText).join('\\n'),
-        sliders: c.querySelectorAll('.widget-slider').length,
-        readout: readout ? (readout.innerText || readout.value || '').trim() : '',
-    };
-})"""
+KERNEL_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+Shown = list[dict[str, Any]]
 
 
 @dataclass
-class Shown:
+class Result:
     side: str
     case: str
-    lines: int  # "line N" lines shown (lines case), in order and once each
-    in_order_once: bool
-    final: str  # "done" / the display's value / the slider's readout, as shown
-    slider_drawn: bool
-    plain_text: str  # the output text when no widget is drawn (the slider case)
-    prompt: str
-    step6_shown: bool  # the running tab showed step 6 before it left (else it left at 60 s)
-    seconds_to_final: float | None  # from the server's idle to the final state on the page
+    step5_shown: bool  # the running tab showed line/frame/slider 5 before it left
+    mid: str  # what the page showed at the cell's second hold (after it came back)
+    mid_prompt: str
+    mid_whole: bool
+    end: str  # what the page showed once the cell ended
+    end_prompt: str
+    end_whole: bool
+    file_whole: bool
+    error: str = ""
+
+    @property
+    def whole(self) -> bool:
+        return self.mid_whole and self.end_whole and self.file_whole and not self.error
 
 
 class NbmodelLab(JupyterServer):
@@ -119,8 +117,9 @@ class NbmodelLab(JupyterServer):
         return env
 
 
-def make_server(side: str, venv: Path) -> JupyterServer:
-    args = [*LAB_ARGS]
+def make_server(side: str, venv: Path, case: str) -> JupyterServer:
+    # (s): jupyter-collaboration installed but off (pages load through the ContentsManager)
+    args = [*LAB_ARGS, *(["--YDocExtension.disable_rtc=True"] if case == "s" else [])]
     if side == "ours":
         return JupyterServer(
             app="lab", encryption=True,
@@ -129,109 +128,232 @@ def make_server(side: str, venv: Path) -> JupyterServer:
     return NbmodelLab(venv / "bin" / "python", app="lab", encryption=False, extra_args=args)
 
 
-def page_cells(page: Any) -> list[dict[str, Any]]:
-    from playwright.sync_api import Error as PlaywrightError
+# --- what each case expects ------------------------------------------------------------------
 
+
+def rich(step: int) -> list[tuple[str, str]]:
+    return [(STDOUT, "frame 19"), ("text/plain", f"status {step}"), (STDOUT, f"progress {step}")]
+
+
+def expected(case: str, at_end: bool) -> list[list[tuple[str, str]]] | None:
+    """The outputs (MIME drawn, text) per cell a whole page shows; None for (g) (drawn)."""
+    if case in "eg":
+        return [rich(39 if at_end else 29)] if case == "e" else None
+    words = [("line", 40), ("second", 10), ("third", 10)][: 3 if case == "f" else 1]
+    if not at_end:  # the first cell at line 29, the queued ones empty
+        return [[(STDOUT, "\n".join(lines("line", 30)))], [], []][: len(words)]
+    return [[(STDOUT, "\n".join([*lines(w, n), "done"]))] for w, n in words]
+
+
+def drawn(shown: Shown, value: int) -> bool:
+    """(g): the slider drawn as a widget at ``value`` and the HTML drawn as HTML."""
+    outs = shown[0]["outputs"] if shown else []
+    return (len(outs) == 2 and (outs[0]["sliders"], outs[0]["readout"]) == (1, str(value))
+            and (outs[1]["mime"], outs[1]["marks"]) == ("text/html", 1))
+
+
+def page_whole(case: str, shown: Shown, at_end: bool) -> bool:
+    n = 3 if case == "f" else 1
+    if len(shown) != n:
+        return False
+    prompts = [c["prompt"] or "" for c in shown]
+    ok_prompts = (all(re.fullmatch(r"\[\d+\]:", p) for p in prompts) if at_end
+                  else prompts == ["[*]:"] * n)
+    want = expected(case, at_end)
+    content = drawn(shown, 40 if at_end else 29) if want is None else (
+        [outputs(c) for c in shown] == want)
+    return content and ok_prompts
+
+
+def file_expected(case: str) -> list[list[tuple[str, Any]]]:
+    def stream(words: list[str]) -> list[tuple[str, Any]]:
+        return [("stream:stdout", "".join(f"{w}\n" for w in words))]
+
+    if case in "abcds":
+        return [stream([*lines("line", 40), "done"])]
+    if case == "e":
+        return [[("stream:stdout", "frame 19\n"), ("display_data", ("text/plain",)),
+                 ("stream:stdout", "progress 39\n")]]
+    if case == "f":
+        return [stream([*lines("line", 40), "done"]), stream([*lines("second", 10), "done"]),
+                stream([*lines("third", 10), "done"])]
+    widget = "application/vnd.jupyter.widget-view+json"
+    return [[("display_data", tuple(sorted(["text/plain", widget]))),
+             ("display_data", ("text/html", "text/plain"))]]
+
+
+def file_ok(path: Path, case: str) -> bool:
+    """The file holds every cell's outputs (as :func:`file_expected`) and a count."""
+    held = file_cells(path)
+    ok = all(
+        (held.get(f"cell-{i}") or {}).get("outputs") == want
+        and (held.get(f"cell-{i}") or {}).get("count") is not None
+        for i, want in enumerate(file_expected(case)))
+    # (e): the display saved at its last value, not only as a display
+    return ok and (case != "e" or file_output_data(path, "cell-0") == [
+        {"text/plain": "status 39"}])
+
+
+def describe(case: str, shown: Shown) -> str:
+    """A short account of what the page shows (for the table)."""
+    if not shown:
+        return "no cells"
+    parts = []
+    for cell in shown:
+        if case in "abcdfs":
+            got = stdout_lines(cell)
+            numbers = [int(m) for m in re.findall(r"^\w+ (\d+)$", "\n".join(got), re.M)]
+            once = numbers == sorted(set(numbers)) and numbers == list(range(len(numbers)))
+            total = 40 if not parts else 10
+            text = f"{len(set(numbers))}/{total}{' + done' if 'done' in got else ''}"
+            parts.append(text + ("" if once else " (out of order/twice)"))
+        elif case == "e":
+            parts.append(", ".join(t.replace("\n", " ")[:20] for _, t in outputs(cell)) or "none")
+        else:
+            outs = []
+            for o in cell["outputs"]:
+                if o["sliders"]:
+                    outs.append(f"slider drawn at {o['readout']}")
+                elif o["marks"]:
+                    outs.append("HTML drawn")
+                else:
+                    outs.append(f"text {o['text'].strip()[:40]!r}")
+            parts.append(", ".join(outs) or "none")
+    return "; ".join(parts)
+
+
+def read_page(page: Any, case: str, at_end: bool, settle: float) -> Shown:
+    """What the page shows, once it is whole or ``settle`` s passed (a window, no verdict)."""
     try:
-        return page.evaluate(CELLS_JS)
-    except PlaywrightError:  # the page is navigating
-        return []
+        return wait_page(page, "whole", lambda s: page_whole(case, s, at_end), settle)
+    except AssertionError:
+        return cells(page)
 
 
-def final_of(case: str, cell: dict[str, Any]) -> str:
-    text = cell["text"]
-    if case == "lines":
-        return "done" if re.search(r"^done$", text, re.M) else ""
-    if case == "display":
-        values = re.findall(r"value (\d+)", text)
-        return f"value {values[-1]}" if values else ""
-    return cell["readout"] if cell["sliders"] else ""
+# --- one case ----------------------------------------------------------------------------------
 
 
-def ready_to_leave(case: str, cell: dict[str, Any]) -> bool:
-    marker = CELLS[case][1]
-    if case == "slider":
-        return bool(cell["sliders"]) and cell["readout"].isdigit() and int(cell["readout"]) >= 6
-    if case == "display":
-        values = re.findall(r"value (\d+)", cell["text"])
-        return bool(values) and int(values[-1]) >= 6
-    return marker in cell["text"].splitlines()
+def sources(case: str, nb: Notebook) -> list[str]:
+    if case == "e":
+        return [rich_cell(nb.holds())]
+    if case == "g":
+        return [widget_cell(nb.holds())]
+    if case == "f":
+        return [counting_cell(nb.holds(0)), counting_cell(nb.holds(1), "second", n=10, at=()),
+                counting_cell(nb.holds(2), "third", n=10, at=())]
+    return [counting_cell(nb.holds())]
 
 
-def is_final(case: str, cell: dict[str, Any]) -> bool:
-    final = final_of(case, cell)
-    return {"lines": final == "done", "display": final == "value 20",
-            "slider": final == "20"}[case] and not cell["prompt"].startswith("[*")
+def step5(case: str) -> Callable[[Shown], bool]:
+    if case == "e":
+        return shows_line(0, "frame 5")
+    if case == "g":
+        return lambda s: bool(s) and any(o["sliders"] for o in s[0]["outputs"])
+    return shows_line(0, "line 5")
 
 
-def run_case(browser: Any, side: str, case: str, how: str, venv: Path, settle: float) -> Shown:
-    cell_name = case
-    with make_server(side, venv) as lab:
+def leave_and_come_back(case: str, nb: Notebook, context: Any, page: Any,
+                        holds: Holds) -> Any:
+    """The tab leaves at hold 1; the cell goes on to hold 2; returns the page to look at."""
+    lab = nb.lab
+
+    def connections() -> int:
+        kernel = lab.api("GET", "api/sessions")[0]["kernel"]
+        return lab.kernel_model(kernel["id"])["connections"]
+
+    if case in "aefg":
+        page.reload(wait_until="commit")
+    elif case == "b":
+        page.close()
+        closed_at = time.monotonic()
+    elif case == "c":
+        second = nb.open(context, tab=1)
+        wait_page(second, "the second tab shows line 5", shows_line(0, "line 5"), 60)
+        page.close()
+        page = second
+    else:  # d
+        context.set_offline(True)
+        page.evaluate(f"() => {{ {KERNEL_JS}.reconnect().catch(() => null); }}")
+        wait_for(lambda: connections() == 0, HANG, what="the websocket cut", page=page)
+    holds.release(1)
+    holds.wait_held(2)
+    if case == "b":
+        time.sleep(max(0.0, 8 - (time.monotonic() - closed_at)))  # the case: reopen after 8 s
+        page = nb.open(context)
+    elif case == "d":
+        context.set_offline(False)
+        page.evaluate(f"() => {{ {KERNEL_JS}.reconnect().catch(() => null); }}")
+        wait_for(lambda: connections() == 1, HANG, what="the websocket back", page=page)
+    return page
+
+
+def run_case(browser: Any, side: str, case: str, venv: Path, settle: float) -> Result:
+    result = Result(side, case, False, "", "", False, "", "", False, False)
+    with make_server(side, venv, case) as lab:
         quiet_lab_settings(lab)
-        kernel = EXT if side == "ours" else "python3"
-        write_notebook(lab.root_dir / NOTEBOOK, [CELLS[cell_name][0]], kernel_name=kernel)
-        context = browser.new_context()
+        nb = Notebook(lab, f"{case}-{side}")
+        write_notebook(nb.path, sources(case, nb), EXT if side == "ours" else "python3")
+        all_holds = [nb.holds(i) for i in range(3 if case == "f" else 1)]
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
         try:
             page = context.new_page()
-            url = lab.http_url(f"lab/workspaces/{side}/tree/{NOTEBOOK}?token={lab.token}")
-            page.goto(url)
-            page.wait_for_function(
-                f"() => ({LAB_STATUS_JS})().toLowerCase() === 'idle'", timeout=HANG * 1000)
-            page.evaluate(
-                "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-            try:  # the cell takes 10-20 s: a page that never shows step 6 leaves after 60
-                wait_for(lambda: any(ready_to_leave(cell_name, c) for c in page_cells(page)),
-                         60, what=f"{side} {case}: step 6 shown", page=page)
-                step6 = True
-            except TimeoutError:
-                step6 = False
-            if how == "reload":
-                page.reload()
-            else:
+            nb.run_all(page)
+            try:
+                wait_page(page, "step 5", step5(case), 60)
+                result.step5_shown = True
+            except AssertionError:
+                pass
+            all_holds[0].wait_held(1, page)
+            kernel_id = lab.api("GET", "api/sessions")[0]["kernel"]["id"]
+            if case == "s":  # no tab while the cell runs: nothing to see mid-cell
                 page.close()
-                time.sleep(8)
-                page = context.new_page()
-                page.goto(url)
-            kernel_id = wait_for(lambda: lab.api("GET", "api/kernels"), HANG,
-                                 what="a kernel", page=page)[0]["id"]
+                result.mid, result.mid_whole = "(no tab)", True
+            else:
+                page = leave_and_come_back(case, nb, context, page, all_holds[0])
+                shown = read_page(page, case, False, settle)
+                result.mid = describe(case, shown)
+                result.mid_whole = page_whole(case, shown, False)
+                result.mid_prompt = " ".join(c["prompt"] or "-" for c in shown)
+            for holds in all_holds:
+                holds.release_all()
+            for holds in all_holds:
+                holds.wait_ended()
             wait_for(lambda: lab.kernel_model(kernel_id)["execution_state"] == "idle",
-                     HANG, what="the cell ended (server)", page=page)
-            idle_at = time.perf_counter()
-            shown: dict[str, Any] = {}
-            # A measuring window, not a verdict: what the page shows once the cell ended.
-            while True:
-                cells = page_cells(page)
-                if cells:
-                    shown = cells[0]
-                    if is_final(cell_name, shown):
-                        break
-                if time.perf_counter() - idle_at > settle:
-                    break
-                page.wait_for_timeout(250)
-            done_at = time.perf_counter()
+                     HANG, what="the kernel idle (server)")
+            if case == "s":  # reopened once the file has the outputs, or after --settle s
+                with contextlib.suppress(TimeoutError):
+                    wait_for(lambda: file_ok(nb.path, case), settle, what="the file written")
+                page = nb.open(context)
+            shown = read_page(page, case, True, settle)
+            result.end, result.end_whole = describe(case, shown), page_whole(case, shown, True)
+            result.end_prompt = " ".join(c["prompt"] or "-" for c in shown)
+            save(page)
+            try:
+                wait_for(lambda: file_ok(nb.path, case), settle, what="the file saved",
+                         page=page)
+                result.file_whole = True
+            except TimeoutError:
+                pass
+        except Exception as exc:  # one case's failure is a row, not the end
+            result.error = f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:
+            for holds in all_holds:
+                holds.release_all()
             context.close()
-    shown = shown or {"prompt": "", "text": "", "sliders": 0, "readout": ""}
-    numbers = [int(n) for n in re.findall(r"^line (\d+)$", shown["text"], re.M)]
-    return Shown(
-        side=side, case=f"{case}:{how}", lines=len(set(numbers)),
-        in_order_once=numbers == sorted(set(numbers)),
-        final=final_of(cell_name, shown), slider_drawn=bool(shown["sliders"]),
-        plain_text=shown["text"][:60].replace("\n", " ") if case == "slider" else "",
-        prompt=shown["prompt"], step6_shown=step6,
-        seconds_to_final=done_at - idle_at if is_final(cell_name, shown) else None,
-    )
+    return result
+
+
+# --- the runner ------------------------------------------------------------------------------
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cases", default=",".join(ALL_CASES),
-                        help=f"comma-separated CELL:HOW (default all: {','.join(ALL_CASES)}; "
-                             "--quick: lines:reload)")
+    parser.add_argument("--cases", default=ALL_CASES,
+                        help="the cases, letters a-g (default all; --quick: a)")
     parser.add_argument("--sides", default="ours,nbmodel", help="ours, nbmodel or both")
     parser.add_argument("--venv", type=Path, default=ROOT / "build" / "nbmodel-venv",
                         help="the venv with jupyter-server-nbmodel (default build/nbmodel-venv)")
     parser.add_argument("--settle", type=float, default=20,
-                        help="seconds after the server's idle to wait for the final state")
+                        help="seconds each read waits for the whole state before it reads")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -243,29 +365,26 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     if "nbmodel" in sides and not (args.venv / "bin" / "python").exists():
         print(f"outputs_nbmodel: no venv at {args.venv} (see --help for how to make one)")
         return None
-    cases = ["lines:reload"] if args.quick and args.cases == ",".join(ALL_CASES) else (
-        args.cases.split(","))
-    results: list[Shown] = []
+    cases = "a" if args.quick and args.cases == ALL_CASES else args.cases.replace(",", "")
+    results: list[Result] = []
     with chromium() as browser:
         for _ in range(args.trials):
             for case in cases:
-                cell, how = case.split(":")
                 for side in sides:
-                    shown = run_case(browser, side, cell, how, args.venv, args.settle)
-                    results.append(shown)
-                    print(f"  {side:8} {case:15} {shown}", flush=True)
+                    started = time.perf_counter()
+                    result = run_case(browser, side, case, args.venv, args.settle)
+                    results.append(result)
+                    print(f"  {side:8} ({case}) {time.perf_counter() - started:.0f} s {result}",
+                          flush=True)
     print()
-    rows = [[r.case, r.side, "yes" if r.step6_shown else "no",
-             r.lines if r.case.startswith("lines") else "",
-             "yes" if r.in_order_once else "no", r.final or "-",
-             ("drawn" if r.slider_drawn else f"text: {r.plain_text!r}")
-             if r.case.startswith("slider") else "",
-             r.prompt or "-",
-             "-" if r.seconds_to_final is None else f"{r.seconds_to_final:.1f} s"]
+    rows = [[f"({r.case}) {CASES[r.case]}", r.side, "yes" if r.step5_shown else "no",
+             r.mid, r.mid_prompt, r.end, r.end_prompt, "yes" if r.file_whole else "no",
+             ("**yes**" if r.whole else "no") + (f" ({r.error})" if r.error else "")]
             for r in results]
-    print_table(["case", "side", "step 6 shown open", "lines shown (of 40)", "in order, once",
-                 "final shown", "slider", "prompt", "final after idle"], rows, markdown=True)
-    return {"results": [asdict(r) for r in results]}
+    print_table(["case", "side", "step 5 shown before leaving", "mid-cell, tab back",
+                 "prompt", "after the end", "prompt", "file after save", "whole"],
+                rows, markdown=True)
+    return {"results": [asdict(r) | {"whole": r.whole} for r in results]}
 
 
 if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner

@@ -6,9 +6,10 @@ A real ``jupyter lab`` (JupyterLab 4.6 and Notebook 7) with jupyter-collaboratio
 Playwright. A cell prints ``line 0`` .. ``line 39`` then ``done``; the tab that runs it leaves
 after ``line 5`` (reloaded, closed, its network cut, ...). Then, on the page a user is looking
 at: every line exactly once and in order, ``[*]`` while the cell still runs, its execution
-count once it ended, and the same outputs in the ``.ipynb`` once saved.
+count once it ended, and the same outputs in the ``.ipynb`` once saved. Every case runs on
+JupyterLab; all but (c), a second tab of the same page kind, run on Notebook 7 too.
 
-No verdict depends on speed: the cells stop at holds (tests/outputs_cells.py) until the test
+No verdict depends on speed: the cells stop at holds (harness/outputs_cells.py) until the test
 has looked; every wait is on what the page or the file shows, with a generous hang guard.
 Without collaboration the server writes the file once the cell ended with no tab open (the
 last test). A screenshot of each page as the test left it goes to artifacts/.
@@ -32,9 +33,7 @@ from harness.browser import (
     shut_down_everything,
     wait_for,
 )
-from harness.server import JupyterServer
-
-from .browser_outputs import (
+from harness.browser_outputs import (
     STDOUT,
     WIDGET,
     Notebook,
@@ -53,7 +52,8 @@ from .browser_outputs import (
     wait_file,
     wait_page,
 )
-from .outputs_cells import HANG, counting_cell, rich_cell, widget_cell
+from harness.outputs_cells import HANG, counting_cell, rich_cell, widget_cell
+from harness.server import JupyterServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(400)]
 
@@ -158,13 +158,20 @@ def reload(page: Any) -> Any:
     return page
 
 
-@pytest.mark.parametrize("frontend", ["lab", "notebook7"])
+#: JupyterLab 4.6 and Notebook 7 (a notebook at /notebooks/<path>; the same cell widgets).
+FRONTENDS = pytest.mark.parametrize("frontend", ["lab", "notebook7"])
+
+
+@FRONTENDS
 def test_a_reload_after_line_5(lab: JupyterServer, context: Any, frontend: str) -> None:
     counting_case(context, new_notebook(lab, "a", frontend), reload, lambda page: page)
 
 
-def test_b_close_then_reopen_once_the_cell_went_on(lab: JupyterServer, context: Any) -> None:
-    nb = new_notebook(lab, "b")
+@FRONTENDS
+def test_b_close_then_reopen_once_the_cell_went_on(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
+    nb = new_notebook(lab, "b", frontend)
     close = lambda page: page.close()  # noqa: E731
     # Reopened once the cell is at line 29 (it got there with no tab open).
     counting_case(context, nb, close, lambda _: nb.open(context))
@@ -185,11 +192,14 @@ def test_c_second_tab_stays_while_the_first_closes(lab: JupyterServer, context: 
 KERNEL_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
 
 
-def test_d_websocket_cut_then_same_session_back(lab: JupyterServer, context: Any) -> None:
+@FRONTENDS
+def test_d_websocket_cut_then_same_session_back(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
     """The page's kernel websocket is closed while the browser is offline (so JupyterLab's
     own reconnection attempts fail); once online, the page reconnects the same session
     (``KernelConnection.reconnect()`` keeps its client id, as its automatic retries do)."""
-    nb = new_notebook(lab, "d")
+    nb = new_notebook(lab, "d", frontend)
     seen: dict[str, Any] = {}
 
     def kernel_connections() -> int:
@@ -215,8 +225,11 @@ def test_d_websocket_cut_then_same_session_back(lab: JupyterServer, context: Any
     assert seen["client_after"] == seen["client"], seen
 
 
-def test_e_display_id_progress_and_clear_output(lab: JupyterServer, context: Any) -> None:
-    rich_case(context, new_notebook(lab, "e"), reload)
+@FRONTENDS
+def test_e_display_id_progress_and_clear_output(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
+    rich_case(context, new_notebook(lab, "e", frontend), reload)
 
 
 def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
@@ -260,10 +273,11 @@ def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
         shut_down_everything(nb.lab)
 
 
+@FRONTENDS
 def test_f_run_all_of_three_cells_reloaded_during_the_first(
-    lab: JupyterServer, context: Any
+    lab: JupyterServer, context: Any, frontend: str
 ) -> None:
-    run_all_case(context, new_notebook(lab, "f"), reload)
+    run_all_case(context, new_notebook(lab, "f", frontend), reload)
 
 
 def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
@@ -318,8 +332,11 @@ def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> Non
         shut_down_everything(nb.lab)
 
 
-def test_g_widget_and_html_drawn_after_the_tab_left(lab: JupyterServer, context: Any) -> None:
-    widget_case(context, new_notebook(lab, "g"), reload)
+@FRONTENDS
+def test_g_widget_and_html_drawn_after_the_tab_left(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
+    widget_case(context, new_notebook(lab, "g", frontend), reload)
 
 
 def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:

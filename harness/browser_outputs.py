@@ -1,7 +1,8 @@
-"""What a notebook page and its ``.ipynb`` show of a cell's outputs (test_browser_outputs.py).
+"""What a notebook page and its ``.ipynb`` show of a cell's outputs (the browser tests and the
+nbmodel benchmark).
 
 One notebook per case (:class:`Notebook`: its file, its cells' holds from
-tests/outputs_cells.py, the URL a tab opens, the running tab's kernel websocket); what the
+harness/outputs_cells.py, the URL a tab opens, the running tab's kernel websocket); what the
 page shows, read from its DOM (JupyterLab 4.6 and Notebook 7 draw cells with the same
 widgets); what the notebook file on disk holds; the verdicts on the counting cell.
 """
@@ -21,10 +22,9 @@ from harness.browser import (
     wait_for,
     write_notebook,
 )
+from harness.outputs_cells import HANG, Holds
 from harness.page_websocket import WebsocketLog
 from harness.server import JupyterServer
-
-from .outputs_cells import HANG, Holds
 
 STDOUT = "application/vnd.jupyter.stdout"
 WIDGET = "application/vnd.jupyter.widget-view+json"

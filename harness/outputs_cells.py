@@ -1,4 +1,5 @@
-"""The cells tests/test_browser_outputs.py runs, and the marker files that pace them.
+"""The cells the outputs browser tests and the nbmodel benchmark run, and the marker files that
+pace them.
 
 A cell prints at its own pace (short sleeps) but stops at *holds*: after a given line it
 touches ``<name>.held<n>`` beside the notebook and waits until the test touches
