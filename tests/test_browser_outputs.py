@@ -7,7 +7,7 @@ Playwright. A cell prints ``line 0`` .. ``line 39`` then ``done``; the tab that 
 after ``line 5`` (reloaded, closed, its network cut, ...). Then, on the page a user is looking
 at: every line exactly once and in order, ``[*]`` while the cell still runs, its execution
 count once it ended, and the same outputs in the ``.ipynb`` once saved. Every case runs on
-JupyterLab; all but (c), a second tab of the same page kind, run on Notebook 7 too.
+JupyterLab 4.6 and on Notebook 7.
 
 No verdict depends on speed: the cells stop at holds (harness/outputs_cells.py) until the test
 has looked; every wait is on what the page or the file shows, with a generous hang guard.
@@ -177,8 +177,11 @@ def test_b_close_then_reopen_once_the_cell_went_on(
     counting_case(context, nb, close, lambda _: nb.open(context))
 
 
-def test_c_second_tab_stays_while_the_first_closes(lab: JupyterServer, context: Any) -> None:
-    nb = new_notebook(lab, "c")
+@FRONTENDS
+def test_c_second_tab_stays_while_the_first_closes(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
+    nb = new_notebook(lab, "c", frontend)
 
     def open_second_then_close_first(page: Any) -> Any:
         second = nb.open(context, tab=1)
