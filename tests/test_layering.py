@@ -140,7 +140,11 @@ def imports_in(source: str, module: str) -> set[str]:
 
 def imports_outside(module: str) -> set[str]:
     """The top-level names of the other packages ``module`` imports."""
-    path = PACKAGE_DIR / (module.replace(".", "/") + ".py")
+    return absolute_imports(PACKAGE_DIR / (module.replace(".", "/") + ".py"))
+
+
+def absolute_imports(path: Path) -> set[str]:
+    """The top-level names ``path`` imports absolutely, anywhere in it (functions included)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -267,13 +271,7 @@ def top_level_imports(folder: Path) -> dict[str, set[str]]:
     absolutely, anywhere in it (functions included)."""
     found: dict[str, set[str]] = {}
     for path in sorted(folder.rglob("*.py")):
-        names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
-        found[str(path.relative_to(ROOT))] = names
+        found[str(path.relative_to(ROOT))] = absolute_imports(path)
     return found
 
 

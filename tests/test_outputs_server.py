@@ -348,6 +348,18 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
         srv.stop()
 
 
+def file_gets_the_closed_tabs_cell(srv: JupyterServer, nb: Notebook) -> str:
+    """The tab closes mid-cell, the server takes the cell over, the cell ends: the file has
+    every line and the count. Returns the cell's msg_id."""
+    msg_id, count = close_mid_cell(srv, nb)
+    nb.wait_log("takes over the outputs of cell")
+    nb.release(N)
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
+    assert cell.execution_count == count
+    return msg_id
+
+
 def test_without_an_offline_buffer_the_file_gets_the_cell() -> None:
     """``buffer_offline_messages=False``: the closed tab's channels would close under the
     cell; the owner holds them while it follows the cell, and writes it once it ended."""
@@ -355,12 +367,7 @@ def test_without_an_offline_buffer_the_file_gets_the_cell() -> None:
         "--MappingKernelManager.buffer_offline_messages=False",))
     try:
         nb = Notebook(srv, "unbuffered.ipynb")
-        msg_id, count = close_mid_cell(srv, nb)
-        nb.wait_log("takes over the outputs of cell")
-        nb.release(N)
-        cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-        assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-        assert cell.execution_count == count
+        msg_id = file_gets_the_closed_tabs_cell(srv, nb)
         assert not buffer_probe(srv, nb, msg_id)["buffering"]
     finally:
         srv.stop()
@@ -490,10 +497,5 @@ def test_collab_without_a_room_the_file_gets_the_cell(collab_server: JupyterServ
     """Collaboration on, but no tab has the notebook's room open: the file, once the cell
     ended and no tab of the kernel is connected (as without collaboration)."""
     nb = Notebook(collab_server, "no_room.ipynb")
-    msg_id, count = close_mid_cell(collab_server, nb)
-    nb.wait_log("takes over the outputs of cell")
-    nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    msg_id = file_gets_the_closed_tabs_cell(collab_server, nb)
     assert not buffer_probe(collab_server, nb, msg_id)["hidden"]
