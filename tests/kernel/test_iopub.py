@@ -37,7 +37,7 @@ from jupyter_client import BlockingKernelClient, KernelManager
 from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
 from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 
-from .bursts import (
+from ..bursts import (
     STALL_BURST,
     STALL_SNDHWM,
     STALL_TIMEOUT_MS,
@@ -47,7 +47,7 @@ from .bursts import (
     run_burst,
     widget_grid_code,
 )
-from .helpers import (
+from ..helpers import (
     EXT_KERNEL,
     RawSubscriber,
     control_request,
@@ -66,13 +66,6 @@ from .helpers import (
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
     """Counts by type of the messages whose parent is ``msg_id``."""
     return count_types([m for m in messages if m["parent_header"].get("msg_id") == msg_id])
-
-
-@pytest.fixture(scope="module")
-def ext_kernel() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
-    """An ipykernel_ext kernel with default options, CurveZMQ on, one reading client."""
-    with running_kernel(EXT_KERNEL) as pair:
-        yield pair
 
 
 # --- 1. bursts ----------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from .browser_outputs import (
+from ..browser_outputs import (
     STDOUT,
     WIDGET,
     Notebook,
@@ -42,7 +42,7 @@ from .browser_outputs import (
     wait_file,
     wait_page,
 )
-from .browser_utils import (
+from ..browser_utils import (
     ARTIFACTS,
     LAB_ARGS,
     chromium,
@@ -51,8 +51,8 @@ from .browser_utils import (
     shut_down_everything,
     wait_for,
 )
-from .outputs_cells import HANG, counting_cell, rich_cell, widget_cell
-from .server_utils import JupyterServer
+from ..outputs_cells import HANG, counting_cell, rich_cell, widget_cell
+from ..server_utils import JupyterServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(400)]
 

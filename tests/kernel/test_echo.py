@@ -21,7 +21,7 @@ from jupyter_client.session import Session
 
 from ipykernel_ext.client import is_own_echo
 
-from .helpers import control_request, execute_and_collect, new_client, start_kernel
+from ..helpers import control_request, execute_and_collect, new_client, start_kernel
 
 # Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
 pytestmark = pytest.mark.timeout(180)

@@ -52,7 +52,7 @@ from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
 from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 from ipykernel_ext.kernel.iopub_stats import ADOPTED
 
-from .bursts import (
+from ..bursts import (
     STALL_BURST,
     STALL_TIMEOUT_MS,
     STALL_WARNING,
@@ -60,7 +60,7 @@ from .bursts import (
     run_burst,
     widget_grid_code,
 )
-from .helpers import (
+from ..helpers import (
     EXT_KERNEL_CLASS,
     RawSubscriber,
     busy_cell,
@@ -87,7 +87,7 @@ try:
     from gateway_provisioners.response_manager import ResponseManager
 except ImportError as exc:  # fail, never skip: CI installs it
     raise ImportError(
-        "tests/test_cluster.py needs gateway_provisioners: pip install -e '.[test]'"
+        "tests/kernel/test_cluster.py needs gateway_provisioners: pip install -e '.[test]'"
     ) from exc
 
 # Hang guard per test (default 120 s): kernels started through a provisioner, an SSH hop

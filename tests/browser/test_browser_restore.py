@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from .browser_utils import (
+from ..browser_utils import (
     ARTIFACTS,
     INDICATOR_STATUS_JS,
     LAB_ARGS,
@@ -60,7 +60,7 @@ from .browser_utils import (
     watch_restore,
     write_notebook,
 )
-from .server_utils import JupyterServer
+from ..server_utils import JupyterServer
 
 # Hang guard per test (default 120 s): a JupyterLab server, Chromium and a widget restore.
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(400)]

@@ -23,8 +23,8 @@ import pytest
 
 from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
 
-from .bursts import STALL_BURST, STALL_SNDHWM, STALL_TIMEOUT_MS, UNKNOWN_TARGET, comm_loop_code
-from .helpers import (
+from ..bursts import STALL_BURST, STALL_SNDHWM, STALL_TIMEOUT_MS, UNKNOWN_TARGET, comm_loop_code
+from ..helpers import (
     EXT_KERNEL,
     RawSubscriber,
     get_reply,

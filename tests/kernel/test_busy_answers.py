@@ -19,7 +19,7 @@ from jupyter_client.session import Session
 
 from ipykernel_ext.protocol import UNTRACKED_MESSAGE_TYPES
 
-from .helpers import (
+from ..helpers import (
     CONTROL_TARGET,
     EXT_KERNEL,
     assert_closed_unanswered,
@@ -85,10 +85,10 @@ def about(comm_id: str) -> Callable[[dict[str, Any]], bool]:
 
 
 @pytest.fixture(scope="module")
-def ext() -> Iterator[tuple[Any, BlockingKernelClient]]:
-    with running_kernel(EXT_KERNEL) as (km, kc):
-        run(kc, WIDGETS)
-        yield km, kc
+def ext(ext_kernel: tuple[Any, BlockingKernelClient]) -> tuple[Any, BlockingKernelClient]:
+    """The shared kernel with the widgets made."""
+    run(ext_kernel[1], WIDGETS)
+    return ext_kernel
 
 
 @pytest.fixture

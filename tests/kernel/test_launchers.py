@@ -34,7 +34,7 @@ from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_sock
 from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, IOPubSettings
 from ipykernel_ext.kernel.iopub_stats import ADOPTED, BOUND_BY_EXT_APP
 
-from .helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
+from ..helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.server
 
 nbformat = pytest.importorskip("nbformat")
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the extension modules the server loads
 
 
 def notebook(*cell_ids: str) -> Any:

@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 
-from .server_utils import JupyterServer, KernelWebsocket
+from ..server_utils import JupyterServer, KernelWebsocket
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
 
 nbformat = pytest.importorskip("nbformat")
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: the extension modules the server loads
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
 CELL_ID = "cell-a"
 N = 8  # lines the cell prints

@@ -27,7 +27,7 @@ from ipykernel_ext.client.router import (
     RouterClient,
 )
 
-from .helpers import EXT_KERNEL, new_client, start_kernel
+from ..helpers import EXT_KERNEL, new_client, start_kernel
 
 FLAG = "--router-identity=endpoint"
 

@@ -51,7 +51,7 @@ from jupyter_client.session import Session
 
 from ipykernel_ext.kernel.iopub_stats import ADOPTED
 
-from .bursts import (
+from ..bursts import (
     SEED_BUTTONS,
     SEED_COMM_OPEN,
     PausedBurst,
@@ -59,7 +59,7 @@ from .bursts import (
     run_paused_burst,
     widget_grid_code,
 )
-from .helpers import (
+from ..helpers import (
     EXT_KERNEL,
     RawSubscriber,
     VethNamespace,
@@ -75,7 +75,7 @@ from .helpers import (
     veth_namespace,
     wait_iopub,
 )
-from .server_utils import JupyterServer, KernelWebsocket
+from ..server_utils import JupyterServer, KernelWebsocket
 
 # Hang guard per test (default 120 s): a jupyter_server, a kernel, and a burst read through
 # a pause or a rate-limited link.
@@ -220,7 +220,7 @@ def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
 #: to a kernel that gives up after 2 s (half a 1000-message queue per send timeout), and
 #: the burst takes under a minute.
 LINK_RATE_BIT = 2_400_000
-BURST_READER = Path(__file__).resolve().parent / "burst_reader.py"
+BURST_READER = Path(__file__).resolve().parents[1] / "burst_reader.py"
 
 
 @pytest.fixture

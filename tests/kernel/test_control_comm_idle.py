@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jupyter_client import BlockingKernelClient
 
-from .helpers import (
+from ..helpers import (
     CONTROL_TARGET,
     EXT_KERNEL,
     STOCK_KERNEL,
@@ -88,10 +87,10 @@ def normalized(got: dict[str, Any]) -> tuple[str, list[Any], list[bytes]]:
 
 
 @pytest.fixture(scope="module")
-def kernel() -> Iterator[tuple[Any, BlockingKernelClient]]:
-    with running_kernel(EXT_KERNEL) as (km, kc):
-        run(kc, WIDGETS)
-        yield km, kc
+def kernel(ext_kernel: tuple[Any, BlockingKernelClient]) -> tuple[Any, BlockingKernelClient]:
+    """The shared kernel with the widgets made."""
+    run(ext_kernel[1], WIDGETS)
+    return ext_kernel
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from jupyter_client import AsyncKernelClient
 
 from ipykernel_ext.client import WidgetStateError, fetch_widget_states
 
-from .helpers import (
+from ..helpers import (
     EXT_KERNEL,
     busy_cell,
     control_request,
@@ -119,11 +119,11 @@ def assert_same_states(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def ext() -> Any:
-    with running_kernel(EXT_KERNEL) as (km, kc):
-        run(kc, BUTTONS)
-        iopub_until_barrier(kc)
-        yield km, kc
+def ext(ext_kernel: Any) -> Any:
+    """The shared kernel with the Buttons made and their IOPub read."""
+    run(ext_kernel[1], BUTTONS)
+    iopub_until_barrier(ext_kernel[1])
+    return ext_kernel
 
 
 # --- what the reply holds ------------------------------------------------------------------
