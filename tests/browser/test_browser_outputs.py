@@ -54,7 +54,9 @@ from ..browser_utils import (
 from ..outputs_cells import HANG, counting_cell, rich_cell, widget_cell
 from ..server_utils import JupyterServer
 
-pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(400)]
+# Hang guard per test (default 120 s): a JupyterLab server with jupyter-collaboration,
+# Chromium, and a tab closed and reopened around a running cell.
+pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
 
 CONNECTION_CLASS = "ipykernel_ext.server.SharedChannelsConnection"
 SERVER_ARGS = (

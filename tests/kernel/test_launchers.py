@@ -36,8 +36,6 @@ from ipykernel_ext.kernel.iopub_stats import ADOPTED, BOUND_BY_EXT_APP
 
 from ..helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
 
-pytestmark = pytest.mark.timeout(120)
-
 EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
 STOCK_APP_ARGV = [
     sys.executable,

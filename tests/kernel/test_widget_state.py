@@ -377,6 +377,7 @@ def test_timeout_raises() -> None:
             fetch_widget_states(kc, timeout=1)
 
 
+# Hang guard: 50 widget_state requests while a cell makes and closes widgets.
 @pytest.mark.timeout(240)
 def test_50_requests_while_widgets_come_and_go(tmp_path: Path) -> None:
     # The cell says when its first round is done, so the requests meet widgets coming and

@@ -28,7 +28,9 @@ import pytest
 
 from ..server_utils import JupyterServer, KernelWebsocket
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
+# Hang guard per test (default 120 s): a jupyter_server, kernels, cells whose tab went away
+# and the notebook file read back.
+pytestmark = pytest.mark.timeout(400)
 
 nbformat = pytest.importorskip("nbformat")
 

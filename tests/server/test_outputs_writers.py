@@ -18,8 +18,6 @@ import pytest
 
 from tests.server_utils import JupyterServer
 
-pytestmark = pytest.mark.server
-
 nbformat = pytest.importorskip("nbformat")
 
 HERE = Path(__file__).resolve().parents[1]  # tests/: the extension modules the server loads

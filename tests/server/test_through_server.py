@@ -23,7 +23,7 @@ from ipykernel_ext.client import is_own_echo
 from ..server_utils import JupyterServer, KernelWebsocket, stream_text
 
 # Hang guard per test (default 120 s): a jupyter_server, a kernel and bursts through it.
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 EXT_KERNEL = "python3-ext"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
