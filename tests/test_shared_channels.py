@@ -20,6 +20,7 @@ import re
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,7 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
+from ipykernel_ext.shared_channels.sockets import ports_of
 
 from . import server_utils
 from .helpers import EXT_KERNEL, STOCK_KERNEL, start_kernel
@@ -222,11 +224,12 @@ class JupyterServer(server_utils.JupyterServer):
         extra_args: Iterable[str] = (),
         env: dict[str, str] | None = None,
         connection_class: str = CLASS,
+        grace: float = GRACE,
     ) -> None:
         super().__init__(
             extra_args=[
                 f"--ServerApp.kernel_websocket_connection_class={connection_class}",
-                f"--SharedChannelsConnection.shared_channels_grace_period={GRACE}",
+                f"--SharedChannelsConnection.shared_channels_grace_period={grace}",
                 *extra_args,
             ],
             env=env,
@@ -253,17 +256,36 @@ class JupyterServer(server_utils.JupyterServer):
         proc = self.kernel_process(kernel_id)
         return sum(1 for c in proc.net_connections("tcp") if c.status == psutil.CONN_ESTABLISHED)
 
-    async def stable_connections(self, kernel_id: str, timeout: float = 15) -> int:
-        """The kernel's connection count once it has sockets and stopped changing (1.5 s)."""
+    def channel_connections(self, kernel_id: str) -> Counter[str]:
+        """The kernel's ESTABLISHED TCP connections per channel (shell, iopub, stdin, ...).
+
+        jupyter_server's own sockets (its activity watcher on IOPub, the kernel manager's
+        control socket) count too; nothing of the server but a websocket's channels ever
+        connects to **stdin**, so its count alone tells how many sets of channels there are.
+        """
+        proc = self.kernel_process(kernel_id)
+        connection_file = next(a for a in proc.cmdline() if a.endswith(".json"))
+        info = json.loads(Path(connection_file).read_text())
+        channel_of = {info[f"{c}_port"]: c for c in ("shell", "iopub", "stdin", "control", "hb")}
+        return Counter(
+            channel_of[c.laddr.port]
+            for c in proc.net_connections("tcp")
+            if c.status == psutil.CONN_ESTABLISHED and c.laddr.port in channel_of
+        )
+
+    async def stdin_connections_become(
+        self, kernel_id: str, count: int, timeout: float = 60
+    ) -> Counter[str]:
+        """The kernel's connections per channel once ``count`` sockets are on its stdin.
+
+        A barrier, not a window: ``timeout`` only guards against a hang.
+        """
         deadline = time.monotonic() + timeout
-        last, same_since = -1, time.monotonic()
-        while True:
-            now = self.kernel_connections(kernel_id)
-            if now != last or now == 0:
-                last, same_since = now, time.monotonic()
-            elif time.monotonic() - same_since >= 1.5 or time.monotonic() > deadline:
-                return now
-            await asyncio.sleep(0.2)
+        while (now := self.channel_connections(kernel_id))["stdin"] != count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"stdin connections stayed {now['stdin']}, not {count}")
+            await asyncio.sleep(0.1)
+        return now
 
 
 @pytest.fixture(scope="module")
@@ -315,16 +337,13 @@ async def settle(pred: Callable[[], bool], timeout: float = 30) -> bool:
 @pytest.mark.server
 def test_twenty_clients_share_one_set_of_channels(server: JupyterServer, kernel: str) -> None:
     async def main() -> None:
-        # Before any websocket: the server's own activity socket (and the kernel's own).
-        before = await server.stable_connections(kernel)
+        # Stock jupyter_server opens 4 sockets per websocket (docs/UPSTREAM_NOTES.md,
+        # jupyter_server), one of them on stdin, where nothing else of the server connects.
+        assert server.channel_connections(kernel)["stdin"] == 0
         first = await WSClient(server, kernel).connect()
-        one = await server.stable_connections(kernel)
+        await server.stdin_connections_become(kernel, 1)
         others = await connect_all([WSClient(server, kernel) for _ in range(19)])
         clients = [first, *others]
-        twenty = await server.stable_connections(kernel)
-        # Stock jupyter_server: 4 more per websocket (docs/UPSTREAM_NOTES.md, jupyter_server).
-        assert one - before == 4, (before, one)
-        assert twenty == one, (one, twenty)
 
         # Every client runs a cell at once: its own reply, nobody else's; all IOPub to all.
         ids = [c.execute(f"print('from client {i}')") for i, c in enumerate(clients)]
@@ -334,6 +353,10 @@ def test_twenty_clients_share_one_set_of_channels(server: JupyterServer, kernel:
             assert reply["content"]["status"] == "ok"
             assert reply["parent_header"]["msg_id"] == msg_id
         await asyncio.gather(*(c.idle_after(ids[-1]) for c in clients))
+        # Every client has had its reply, so any channels opened for it exist by now; the
+        # shell and IOPub counts also hold jupyter_server's own sockets (some come and go), so
+        # stdin, which only a websocket's channels connect to, tells: one set of channels.
+        assert server.channel_connections(kernel)["stdin"] == 1
         for i, client in enumerate(clients):
             foreign = [
                 m
@@ -626,11 +649,14 @@ def test_a_failed_channel_set_closes_every_websocket_and_a_new_one_works() -> No
 #: execute_input), and a window no test comes near (the pytest timeout is 300 s).
 RATE_LIMIT_MSGS = 100
 RATE_LIMIT_WINDOW_S = 1000
+#: strict_server's grace period: a websocket back within it keeps the channels. Far longer
+#: than a reconnect takes on a loaded machine, so "back within the grace" is never a race.
+STRICT_GRACE = 10
 
 
 @pytest.fixture(scope="module")
 def strict_server() -> Iterator[JupyterServer]:
-    """No offline buffer (so the grace period shows) and a low IOPub rate limit.
+    """No offline buffer (so the grace period shows), a long grace and a low IOPub rate limit.
 
     The limit is RATE_LIMIT_MSGS messages per window, with a window far longer than any
     test: no count leaves the window while a test runs, so the count only grows until the
@@ -645,6 +671,7 @@ def strict_server() -> Iterator[JupyterServer]:
             "--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit=0.1",
             f"--ZMQChannelsWebsocketConnection.rate_limit_window={RATE_LIMIT_WINDOW_S}",
         ],
+        grace=STRICT_GRACE,
     )
     try:
         yield srv
@@ -657,21 +684,32 @@ def test_channels_close_after_the_grace_period(strict_server: JupyterServer) -> 
     srv = strict_server
     kernel_id = srv.start_kernel()
 
+    # The server logs "Closing shared channels <ports> (...)" when it closes a set; this
+    # kernel's ports pick out its own (other tests' kernels share the server).
+    ports = str(ports_of(srv.connection_info(kernel_id)))
+
+    def closings() -> int:
+        return srv.log_text().count(f"Closing shared channels {ports}")
+
     async def main() -> None:
-        before = await srv.stable_connections(kernel_id)
         a = await WSClient(srv, kernel_id).connect()
-        with_client = await srv.stable_connections(kernel_id)
-        assert with_client == before + 4
+        await srv.stdin_connections_become(kernel_id, 1)
+        closed_before = closings()
         await a.close()
-        # Back within the grace period: the same channels.
+        # Back within the grace period (STRICT_GRACE, far longer than a reconnect takes):
+        # the same channels, never closed.
         b = await WSClient(srv, kernel_id).connect()
-        assert srv.kernel_connections(kernel_id) == with_client
+        assert (await b.reply_to(b.execute("1")))["content"]["status"] == "ok"
+        assert closings() == closed_before
+        assert srv.channel_connections(kernel_id)["stdin"] == 1
         await b.close()
-        # Gone after it: the kernel is back to the server's own connections.
-        assert await settle(lambda: srv.kernel_connections(kernel_id) == before)
+        # Gone after it (the server says so): no channel of a websocket left on the kernel.
+        assert await settle(lambda: closings() == closed_before + 1, timeout=STRICT_GRACE + 60)
+        await srv.stdin_connections_become(kernel_id, 0)
+        # A new websocket: a new set of channels.
         c = await WSClient(srv, kernel_id).connect()
         assert (await c.reply_to(c.execute("1")))["content"]["status"] == "ok"
-        assert await srv.stable_connections(kernel_id) == with_client
+        await srv.stdin_connections_become(kernel_id, 1)
         await c.close()
 
     try:

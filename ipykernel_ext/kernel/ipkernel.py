@@ -162,15 +162,19 @@ class ExtKernel(IOPubOptions, IPythonKernel):
                 # Announced on the IOPub thread ahead of the idle: a notice owed for a give-up
                 # goes out just before it (iopub_notice.py).
                 self.missed_notice.cell_ending(parent)
-        super()._publish_status(status, channel, parent)
+        publish = super()._publish_status
         if on_main_shell:
-            main.record(status, parent)
+            main.main_shell_published(status, parent, lambda: publish(status, channel, parent))
             if status == "idle":
                 self.busy_answers.finished(parent)
-        elif self.answer_while_busy and status == "idle":
-            running = main.busy_again_after(parent or self.get_parent(channel), channel)
-            if running is not None:
-                super()._publish_status("busy", "shell", running)
+            return
+        publish(status, channel, parent)
+        if self.answer_while_busy and status == "idle":
+            main.idle_published_beside(
+                parent or self.get_parent(channel),
+                channel,
+                lambda running: publish("busy", "shell", running),
+            )
 
     async def shell_channel_thread_main(self, msg: list[Any]) -> None:
         """Route as stock does, except what :class:`BusyAnswers` answers right here."""

@@ -10,6 +10,7 @@ cell (control, a subshell, an answer given mid-cell) is followed by ``busy`` for
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..protocol import UNTRACKED_MESSAGE_TYPES
@@ -26,9 +27,34 @@ class MainShellStatus:
         self.thread: threading.Thread | None = None
         #: the request the main shell is busy with (its full message), or None
         self.running: dict[str, Any] | None = None
+        # Held while the main shell publishes a status and records it, and while another
+        # thread decides on and publishes its "busy again": without it, that thread could
+        # read the cell as running between the main shell's idle and its record, and
+        # publish a busy for the cell after the cell's own idle (the kernel then showed
+        # busy until its next status).
+        self._lock = threading.Lock()
 
     def record(self, status: str, parent: dict[str, Any]) -> None:
         self.running = parent if status == "busy" and parent else None
+
+    def main_shell_published(
+        self, status: str, parent: dict[str, Any], publish: Callable[[], None]
+    ) -> None:
+        """The main shell publishes ``status`` (``publish()``) and records it, as one step."""
+        with self._lock:
+            publish()
+            self.record(status, parent)
+
+    def idle_published_beside(
+        self, ended: Any, channel: str, publish_busy: Callable[[dict[str, Any]], None]
+    ) -> None:
+        """After an ``idle`` for ``ended`` published beside the main shell: publish ``busy``
+        for the running request if :meth:`busy_again_after` says so, as one step with the
+        main shell's own publish-and-record (never after the running cell's idle)."""
+        with self._lock:
+            running = self.busy_again_after(ended, channel)
+            if running is not None:
+                publish_busy(running)
 
     def is_main_thread(self) -> bool:
         return threading.current_thread() is self.thread

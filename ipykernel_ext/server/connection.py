@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
@@ -252,6 +253,9 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         if self.keep_outputs:
             self.owner = self._outputs_owner()
             self.owner.watch(self.shared)
+            # What the owner hides from this session is dropped at the replay: jupyter_server's
+            # offline buffer need not hold it (an owned cell's outputs, however many).
+            self.client.skip_diverted = partial(self.owner.hides, session=self.session.session)
 
     def _outputs_owner(self) -> OutputsOwner:
         """The kernel's outputs owner (made, with its restart callbacks, on first use)."""

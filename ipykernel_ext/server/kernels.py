@@ -16,8 +16,8 @@ from typing import Any
 
 import zmq
 import zmq.asyncio
-from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
+from ..protocol import UNTRACKED_MESSAGE_TYPES
 from ..shared_channels import SharedChannels
 from .outputs import OutputsOwner
 
@@ -117,8 +117,12 @@ def status_rule(multi_kernel_manager: Any) -> Callable[[Any], bool]:
     track = getattr(multi_kernel_manager, "track_message_type", None)
     if callable(track):
         return track  # type: ignore[no-any-return]
-    trait = MappingKernelManager.class_traits()["untracked_message_types"]
-    untracked = frozenset(trait.default_value)
+    # A manager without the method: its own configured list if it has one, else
+    # jupyter_server's default (our copy, which tests/test_contract.py checks against it).
+    # Not the trait's ``default_value``: traitlets leaves it Undefined for this List (the
+    # default is made per instance), and iterating it raised TypeError.
+    configured = getattr(multi_kernel_manager, "untracked_message_types", None)
+    untracked = frozenset(UNTRACKED_MESSAGE_TYPES if configured is None else configured)
     return lambda parent_type: parent_type not in untracked
 
 

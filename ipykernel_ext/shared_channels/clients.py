@@ -6,7 +6,8 @@
 * :class:`ChannelStream`: the one adapter from a channel to a client, shaped like the
   ``ZMQStream`` it replaces: what ``Session.send`` / ``send_raw`` take as ``stream``, and
   what jupyter_server's connection and offline buffer use in ``connection.channels``
-  (``on_recv`` diverts the channel's messages, as a ``ZMQStream``'s);
+  (``on_recv`` diverts the channel's messages, as a ``ZMQStream``'s; the client's
+  ``skip_diverted`` keeps back those its owner would drop at the replay anyway);
 * :class:`Members`: the one record of which clients are attached and which session id each
   owns. A session id belongs to one attached client at a time, and the ids of departed
   clients are refused to the others (PROTOCOL.md, shared channels).
@@ -125,6 +126,12 @@ class SharedClient:
         self.name = name
         self.on_lost = on_lost
         self.closed = False
+        #: ``skip_diverted(msg)``: true for a message the ``on_recv`` callback must not get
+        #: (its owner would drop it at the replay anyway, so an offline buffer need not
+        #: hold it). None: every message is diverted.
+        self.skip_diverted: Callable[[KernelMessage], bool] | None = None
+        #: messages :attr:`skip_diverted` kept from the ``on_recv`` callback
+        self.skipped_diverted = 0
 
     @property
     def sessions(self) -> set[str]:
@@ -143,6 +150,10 @@ class SharedClient:
         (jupyter_server's offline buffer holds the client), else to ``deliver``."""
         stream = self._streams.get(msg.channel)
         if stream is not None and stream.recv_callback is not None:
+            skip = self.skip_diverted
+            if skip is not None and skip(msg):
+                self.skipped_diverted += 1
+                return
             stream.recv_callback(msg)
         else:
             self.deliver(msg)

@@ -18,6 +18,7 @@ come, ``[*]`` then the count; a session back after the server took over is not g
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -72,22 +73,26 @@ def until(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
         time.sleep(0.05)
 
 
-def start_server(grace: float, collab: bool) -> JupyterServer:
+def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> JupyterServer:
+    """A server with the connection class; tests/outputs_buffer_extension.py always (the
+    offline buffer's counts), collaboration and tests/outputs_room_extension.py if asked."""
     args = [
         f"--ServerApp.kernel_websocket_connection_class={CLASS}",
         f"--SharedChannelsConnection.keep_outputs_grace={grace}",
     ]
-    env = {}
+    env = {"PYTHONPATH": str(HERE)}
     if collab:
         args += [
             '--ServerApp.jpserver_extensions={"outputs_room_extension": True, '
-            '"jupyter_server_ydoc": True}',
+            '"outputs_buffer_extension": True, "jupyter_server_ydoc": True}',
             "--YDocExtension.document_save_delay=0.5",
         ]
-        env["PYTHONPATH"] = str(HERE)
     else:
-        args.append('--ServerApp.jpserver_extensions={"jupyter_server_ydoc": False}')
-    return JupyterServer(extra_args=args, env=env, stop_timeout=20).start()
+        args.append(
+            '--ServerApp.jpserver_extensions={"outputs_buffer_extension": True, '
+            '"jupyter_server_ydoc": False}'
+        )
+    return JupyterServer(extra_args=[*args, *extra], env=env, stop_timeout=20).start()
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +284,89 @@ def test_same_session_back_within_the_grace_gets_every_output_once() -> None:
         srv.stop()
 
 
+def buffer_probe(server: JupyterServer, nb: Notebook, msg_id: str) -> dict[str, Any]:
+    """tests/outputs_buffer_extension.py's counts for the kernel's offline buffer and owner."""
+    return server.api("GET", f"outputs-buffer?kernel_id={nb.kernel_id}&msg_id={msg_id}")
+
+
+def close_mid_cell(server: JupyterServer, nb: Notebook, session: str | None = None) -> tuple[
+    str, int
+]:
+    """Run the cell on a new websocket, read it up to ``line K``, close it (the tab leaves
+    mid-cell); returns the request's msg_id and the cell's execution count."""
+    ws = server.connect(nb.kernel_id, session_id=session or uuid.uuid4().hex)
+    msg_id = nb.run(ws)
+    nb.release(K + 1)
+    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
+    ws.close()
+    return msg_id, count
+
+
+def test_the_offline_buffer_holds_no_decoded_copy_of_an_owned_cell(
+    server: JupyterServer,
+) -> None:
+    """The 50 MB cell's +190 MB (docs/BENCHMARKS.md): jupyter_server's offline buffer keeps
+    every message of the departed session, and each message the owner folded used to keep
+    its decoded content too (the text twice). The owner decodes for the fold only."""
+    nb = Notebook(server, "buffered.ipynb")
+    msg_id, count = close_mid_cell(server, nb)
+    nb.wait_log("takes over the outputs of cell")
+    nb.release(N)  # lines K+1 .. N-1: into the buffer, and folded by the owner
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]  # the owner folded them
+    assert cell.execution_count == count
+    probe = buffer_probe(server, nb, msg_id)
+    assert probe["buffering"] and probe["owner"] and probe["outputs"] >= 1, probe
+    assert probe["outputs_decoded"] == 0, probe  # bytes only, as stock's buffer holds them
+
+
+def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
+    """``keep_outputs=False``: stock behaviour. The tab leaves mid-cell and never comes back,
+    the cell ends: there is no owner, and neither the file nor the live document (with
+    collaboration, when installed, a room open as a tab of the notebook would have it) gets
+    anything from the server."""
+    collab = importlib.util.find_spec("jupyter_server_ydoc") is not None
+    srv = start_server(grace=0.5, collab=collab, extra=(
+        "--SharedChannelsConnection.keep_outputs=False",))
+    try:
+        nb = Notebook(srv, "kept_off.ipynb")
+        if collab:
+            srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+        msg_id, _ = close_mid_cell(srv, nb)
+        nb.release(N)
+        until(lambda: buffer_probe(srv, nb, msg_id)["others"] >= 2  # its idle and reply
+              and srv.kernel_model(nb.kernel_id)["execution_state"] == "idle",
+              "the cell's end, in the offline buffer")
+        probe = buffer_probe(srv, nb, msg_id)
+        assert not probe["owner"], probe  # nobody keeps or writes outputs
+        assert probe["outputs"] >= 1, probe  # stock's buffer has them, for the same session
+        cell = nb.cell_on_disk()
+        assert (cell.outputs, cell.execution_count) == ([], None)
+        if collab:
+            cell = doc_cell(srv, nb)
+            assert (cell["outputs"], cell["execution_count"]) == ([], None), cell
+    finally:
+        srv.stop()
+
+
+def test_without_an_offline_buffer_the_file_gets_the_cell() -> None:
+    """``buffer_offline_messages=False``: the closed tab's channels would close under the
+    cell; the owner holds them while it follows the cell, and writes it once it ended."""
+    srv = start_server(grace=0.5, collab=False, extra=(
+        "--MappingKernelManager.buffer_offline_messages=False",))
+    try:
+        nb = Notebook(srv, "unbuffered.ipynb")
+        msg_id, count = close_mid_cell(srv, nb)
+        nb.wait_log("takes over the outputs of cell")
+        nb.release(N)
+        cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+        assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
+        assert cell.execution_count == count
+        assert not buffer_probe(srv, nb, msg_id)["buffering"]
+    finally:
+        srv.stop()
+
+
 # --- with jupyter-collaboration ------------------------------------------------------------------
 
 
@@ -378,3 +466,35 @@ def test_collab_restart_ends_an_owned_cell_idle(collab_server: JupyterServer) ->
     cell = wait_doc(collab_server, nb, lines(K + 1), "idle")
     assert len(cell["outputs"]) == 1
     assert nb.log_says("running cells end idle (restart)")
+
+
+def test_collab_offline_buffer_skips_outputs_written_into_the_document(
+    collab_server: JupyterServer,
+) -> None:
+    """Once the server wrote the departed session's cell into the live document, that
+    session is never given the cell's outputs (PROTOCOL.md section 6): jupyter_server's
+    offline buffer is not given them either. Its statuses and replies are."""
+    nb = Notebook(collab_server, "skipped.ipynb")
+    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    msg_id, count = close_mid_cell(collab_server, nb)
+    nb.wait_log("takes over the outputs of cell")
+    until(lambda: buffer_probe(collab_server, nb, msg_id)["hidden"], "the first write")
+    nb.release(N)
+    cell = wait_doc(collab_server, nb, lines(N), "idle")
+    assert cell["execution_count"] == count
+    probe = buffer_probe(collab_server, nb, msg_id)
+    assert probe["buffering"] and probe["outputs"] == 0, probe
+    assert probe["skipped"] >= 1 and probe["others"] >= 2, probe  # its idle and reply kept
+
+
+def test_collab_without_a_room_the_file_gets_the_cell(collab_server: JupyterServer) -> None:
+    """Collaboration on, but no tab has the notebook's room open: the file, once the cell
+    ended and no tab of the kernel is connected (as without collaboration)."""
+    nb = Notebook(collab_server, "no_room.ipynb")
+    msg_id, count = close_mid_cell(collab_server, nb)
+    nb.wait_log("takes over the outputs of cell")
+    nb.release(N)
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
+    assert cell.execution_count == count
+    assert not buffer_probe(collab_server, nb, msg_id)["hidden"]
