@@ -1,5 +1,8 @@
 """The benchmarks, stock ipykernel vs ipykernel_ext: ``python -m benchmarks --list``.
 
 Each module here is one benchmark but ``runner`` (``python -m benchmarks``; ``__main__`` only
-calls it) and ``harness`` (what the benchmarks share).
+calls it), ``trials`` (what the benchmarks share: kernels, trial order, tables, JSON) and
+``plot`` (their figures).
+The tools they share with the tests are in the checkout's ``harness`` package: run the
+benchmarks as ``python -m benchmarks`` from the checkout root.
 """

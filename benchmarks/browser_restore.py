@@ -42,11 +42,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import EXT, STOCK, alternate, fmt, median, print_table, ratio
-from tests.browser_utils import (  # the tests' own helpers (tests/browser_utils.py)
+from benchmarks.plot import figure
+from benchmarks.trials import EXT, STOCK, alternate, fmt, median, print_table, ratio
+from harness.browser import (
     LAB_ARGS,
     LAB_STATUS_JS,
-    WebsocketLog,
     chromium,
     missing_requirement,
     open_and_run_all,
@@ -57,7 +57,8 @@ from tests.browser_utils import (  # the tests' own helpers (tests/browser_utils
     watch_restore,
     write_notebook,
 )
-from tests.server_utils import JupyterServer
+from harness.page_websocket import WebsocketLog
+from harness.server import JupyterServer
 
 TRIALS, QUICK_TRIALS = 3, 1
 LABELS = {STOCK: "stock ipykernel 7.4", EXT: "ipykernel_ext"}
@@ -272,20 +273,19 @@ def print_summary(rows: list[dict[str, Any]], window: float) -> None:
 
 
 def plot(trials: list[Trial], window: float, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     groups = list(dict.fromkeys(t.group for t in trials))
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.8), squeeze=False)
+    with figure(path, len(groups), size=(4.5 * len(groups), 3.8)) as (fig, axes):
+        draw(fig, axes, trials, groups, window)
+
+
+def draw(fig: Any, axes: list[Any], trials: list[Trial], groups: list[str], window: float) -> None:
     titles = {
         "mid-cell": f"reload mid-cell, {N_SLIDERS} IntSliders",
         "idle": "reload, idle kernel, {} Buttons",
         "voila": "Voila page load, {} Buttons",
     }
     colors = {STOCK: "#9e9e9e", EXT: "#1f77b4"}
-    for ax, group in zip(axes[0], groups, strict=True):
+    for ax, group in zip(axes, groups, strict=True):
         scenario, _, buttons = group.partition(" ")
         for x, kernel in enumerate((STOCK, EXT)):
             values = [
@@ -308,9 +308,6 @@ def plot(trials: list[Trial], window: float, path: Path) -> None:
         ax.set_title(titles[scenario].format(buttons), fontsize=10)
         ax.set_ylabel("to all widgets rendered (s)")
     fig.suptitle("JupyterLab 4.6 and Voila, headless Chromium, CurveZMQ required", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"plot written to {path}")
 
 
 def positive(text: str) -> float:

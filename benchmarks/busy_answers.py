@@ -30,8 +30,10 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from benchmarks.harness import EXT, STOCK, alternate, median, print_table
-from tests.helpers import fetch_update_states, new_client, shell_reply, start_kernel, wait_iopub
+from benchmarks.trials import EXT, STOCK, alternate, median, print_table
+from harness.kernels import new_client, start_kernel
+from harness.messages import shell_reply, wait_iopub
+from harness.widget_control import fetch_update_states
 
 TRIALS, QUICK_TRIALS = 5, 3
 BUTTONS = """\

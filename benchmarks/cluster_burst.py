@@ -39,8 +39,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import RESULTS, fmt, median, print_table
-from tests.helpers import iopub_stats, new_client, start_kernel
+from benchmarks.trials import RESULTS, fmt, median, print_table
+from harness.kernels import iopub_stats, new_client, start_kernel
 
 TRIALS, QUICK_TRIALS = 3, 1
 RESULTS_FILE = RESULTS / "cluster_burst.json"
@@ -86,8 +86,9 @@ def worker(args: argparse.Namespace) -> None:
     import psutil
     from jupyter_client.kernelspec import KernelSpecManager
 
-    # The demo's burst and its collection (until idle, or until quiet if the idle is lost).
-    from ipykernel_ext.demo import BURST_CODE, run_cell
+    # The seed's burst, collected until idle, or until quiet if the idle is lost.
+    from harness.bursts import widget_grid_code
+    from ipykernel_ext.client import run_cell
 
     ksm = KernelSpecManager(kernel_dirs=[args.kernels])
     for trial in range(args.trials):
@@ -99,7 +100,11 @@ def worker(args: argparse.Namespace) -> None:
                 kc = new_client(km)
                 run_cell(kc, "import ipywidgets", timeout=120)
                 result = run_cell(
-                    kc, BURST_CODE.format(n=args.buttons), timeout=args.timeout, grace=5.0
+                    kc,
+                    widget_grid_code(args.buttons),
+                    args.timeout,
+                    keep=lambda m: False,
+                    quiet=5.0,
                 )
                 # Stock ipykernel does not answer iopub_stats_request (unknown to it).
                 stats = iopub_stats(kc) if KERNELS[name][0] else {}
@@ -118,10 +123,10 @@ def worker(args: argparse.Namespace) -> None:
                         "kernel": name,
                         "trial": trial,
                         "expected": 3 * args.buttons + 2,
-                        "comm_open": result.comm_open,
-                        "display_data": result.display_data,
+                        "comm_open": result.counts.get("comm_open", 0),
+                        "display_data": result.counts.get("display_data", 0),
                         "idle": result.idle,
-                        "seconds": result.seconds_to_idle,
+                        "seconds": result.seconds,
                         "timeouts": stats.get("timeouts"),
                         "socket": stats.get("socket"),
                         "send_timeout_ms": stats.get("send_timeout_ms"),

@@ -48,8 +48,8 @@ import psutil
 import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from benchmarks.harness import EXT, STOCK, alternate, fmt, kernel, median, print_table, ratio
-from tests.helpers import shell_and_control_client
+from benchmarks.trials import EXT, STOCK, alternate, fmt, kernel, median, print_table, ratio
+from harness.kernels import shell_and_control_client
 
 TRIALS, QUICK_TRIALS = 7, 3
 

@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import (
+from benchmarks.plot import figure
+from benchmarks.trials import (
     EXT,
     KERNELS,
     RESULTS,
@@ -41,12 +42,12 @@ from benchmarks.harness import (
     median,
     print_table,
 )
-from ipykernel_ext.demo import (  # the demo's burst, counted until idle (or quiet)
-    BURST_CODE,
-    run_cell,
-)
+from harness.bursts import widget_grid_code
+from ipykernel_ext.client import run_cell
 
 TRIALS, QUICK_TRIALS = 10, 3
+#: Quiet after the execute_reply that means the idle was lost (as in the demo).
+QUIET_S = 3.0
 RESULTS_FILE = RESULTS / "iopub_burst.json"
 #: Where the figure goes unless --plot says otherwise (git-ignored): the one in docs/ is
 #: replaced only on purpose, with --plot docs/iopub_burst.png.
@@ -78,17 +79,19 @@ def run_trial(name: str, transport: str, buttons: int, sndhwm: int | None, timeo
     extra = [] if sndhwm is None else [f"--iopub-sndhwm={sndhwm}"]
     with kernel(name, extra, curve=transport == "curve") as (_, kc):
         run_cell(kc, "import ipywidgets", timeout=60)  # import cost is not what we measure
-        result = run_cell(kc, BURST_CODE.format(n=buttons), timeout=timeout)
+        result = run_cell(
+            kc, widget_grid_code(buttons), timeout, keep=lambda m: False, quiet=QUIET_S
+        )
     return Trial(
         kernel=name,
         transport=transport,
         buttons=buttons,
         sndhwm=sndhwm,
         expected=3 * buttons + 2,
-        comm_open=result.comm_open,
-        display_data=result.display_data,
+        comm_open=result.counts.get("comm_open", 0),
+        display_data=result.counts.get("display_data", 0),
         idle=result.idle,
-        seconds_to_idle=result.seconds_to_idle,
+        seconds_to_idle=result.seconds,
     )
 
 
@@ -171,12 +174,11 @@ def print_ratios(rows: list[dict[str, Any]]) -> None:
 
 def plot(rows: list[dict[str, Any]], paths: list[Path]) -> None:
     """Share of comm_open received per trial (mean, and a bar down to the worst trial)."""
-    import matplotlib
+    with figure(paths, size=(7, 4.5)) as (_, [ax]):
+        draw(ax, rows)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def draw(ax: Any, rows: list[dict[str, Any]]) -> None:
     styles = {
         (EXT, "curve"): ("tab:green", "o", "-", "ipykernel_ext, CurveZMQ"),
         (EXT, "tcp"): ("tab:olive", "^", "--", "ipykernel_ext, plain TCP"),
@@ -215,11 +217,6 @@ def plot(rows: list[dict[str, Any]], paths: list[Path]) -> None:
     ax.set_title(f"One cell, one jupyter_client reader, {trials} fresh kernels each")
     ax.legend(fontsize=7.5, loc="lower right")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        print(f"plot: {path}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

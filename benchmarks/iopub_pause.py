@@ -5,18 +5,19 @@ over CurveZMQ (``transport_encryption="required"``), with the reader held up in 
 users meet, each real:
 
 * ``block N s``: a real jupyter_server (JupyterLab's v1 websocket protocol) whose event loop
-  is blocked for N s by tests/pause_extension.py once the client has seen 300 comm_open;
+  is blocked for N s by harness/server_extensions/pause_extension.py once the client has
+  seen 300 comm_open;
 * ``SIGSTOP N s``: the same server process stopped, then continued, at the same count;
 * ``gateway_provisioners``: the server starts the kernel through DistributedProvisioner with
   its default settings (its response socket slows the server's event loop; docs/CLUSTER.md);
 * ``tbf link``: the reader in a network namespace behind a veth pair shaped by tbf
-  (tests/burst_reader.py; needs root and iproute2, else the row is skipped);
+  (harness/burst_reader.py; needs root and iproute2, else the row is skipped);
 * ``never-returning co-subscriber``: a 20000-message burst read by a healthy client while a
   second subscriber (a raw SUB) never reads; compared with the same burst without it.
 
 Columns: comm_open lost, idle received, time to idle, and the kernel's RSS growth during the
 burst (psutil, sampled every 50 ms). Kernels alternate row by row; each trial has a fresh
-kernel. Nothing here is a verdict: the tests (tests/test_iopub_pause.py) hold the counts.
+kernel. Nothing here is a verdict: the tests (tests/server/test_iopub_pause.py) hold the counts.
 
     python -m benchmarks iopub_pause                  # every row, 1 trial
     python -m benchmarks iopub_pause --quick          # of the pauses only 4 s block and SIGSTOP
@@ -42,27 +43,28 @@ from typing import Any
 
 import psutil
 
-from benchmarks.harness import EXT, RESULTS, ROOT, STOCK, fmt, kernel, print_table
-from ipykernel_ext.demo import run_cell  # counted until idle, or until quiet (a lost idle)
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS
-from tests.bursts import (
+from benchmarks.plot import figure
+from benchmarks.trials import EXT, RESULTS, STOCK, fmt, kernel, print_table
+from harness.burst_reader import SCRIPT as BURST_READER
+from harness.bursts import (
     PAUSE_AFTER_COMM_OPEN,
     SEED_BUTTONS,
     SEED_COMM_OPEN,
     comm_loop_code,
     widget_grid_code,
 )
-from tests.helpers import (
+from harness.kernel_websocket import KernelWebsocket
+from harness.kernels import (
     EXT_KERNEL_CLASS,
-    RawSubscriber,
-    can_make_namespaces,
     install_ssh_spec,
     iopub_stats,
-    limit_rate,
     shell_and_control_client,
-    veth_namespace,
 )
-from tests.server_utils import JupyterServer, KernelWebsocket, ServerPause
+from harness.netns import can_make_namespaces, limit_rate, veth_namespace
+from harness.raw_subscriber import RawSubscriber
+from harness.server import JupyterServer, ServerPause
+from ipykernel_ext.client import run_cell  # until idle, or until quiet (a lost idle)
+from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS
 
 TRIALS, QUICK_TRIALS = 1, 1
 RESULTS_FILE = RESULTS / "iopub_pause.json"
@@ -71,7 +73,7 @@ KERNELS = {STOCK: "stock ipykernel", EXT: "ipykernel_ext"}
 #: replaced only on purpose, with --plot docs/iopub_pause.png.
 PLOT = RESULTS / "iopub_pause.png"
 
-#: As in tests/test_iopub_pause.py: ~170 Button comm_open a second.
+#: As in tests/server/test_iopub_pause.py: ~170 Button comm_open a second.
 LINK_RATE_BIT = 2_400_000
 COSUB_BURST = 20_000
 #: Once the execute_reply is in and any pause is over, this long without a message means the
@@ -302,7 +304,6 @@ def link_rows(timeout: float) -> Iterator[Row]:
     if not can_make_namespaces() or shutil.which("tc") is None:
         print("   (tbf link rows skipped: need root, ip and tc)", flush=True)
         return
-    reader = ROOT / "tests" / "burst_reader.py"
     with veth_namespace() as net:
         limit_rate(net.host_if, LINK_RATE_BIT)
         for name in KERNELS:
@@ -313,7 +314,7 @@ def link_rows(timeout: float) -> Iterator[Row]:
                         [
                             *net.exec_prefix,
                             sys.executable,
-                            str(reader),
+                            str(BURST_READER),
                             km.connection_file,
                             f"--buttons={SEED_BUTTONS}",
                             f"--timeout={timeout}",
@@ -357,22 +358,22 @@ def cosubscriber_rows(timeout: float) -> Iterator[Row]:
         baseline: float | None = None
         for with_cosub in (False, True):
             with kernel(name) as (km, kc):
-                run_cell(kc, comm_loop_code(10), timeout, grace=QUIET_S)  # warm up
+                run_cell(kc, comm_loop_code(10), timeout, quiet=QUIET_S)  # warm up
                 with RawSubscriber(km) if with_cosub else contextlib.nullcontext():
                     with RssSampler(process_pid(km)) as rss:
-                        grace = STALLED_QUIET_S if with_cosub else QUIET_S
-                        burst = run_cell(kc, code, timeout, grace=grace)
+                        quiet = STALLED_QUIET_S if with_cosub else QUIET_S
+                        burst = run_cell(kc, code, timeout, keep=lambda m: False, quiet=quiet)
                     stats = control_stats(kc) if name == EXT else None
             if not with_cosub:
-                baseline = burst.seconds_to_idle
+                baseline = burst.seconds
                 continue
             yield Row(
                 "never-returning co-subscriber",
                 name,
                 COSUB_BURST,
-                burst.comm_open,
+                burst.counts.get("comm_open", 0),
                 burst.idle,
-                burst.seconds_to_idle,
+                burst.seconds,
                 rss.growth_mb,
                 stats,
                 baseline_seconds=baseline,
@@ -419,13 +420,12 @@ def table_rows(rows: list[Row]) -> Iterator[list[str]]:
 
 
 def plot(rows: list[Row], path: Path) -> None:
-    import matplotlib
+    with figure(path, 2, size=(12, 4.5)) as (fig, axes):
+        draw(fig, axes, rows)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def draw(fig: Any, axes: list[Any], rows: list[Row]) -> None:
     scenarios = list(dict.fromkeys(r.scenario for r in rows))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     width = 0.38
     for i, name in enumerate(KERNELS):
         mine = {r.scenario: r for r in rows if r.kernel == name}
@@ -448,9 +448,6 @@ def plot(rows: list[Row], path: Path) -> None:
         ax.set_xticklabels(scenarios, rotation=30, ha="right", fontsize=8)
         ax.legend()
     fig.suptitle("A paused or slow IOPub reader, CurveZMQ (benchmarks/iopub_pause.py)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 from jupyter_client import KernelManager
 
-from benchmarks.harness import (
+from benchmarks.trials import (
     EXT,
     KERNELS,
     RESULTS,
@@ -48,9 +48,10 @@ from benchmarks.harness import (
     median,
     print_table,
 )
-from ipykernel_ext.demo import Outcome, run_cell
+from harness.kernels import iopub_stats, shell_and_control_client
+from harness.raw_subscriber import RawSubscriber
+from ipykernel_ext.client import CellRun, run_cell
 from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS
-from tests.helpers import RawSubscriber, iopub_stats, shell_and_control_client
 
 TRIALS, QUICK_TRIALS = 3, 1
 RESULTS_FILE = RESULTS / "iopub_stall.json"
@@ -92,10 +93,11 @@ QUIET_S = 5.0
 STALLED_QUIET_S = DEFAULT_SEND_TIMEOUT_MS / 1000 + QUIET_S
 
 
-def read_burst(kc: Any, code: str, stalled: bool = False) -> Outcome:
+def read_burst(kc: Any, code: str, stalled: bool = False) -> CellRun:
     """Run ``code``; its comm_open counted until idle, or until quiet after the reply (a
     lost idle): QUIET_S, or STALLED_QUIET_S while a ``stalled`` subscriber is connected."""
-    return run_cell(kc, code, timeout=600, grace=STALLED_QUIET_S if stalled else QUIET_S)
+    quiet = STALLED_QUIET_S if stalled else QUIET_S
+    return run_cell(kc, code, 600, keep=lambda m: False, quiet=quiet)
 
 
 # --- 1. added time ---------------------------------------------------------------------
@@ -121,7 +123,8 @@ def added_time(name: str, messages: int, stalled: bool) -> AddedTime:
             # Asked before the stalled subscriber goes, so every send it held up is counted.
             after = iopub_stats(kc) if name == EXT else None
         timeouts = after["timeouts"] - before["timeouts"] if after and before else None
-        return AddedTime(name, stalled, messages, burst.seconds_to_idle, burst.comm_open, timeouts)
+        received = burst.counts.get("comm_open", 0)
+        return AddedTime(name, stalled, messages, burst.seconds, received, timeouts)
 
 
 # --- 2. peak memory --------------------------------------------------------------------
@@ -159,8 +162,8 @@ def peak_memory(name: str, sndhwm: int | None, messages: int) -> PeakMemory:
             before["VmRSS"] / 1024,
             after["VmHWM"] / 1024,
             (after["VmHWM"] - before["VmRSS"]) / 1024,
-            burst.comm_open,
-            burst.seconds_to_idle,
+            burst.counts.get("comm_open", 0),
+            burst.seconds,
         )
 
 

@@ -44,9 +44,9 @@ import psutil
 import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from benchmarks.harness import EXT, STOCK, print_table
+from benchmarks.trials import EXT, STOCK, print_table
+from harness.kernels import start_kernel
 from ipykernel_ext.client.router import RouterClient
-from tests.helpers import start_kernel
 
 TRIALS, QUICK_TRIALS = 15, 5
 FLAG = "--router-identity=endpoint"

@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import EXT, ROOT, print_table
-from tests.browser_utils import (
+from benchmarks.trials import EXT, ROOT, print_table
+from harness.browser import (
     LAB_ARGS,
     LAB_STATUS_JS,
     chromium,
@@ -46,7 +46,7 @@ from tests.browser_utils import (
     wait_for,
     write_notebook,
 )
-from tests.server_utils import JupyterServer
+from harness.server import JupyterServer
 
 TRIALS, QUICK_TRIALS = 1, 1
 SHARED = "ipykernel_ext.server.SharedChannelsConnection"

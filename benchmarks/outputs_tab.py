@@ -7,7 +7,7 @@ the server, against the same cell with the tab open, and how soon is the cell wh
 Each trial starts a fresh ``jupyter_server`` (CurveZMQ required, the websocket class
 ``SharedChannelsConnection``, the IOPub rate limit off so that the open tab gets every byte),
 a notebook ``bench.ipynb`` with one code cell, a notebook session (``POST /api/sessions``) and
-a websocket with JupyterLab's v1 protocol (``tests/server_utils.py``). It sends the cell as
+a websocket with JupyterLab's v1 protocol (``harness/kernel_websocket.py``). It sends the cell as
 JupyterLab does (``metadata.cellId``); the cell prints (a) 100000 lines or (b) 50 MB in lines
 of 1000 bytes, in 50 chunks spread over ``--seconds`` (6 s: longer than the grace, so that the
 server takes the cell over while it still prints). Then:
@@ -19,7 +19,7 @@ server takes the cell over while it still prints). Then:
   whose room the trial opens before the cell, as a tab would; with it off, into the .ipynb
   once the cell ended and no tab is connected. The trial "reopens" when the server reports
   the kernel idle (``GET /api/kernels/<id>``, every 0.25 s): it reads the document (through
-  ``tests/outputs_extension.py``'s ``GET /outputs-test/doc``) or the file
+  ``harness/server_extensions/outputs_extension.py``'s ``GET /outputs-test/doc``) or the file
   (``GET /api/contents``) every 0.25 s until the cell's last line is there.
 
 The 50 MB cell passes the server's per-cell bound (``keep_outputs_cell_bytes``, 8 MiB): the
@@ -46,12 +46,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import EXT, fmt, median, print_table, ratio
-from tests.server_utils import JupyterServer, ServerError, stream_text
+from benchmarks.trials import EXT, fmt, median, print_table, ratio
+from harness.kernel_websocket import stream_text
+from harness.server import JupyterServer, ServerError
 
 TRIALS, QUICK_TRIALS = 3, 1
 SHARED = "ipykernel_ext.server.SharedChannelsConnection"
-TESTS = Path(__file__).resolve().parents[1] / "tests"  # tests/outputs_extension.py
 NOTEBOOK = "bench.ipynb"
 CELL_ID = "bench-cell"
 POLL = 0.25
@@ -157,7 +157,6 @@ class Bench:
         self.collab = collab
         self.server = JupyterServer(
             encryption=True,
-            env={"PYTHONPATH": str(TESTS)},
             extra_args=[
                 f"--ServerApp.kernel_websocket_connection_class={SHARED}",
                 "--ZMQChannelsWebsocketConnection.limit_rate=False",

@@ -2,7 +2,8 @@
 
 ``benchmarks/__main__.py`` only calls :func:`main`, and ``python benchmarks/NAME.py ARGS``
 comes here too, through :func:`script`. ``python -m benchmarks --list`` names every benchmark
-(every module in this folder but ``__init__``, ``__main__``, this runner and the harness) with
+(every module in this folder but ``__init__``, ``__main__``, this runner, ``trials`` and
+``plot``) with
 the first line of its docstring, read without importing it, so that listing needs none of a
 benchmark's optional dependencies.
 
@@ -29,10 +30,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
-from benchmarks.harness import write_json
+from benchmarks.trials import write_json
 
 HERE = Path(__file__).resolve().parent
-NOT_BENCHMARKS = {"__init__", "__main__", "harness", "runner"}
+NOT_BENCHMARKS = {"__init__", "__main__", "plot", "runner", "trials"}
 
 
 def names() -> list[str]:

@@ -48,8 +48,8 @@ from jupyter_server.services.kernels.connection.base import (
     serialize_msg_to_ws_v1,
 )
 
-from benchmarks.harness import EXT, STOCK, fmt, median, print_table, ratio
-from tests.server_utils import JupyterServer  # the tests' own (the checkout is on sys.path)
+from benchmarks.trials import EXT, STOCK, fmt, median, print_table, ratio
+from harness.server import JupyterServer
 
 TRIALS, QUICK_TRIALS = 3, 1
 V1 = "v1.kernel.websocket.jupyter.org"

@@ -3,7 +3,7 @@
 What a JupyterLab user runs, minus the browser: a real ``jupyter_server`` subprocess with
 ``--KernelManager.transport_encryption=required``, kernels started through its REST API, and
 the cell sent and read over the kernel websocket with JupyterLab's binary
-``v1.kernel.websocket.jupyter.org`` protocol (``tests/server_utils.py``).
+``v1.kernel.websocket.jupyter.org`` protocol (``harness/kernel_websocket.py``).
 
 Each trial starts a fresh kernel, runs one cell that displays a ``GridBox`` of N Buttons
 (3 N + 2 ``comm_open``: each Button with its style and layout, the grid and its layout), and
@@ -25,11 +25,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from benchmarks.harness import EXT, STOCK, alternate, median, print_table, ratio
-
-# The server and websocket code is the end-to-end tests' own: an editable install
-# (pip install -e) puts the checkout on sys.path, so tests/ is importable as ``tests``.
-from tests.server_utils import JupyterServer
+from benchmarks.trials import EXT, STOCK, alternate, median, print_table, ratio
+from harness.server import JupyterServer
 
 TRIALS, QUICK_TRIALS = 10, 3
 RATE_LIMIT_TEXT = "IOPub message rate exceeded"

@@ -39,30 +39,26 @@ from typing import Any
 import zmq
 from jupyter_client import BlockingKernelClient
 
-from benchmarks.harness import EXT, STOCK, alternate, fmt, kernel, median, print_table, ratio
-from ipykernel_ext.client import fetch_widget_states
-from tests.helpers import (
-    drain_iopub,
-    execute_and_collect,
+from benchmarks.trials import EXT, STOCK, alternate, fmt, kernel, median, print_table, ratio
+from harness.messages import drain_iopub, send, shell_reply, wait_iopub
+from harness.widget_control import (
     is_update_states,
     open_control_comm,
     request_states,
-    send,
     set_answer_while_busy,
-    shell_reply,
-    wait_iopub,
 )
+from ipykernel_ext.client import fetch_widget_states, run_cell
 
 TRIALS, QUICK_TRIALS = 7, 3
 #: Quiet seconds that end a drain of IOPub between the steps.
 QUIET = 0.3
 
 
-def run_cell(kc: BlockingKernelClient, code: str, timeout: float = 300) -> str:
+def cell_stdout(kc: BlockingKernelClient, code: str, timeout: float = 300) -> str:
     """Run ``code`` up to its idle; its stdout (an error in the cell raises)."""
-    _, messages = execute_and_collect(
+    messages = run_cell(
         kc, code, timeout, keep=lambda m: m["msg_type"] in ("stream", "error")
-    )
+    ).messages
     for msg in messages:
         if msg["msg_type"] == "error":
             raise RuntimeError("\n".join(msg["content"]["traceback"]))
@@ -281,7 +277,7 @@ def bench_kernel(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                 continue
             n = args.buttons if scenario.startswith("1000") else args.images
             code = template.replace("{n}", str(n)).replace("{kb}", str(args.image_kb))
-            models = int(run_cell(kc, code).strip())
+            models = int(cell_stdout(kc, code).strip())
             drain_iopub(kc, QUIET)
             ids = comm_ids(kc)
             label = scenario.replace("1000", str(args.buttons)).replace("200", str(args.images))
@@ -293,7 +289,7 @@ def bench_kernel(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             row = {"kernel": name, "scenario": label, "models": models, **control}
             row.update(per_widget=per_widget, per_widget_lost=per_widget_lost)
             if name == EXT:
-                out = run_cell(kc, KERNEL_SIDE.format(runs=args.trials))
+                out = cell_stdout(kc, KERNEL_SIDE.format(runs=args.trials))
                 row["kernel_side"] = json.loads(out.strip().splitlines()[-1])
             if reply is not None:
                 row["reply_frames"] = frame_sizes(reply)

@@ -16,15 +16,14 @@ a fresh kernel::
     python -m ipykernel_ext demo                   # 3000 Buttons, 2 trials each
     python -m ipykernel_ext demo --buttons=1000 --trials=5 --pause=0   # no paused burst
 
-A client-side tool: nothing in the package imports it, and it imports nothing of the kernel.
+A client-side tool: nothing in the package imports it, and it imports nothing of the kernel;
+each cell runs through :func:`ipykernel_ext.client.run_cell`.
 """
 
 from __future__ import annotations
 
-import queue
 import statistics
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +32,10 @@ from traitlets.config import Application
 from traitlets.config.loader import KVArgParseConfigLoader
 
 from . import PROG
+from .client.cell import CellRun, CellTimeout, ReaderPause, run_cell
+
+#: Seconds of IOPub silence, once the cell's reply came, after which its idle counts as lost.
+QUIET = 3.0
 
 BURST_CODE = """\
 import ipywidgets as widgets
@@ -50,6 +53,16 @@ class Outcome:
     idle: bool
     seconds_to_idle: float | None
     error: str | None = None
+
+    @classmethod
+    def of(cls, run: CellRun) -> Outcome:
+        return cls(
+            run.counts.get("comm_open", 0),
+            run.counts.get("display_data", 0),
+            run.idle,
+            run.seconds,
+            run.error,
+        )
 
 
 class DemoApp(Application):
@@ -161,98 +174,31 @@ class DemoApp(Application):
             kc.load_connection_file()
             kc.start_channels()
             kc.wait_for_ready(timeout=60)
-            warm = run_cell(kc, "import ipywidgets", self.timeout)  # not what we measure
+            warm = self.run_cell(kc, "import ipywidgets")  # not what we measure
             if warm.error:
                 error = f"{kernel_name}: {warm.error} (pip install ipywidgets)"
                 return {"": Outcome(0, 0, False, None, error)}
             for case, pause in self.cases.items():
-                outcomes[case] = run_cell(
-                    kc,
-                    BURST_CODE.format(n=self.buttons),
-                    self.timeout,
-                    pause=pause,
-                    pause_after=self.pause_after,
-                )
+                outcomes[case] = self.run_cell(kc, BURST_CODE.format(n=self.buttons), pause)
             return outcomes
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
 
+    def run_cell(self, kc: Any, code: str, pause: float = 0.0) -> Outcome:
+        """Run ``code``; count its messages until idle, or until quiet if the idle was lost.
 
-def run_cell(
-    kc: Any,
-    code: str,
-    timeout: float,
-    grace: float = 3.0,
-    pause: float = 0.0,
-    pause_after: int = 300,
-) -> Outcome:
-    """Run ``code``; count its messages until idle, or until quiet if the idle was lost.
-
-    With ``pause``, the reader stops reading IOPub once it has seen ``pause_after`` comm_open,
-    for that many seconds and until the cell's execute_reply has come (so the kernel has sent
-    the whole burst, whatever the machine's speed), then reads on (:func:`pause_reader`).
-    """
-    start = time.perf_counter()
-    msg_id = kc.execute(code)
-    counts: dict[str, int] = {}
-    error: str | None = None
-    replied_at: float | None = None
-    last_seen = start
-    while time.perf_counter() - start < timeout:
+        With ``pause``, the reader stops reading IOPub once it has seen ``pause_after``
+        comm_open, for that many seconds and until the cell's execute_reply has come.
+        """
+        reader_pause = ReaderPause(pause, after=self.pause_after) if pause else None
         try:
-            msg = kc.get_iopub_msg(timeout=0.1)
-        except queue.Empty:
-            if replied_at is None:
-                try:
-                    reply = kc.get_shell_msg(timeout=0)
-                    if reply["parent_header"].get("msg_id") == msg_id:
-                        replied_at = time.perf_counter()
-                except queue.Empty:
-                    pass
-            if replied_at is not None and time.perf_counter() - max(last_seen, replied_at) > grace:
-                break  # the reply is in and IOPub stayed quiet: the idle was lost
-            continue
-        last_seen = time.perf_counter()
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        msg_type = msg["msg_type"]
-        counts[msg_type] = counts.get(msg_type, 0) + 1
-        if pause and msg_type == "comm_open" and counts[msg_type] == pause_after:
-            replied_at = pause_reader(kc, msg_id, pause, start + timeout)
-            last_seen = time.perf_counter()  # quiet is counted from the resume
-        if msg_type == "error":
-            error = f"{msg['content']['ename']}: {msg['content']['evalue']}"
-        if msg_type == "status" and msg["content"]["execution_state"] == "idle":
-            return Outcome(
-                counts.get("comm_open", 0),
-                counts.get("display_data", 0),
-                True,
-                last_seen - start,
-                error,
+            run = run_cell(
+                kc, code, self.timeout, keep=lambda m: False, quiet=QUIET, pause=reader_pause
             )
-    return Outcome(counts.get("comm_open", 0), counts.get("display_data", 0), False, None, error)
-
-
-def pause_reader(kc: Any, msg_id: str, seconds: float, deadline: float) -> float | None:
-    """Read nothing on IOPub for ``seconds`` and until the reply to ``msg_id`` (or the
-    ``deadline``, perf_counter time); the time the reply came, or None.
-
-    jupyter_client's blocking client reads a socket only when asked, so meanwhile the burst
-    waits in libzmq's queues and the kernel's, as it does for a frontend whose server is busy.
-    Only the shell channel is read, for the reply.
-    """
-    resume_at = time.perf_counter() + seconds
-    replied_at: float | None = None
-    while replied_at is None and time.perf_counter() < deadline:
-        try:
-            reply = kc.get_shell_msg(timeout=0.1)
-        except queue.Empty:
-            continue
-        if reply["parent_header"].get("msg_id") == msg_id:
-            replied_at = time.perf_counter()
-    time.sleep(max(0.0, resume_at - time.perf_counter()))
-    return replied_at
+        except CellTimeout as exc:  # an idle lost, and no reply either: shown as lost
+            run = exc.run
+        return Outcome.of(run)
 
 
 def describe(outcome: Outcome, expected: int) -> str:

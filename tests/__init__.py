@@ -1,5 +1,6 @@
 """ipykernel_ext's tests: real kernels, real ZMQ, real servers and browsers (CONTRIBUTING.md).
 
-A package, as ipykernel's: the shared parts (``helpers``, ``bursts``, ``server_utils``,
-``browser_utils``) are imported relatively by the tests and as ``tests.…`` by the benchmarks.
+A package, as ipykernel's. What the tests share with the benchmarks (kernels, servers,
+browsers, bursts, links) is the checkout's ``harness`` package (pytest's ``pythonpath``); what
+only tests use stays here. Nothing outside tests/ imports ``tests``.
 """

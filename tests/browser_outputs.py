@@ -14,16 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .browser_utils import (
+from harness.browser import (
     INDICATOR_STATUS_JS,
     LAB_STATUS_JS,
-    WebsocketLog,
     open_and_run_all,
     wait_for,
     write_notebook,
 )
+from harness.page_websocket import WebsocketLog
+from harness.server import JupyterServer
+
 from .outputs_cells import HANG, Holds
-from .server_utils import JupyterServer
 
 STDOUT = "application/vnd.jupyter.stdout"
 WIDGET = "application/vnd.jupyter.widget-view+json"

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from .helpers import EXT_KERNEL, STOCK_KERNEL, running_kernel
-from .server_utils import JupyterServer, KernelWebsocket
+from harness.kernel_websocket import KernelWebsocket
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL, running_kernel
+from harness.server import JupyterServer
 
 # Kernels started by the tests must not pick up a developer's own Jupyter config.
 os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")

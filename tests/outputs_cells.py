@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .browser_utils import wait_for
+from harness.browser import wait_for
 
 #: Seconds between two printed lines (the cell's own pace; no verdict depends on it).
 PACE = 0.25

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from ..browser_utils import ARTIFACTS, chromium, quiet_lab_settings, require_browser, write_notebook
-from ..server_utils import JupyterServer
+from harness.browser import ARTIFACTS, chromium, quiet_lab_settings, require_browser, write_notebook
+from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a JupyterLab/Notebook/Voila server, Chromium, and the
 # Voila render of 1000 Buttons (300 s on its own under load).

@@ -23,6 +23,17 @@ from typing import Any
 
 import pytest
 
+from harness.browser import (
+    ARTIFACTS,
+    LAB_ARGS,
+    chromium,
+    quiet_lab_settings,
+    require_browser,
+    shut_down_everything,
+    wait_for,
+)
+from harness.server import JupyterServer
+
 from ..browser_outputs import (
     STDOUT,
     WIDGET,
@@ -42,17 +53,7 @@ from ..browser_outputs import (
     wait_file,
     wait_page,
 )
-from ..browser_utils import (
-    ARTIFACTS,
-    LAB_ARGS,
-    chromium,
-    quiet_lab_settings,
-    require_browser,
-    shut_down_everything,
-    wait_for,
-)
 from ..outputs_cells import HANG, counting_cell, rich_cell, widget_cell
-from ..server_utils import JupyterServer
 
 # Hang guard per test (default 120 s): a JupyterLab server with jupyter-collaboration,
 # Chromium, and a tab closed and reopened around a running cell.

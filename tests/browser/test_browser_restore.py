@@ -14,7 +14,7 @@ test makes its stop file, which it does only after checking the page, so "restor
 cell runs" is decided by order, not by time; the bounds are hang guards (120 s for a restore
 that takes about 2 s here), and a kernel that does not answer mid-cell cannot pass them at
 any speed. The times are measured by ``python -m benchmarks browser_restore``. The page's
-own kernel websocket is decoded from outside (``browser_utils.WebsocketLog``) to check the
+own kernel websocket is decoded from outside (``harness.page_websocket.WebsocketLog``) to check the
 statuses it receives mid-cell. The race
 test does not rely on luck: a serializer holds the kernel's off-thread read of the states until
 the cell has changed a widget read before it, so the page always gets that change too early.
@@ -40,27 +40,24 @@ from typing import Any
 
 import pytest
 
-from ..browser_utils import (
+from harness.browser import (
     ARTIFACTS,
     INDICATOR_STATUS_JS,
     LAB_ARGS,
     LAB_STATUS_JS,
-    Frame,
-    WebsocketLog,
     chromium,
-    format_requests,
     kernelspec_with_args,
     open_and_run_all,
     quiet_lab_settings,
     require_browser,
     save_notebook,
     shut_down_everything,
-    tracked_statuses,
     wait_for,
     watch_restore,
     write_notebook,
 )
-from ..server_utils import JupyterServer
+from harness.page_websocket import Frame, WebsocketLog, format_requests, tracked_statuses
+from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a JupyterLab server, Chromium and a widget restore.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]

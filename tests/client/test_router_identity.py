@@ -21,13 +21,12 @@ import pytest
 import zmq
 from jupyter_client import KernelManager
 
+from harness.kernels import EXT_KERNEL, new_client, start_kernel
 from ipykernel_ext.client.router import (
     CHANNELS,
     KernelUnreachable,
     RouterClient,
 )
-
-from ..helpers import EXT_KERNEL, new_client, start_kernel
 
 FLAG = "--router-identity=endpoint"
 

@@ -17,29 +17,26 @@ import pytest
 from jupyter_client import BlockingKernelClient
 from jupyter_client.session import Session
 
-from ipykernel_ext.protocol import UNTRACKED_MESSAGE_TYPES
-
-from ..helpers import (
-    CONTROL_TARGET,
-    EXT_KERNEL,
-    assert_closed_unanswered,
-    busy_cell,
+from harness.cells import busy_cell, evaluate, run
+from harness.kernels import EXT_KERNEL, new_client, running_kernel
+from harness.messages import (
     control_request,
-    evaluate,
-    fetch_ipywidgets_update_states,
-    fetch_update_states,
     iopub_until_barrier,
     is_status,
-    is_update_states,
-    new_client,
-    open_control_comm,
-    request_states,
-    run,
-    running_kernel,
     send,
     shell_reply,
     wait_iopub,
 )
+from harness.widget_control import (
+    CONTROL_TARGET,
+    assert_closed_unanswered,
+    fetch_ipywidgets_update_states,
+    fetch_update_states,
+    is_update_states,
+    open_control_comm,
+    request_states,
+)
+from ipykernel_ext.protocol import UNTRACKED_MESSAGE_TYPES
 
 # Hang guard per test (default 120 s): kernel starts plus waits on busy cells (60 s each).
 pytestmark = pytest.mark.timeout(180)

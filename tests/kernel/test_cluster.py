@@ -48,11 +48,7 @@ import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
-from ipykernel_ext.kernel.iopub_stats import ADOPTED
-
-from ..bursts import (
+from harness.bursts import (
     STALL_BURST,
     STALL_TIMEOUT_MS,
     STALL_WARNING,
@@ -60,20 +56,16 @@ from ..bursts import (
     run_burst,
     widget_grid_code,
 )
-from ..helpers import (
-    EXT_KERNEL_CLASS,
-    RawSubscriber,
-    busy_cell,
-    control_request,
-    execute_and_collect,
-    fetch_update_states,
-    install_ssh_spec,
-    iopub_stats,
-    namespaces_missing,
-    new_client,
-    shell_reply,
-    veth_namespace,
-)
+from harness.cells import busy_cell
+from harness.kernels import EXT_KERNEL_CLASS, install_ssh_spec, iopub_stats, new_client
+from harness.messages import control_request, shell_reply
+from harness.netns import namespaces_missing, veth_namespace
+from harness.raw_subscriber import RawSubscriber
+from harness.widget_control import fetch_update_states
+from ipykernel_ext.client import run_cell
+from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.kernel.iopub_stats import ADOPTED
 
 os.environ["GP_SOCKET_TIMEOUT"] = "0"
 os.environ["GP_UNAUTHORIZED_USERS"] = "ipykernel-ext-tests-nobody"
@@ -318,7 +310,7 @@ def test_a_stalled_subscriber_costs_one_give_up_and_the_cell_is_told(launched: L
     kc = launched.kc
     code = comm_loop_code(STALL_BURST, pad=1000)
     set_timeout = "get_ipython().kernel.iopub_send_timeout = {}"
-    reply, _ = execute_and_collect(kc, set_timeout.format(STALL_TIMEOUT_MS), timeout=30)
+    reply = run_cell(kc, set_timeout.format(STALL_TIMEOUT_MS), timeout=30).reply
     assert reply["content"]["status"] == "ok"
     before = iopub_stats(kc)
     assert before["send_timeout_ms"] == STALL_TIMEOUT_MS
@@ -328,12 +320,12 @@ def test_a_stalled_subscriber_costs_one_give_up_and_the_cell_is_told(launched: L
         after = iopub_stats(kc)
     finally:
         stalled_sub.close()
-        execute_and_collect(kc, set_timeout.format(DEFAULT_SEND_TIMEOUT_MS), timeout=30)
+        run_cell(kc, set_timeout.format(DEFAULT_SEND_TIMEOUT_MS), timeout=30)
     assert stalled.counts.get("comm_open") == STALL_BURST
     assert after["timeouts"] - before["timeouts"] == 1, (before, after)
     missed = after["missed"] - before["missed"]
     assert missed >= 1
-    reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
+    reply = run_cell(kc, "1 + 1", timeout=30).reply
     assert reply["content"]["status"] == "ok"
     # Logged on the kernel's stderr (the provisioner's kernel log); the cell gets one notice.
     assert STALL_WARNING in launched.log_text()

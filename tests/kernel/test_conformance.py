@@ -13,7 +13,7 @@ from typing import Any
 
 import jupyter_kernel_test
 
-from ..helpers import EXT_KERNEL, new_client, start_kernel
+from harness.kernels import EXT_KERNEL, new_client, start_kernel
 
 
 class ExtKernelConformance(jupyter_kernel_test.KernelTests):

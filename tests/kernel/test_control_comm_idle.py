@@ -18,25 +18,18 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient
 
-from ..helpers import (
+from harness.cells import busy_cell, evaluate, run
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL, new_client, running_kernel
+from harness.messages import is_status, send, wait_iopub
+from harness.widget_control import (
     CONTROL_TARGET,
-    EXT_KERNEL,
-    STOCK_KERNEL,
     assert_closed_unanswered,
-    busy_cell,
-    evaluate,
     fetch_ipywidgets_update_states,
     fetch_update_states,
-    is_status,
     is_update_states,
-    new_client,
     open_control_comm,
     request_states,
-    run,
-    running_kernel,
-    send,
     set_answer_while_busy,
-    wait_iopub,
 )
 
 # Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.

@@ -19,9 +19,9 @@ import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.session import Session
 
-from ipykernel_ext.client import is_own_echo
-
-from ..helpers import control_request, execute_and_collect, new_client, start_kernel
+from harness.kernels import new_client, start_kernel
+from harness.messages import control_request
+from ipykernel_ext.client import is_own_echo, run_cell
 
 # Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
 pytestmark = pytest.mark.timeout(180)
@@ -63,7 +63,8 @@ class Pair:
 
     def run(self, code: str) -> str:
         """Run ``code`` from A; return its stdout (and result text). B is synced past it."""
-        reply, messages = execute_and_collect(self.a, code)
+        cell = run_cell(self.a, code)
+        reply, messages = cell.reply, cell.messages
         assert reply["content"]["status"] == "ok", reply["content"]
         self.sync_b()
         out = []

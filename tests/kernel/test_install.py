@@ -13,7 +13,7 @@ import pytest
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
-from ..helpers import new_client
+from harness.kernels import new_client
 
 EXT_ARGV_TAIL = ["-m", "ipykernel_ext", "-f", "{connection_file}"]
 

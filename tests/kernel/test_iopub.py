@@ -34,10 +34,7 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
-
-from ..bursts import (
+from harness.bursts import (
     STALL_BURST,
     STALL_SNDHWM,
     STALL_TIMEOUT_MS,
@@ -47,20 +44,19 @@ from ..bursts import (
     run_burst,
     widget_grid_code,
 )
-from ..helpers import (
+from harness.kernels import (
     EXT_KERNEL,
-    RawSubscriber,
-    control_request,
-    count_types,
-    execute_and_collect,
     iopub_stats,
-    is_idle_for,
     new_client,
     running_kernel,
     shell_and_control_client,
-    shell_reply,
     wait_stats,
 )
+from harness.messages import control_request, count_types, is_idle_for, shell_reply
+from harness.raw_subscriber import RawSubscriber
+from ipykernel_ext.client import run_cell
+from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 
 
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
@@ -238,7 +234,7 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
         with RawSubscriber(km) as stalled_sub:
             stalled = run_burst(kc, code)
             stats_after = iopub_stats(kc)
-            after_reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
+            after_reply = run_cell(kc, "1 + 1", timeout=30).reply
             stats_after_reply = iopub_stats(kc)
             stderr_after_stall = stderr_path.read_text()
             # The stalled subscriber wakes up: it reads what it holds, then a new cell.
@@ -398,7 +394,7 @@ def test_subscriber_killed_mid_burst_changes_nothing(stall_run: StallRun) -> Non
                 break
         assert proc.wait(timeout=10) == -signal.SIGKILL
         assert counts.get("comm_open") == STALL_BURST
-        reply, _ = execute_and_collect(kc, "1 + 1", timeout=30)
+        reply = run_cell(kc, "1 + 1", timeout=30).reply
         assert reply["content"]["status"] == "ok"
     finally:
         if proc.poll() is None:

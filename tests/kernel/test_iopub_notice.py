@@ -1,6 +1,6 @@
 """The missed-messages notice (PROTOCOL.md section 1), against real kernels over CurveZMQ.
 
-A subscriber that never reads (:class:`~tests.helpers.RawSubscriber`) is given up after the
+A subscriber that never reads (:class:`~harness.raw_subscriber.RawSubscriber`) is given up after the
 send timeout; the reading client must then find exactly one ``stream`` notice on a cell's
 stderr, just ahead of that request's ``idle``, and ``iopub_stats`` must count it. Two cases,
 each reached by a barrier, never by a time window:
@@ -21,19 +21,17 @@ from typing import Any
 
 import pytest
 
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
-
-from ..bursts import STALL_BURST, STALL_SNDHWM, STALL_TIMEOUT_MS, UNKNOWN_TARGET, comm_loop_code
-from ..helpers import (
-    EXT_KERNEL,
-    RawSubscriber,
-    get_reply,
-    iopub_stats,
-    is_status,
-    running_kernel,
-    wait_iopub,
-    wait_stats,
+from harness.bursts import (
+    STALL_BURST,
+    STALL_SNDHWM,
+    STALL_TIMEOUT_MS,
+    UNKNOWN_TARGET,
+    comm_loop_code,
 )
+from harness.kernels import EXT_KERNEL, iopub_stats, running_kernel, wait_stats
+from harness.messages import get_reply, is_status, wait_iopub
+from harness.raw_subscriber import RawSubscriber
+from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
 
 #: Long enough that no give-up comes before the test shortens it (a hang guard, no verdict).
 LONG_TIMEOUT_MS = 600_000

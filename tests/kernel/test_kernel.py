@@ -14,14 +14,9 @@ from typing import Any
 
 import pytest
 
-from ..helpers import (
-    EXT_KERNEL,
-    STOCK_KERNEL,
-    control_request,
-    execute_and_collect,
-    get_reply,
-    iopub_until_barrier,
-)
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL
+from harness.messages import control_request, get_reply, iopub_until_barrier
+from ipykernel_ext.client import run_cell
 
 # Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
 pytestmark = pytest.mark.timeout(180)
@@ -43,7 +38,7 @@ def test_execute_publishes_what_stock_publishes(ext_kernel: Any, stock_kernel: A
     code = "print('out'); from IPython.display import display; display({'a': 1}, raw=True); 7"
 
     def shape(kc: Any) -> list[tuple[str, Any]]:
-        _, messages = execute_and_collect(kc, code)
+        messages = run_cell(kc, code).messages
         return [(m["msg_type"], sorted(m["content"])) for m in messages]
 
     assert shape(ext_kernel[1]) == shape(stock_kernel[1])
@@ -58,7 +53,7 @@ def test_iopub_stats_reply_fields(ext_kernel: Any) -> None:
         content
     )
     before = content["sent"]
-    execute_and_collect(ext_kernel[1], "print('x')")
+    run_cell(ext_kernel[1], "print('x')")
     # busy, execute_input, stream, idle at least
     assert control_request(ext_kernel[1], "iopub_stats_request")["content"]["sent"] >= before + 4
 
@@ -207,7 +202,7 @@ def test_working_directory_does_not_shadow_the_kernel(tmp_path: Any) -> None:
     """A notebook folder holding a ``zmq.py`` must not break start-up (as with stock)."""
     from jupyter_client import KernelManager
 
-    from ..helpers import new_client
+    from harness.kernels import new_client
 
     (tmp_path / "zmq.py").write_text("raise SystemExit('shadowed the real zmq')\n")
     km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required")
@@ -215,7 +210,7 @@ def test_working_directory_does_not_shadow_the_kernel(tmp_path: Any) -> None:
     kc = None
     try:
         kc = new_client(km, timeout=60)
-        _, messages = execute_and_collect(kc, "import os; print(os.getcwd())")
+        messages = run_cell(kc, "import os; print(os.getcwd())").messages
         printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
         assert printed.strip() == str(tmp_path)
     finally:
@@ -233,7 +228,7 @@ def _startup_stderr(kernel_name: str, tmp_path: Path) -> list[str]:
     replaced by placeholders."""
     from jupyter_client import KernelManager
 
-    from ..helpers import new_client
+    from harness.kernels import new_client
 
     log_path = tmp_path / f"{kernel_name}.stderr"
     km = KernelManager(kernel_name=kernel_name)  # no transport encryption: the warning

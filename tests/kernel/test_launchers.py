@@ -30,11 +30,11 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
+from harness.kernels import EXT_KERNEL, iopub_stats, running_kernel
+from ipykernel_ext.client import run_cell
 from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
 from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, IOPubSettings
 from ipykernel_ext.kernel.iopub_stats import ADOPTED, BOUND_BY_EXT_APP
-
-from ..helpers import EXT_KERNEL, execute_and_collect, iopub_stats, running_kernel
 
 EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
 STOCK_APP_ARGV = [
@@ -218,7 +218,8 @@ def test_embed_kernel_adopts_and_a_burst_arrives_whole(kernelspecs: KernelSpecMa
             "for i in range(1000):\n    buttons.append(w.Button(description=str(i)))\n"
             "display(w.GridBox(buttons))\n"
         )
-        reply, messages = execute_and_collect(kc, code)
+        cell = run_cell(kc, code)
+        reply, messages = cell.reply, cell.messages
         assert reply["content"]["status"] == "ok", reply["content"]
         assert sum(m["msg_type"] == "comm_open" for m in messages) == 3 * 1000 + 2
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from harness.kernels import running_kernel
+from ipykernel_ext import client
 from ipykernel_ext.outputs import KernelOutputs
-from tests.helpers import execute_and_collect, running_kernel
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -21,7 +22,8 @@ nbformat = pytest.importorskip("nbformat")
 def run_cell(kc: Any, kernel: KernelOutputs, cell_id: str, code: str) -> str:
     """Run ``code`` as the cell ``cell_id`` and fold its IOPub messages; its msg_id."""
     msgs: list[dict[str, Any]] = []
-    reply, messages = execute_and_collect(kc, code, keep=lambda m: msgs.append(m) is None)
+    cell = client.run_cell(kc, code, keep=lambda m: msgs.append(m) is None)
+    reply, messages = cell.reply, cell.messages
     msg_id = reply["parent_header"]["msg_id"]
     kernel.on_execute_request(
         {"header": {"msg_id": msg_id, "session": kc.session.session,

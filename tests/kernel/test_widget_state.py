@@ -17,20 +17,11 @@ from typing import Any
 import pytest
 from jupyter_client import AsyncKernelClient
 
+from harness.cells import busy_cell, evaluate, run
+from harness.kernels import EXT_KERNEL, new_client, running_kernel
+from harness.messages import control_request, iopub_until_barrier, shell_reply
+from harness.widget_control import fetch_ipywidgets_update_states
 from ipykernel_ext.client import WidgetStateError, fetch_widget_states
-
-from ..helpers import (
-    EXT_KERNEL,
-    busy_cell,
-    control_request,
-    evaluate,
-    fetch_ipywidgets_update_states,
-    iopub_until_barrier,
-    new_client,
-    run,
-    running_kernel,
-    shell_reply,
-)
 
 # Hang guard per test (default 120 s): kernel starts plus widget bursts and their fetches.
 pytestmark = pytest.mark.timeout(180)
@@ -354,7 +345,7 @@ def test_async_client(ext: Any) -> None:
     grid = evaluate(kc, "grid.model_id")
 
     async def go() -> dict[str, Any]:
-        # parent=km: liveness from the process, not a 1 s heartbeat (see helpers.new_client)
+        # parent=km: liveness from the process, not a 1 s heartbeat (see harness.kernels.new_client)
         akc = AsyncKernelClient(parent=km, connection_file=km.connection_file)
         akc.load_connection_file()
         akc.start_channels()

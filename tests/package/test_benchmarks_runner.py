@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
-NOT_BENCHMARKS = {"__init__", "__main__", "harness", "runner"}
+NOT_BENCHMARKS = {"__init__", "__main__", "plot", "runner", "trials"}
 #: Read from the folder, not from the runner, so a new benchmark cannot be left out.
 MODULES = sorted(p.stem for p in BENCHMARKS.glob("*.py") if p.stem not in NOT_BENCHMARKS)
 
@@ -79,7 +79,7 @@ def test_unknown_benchmark_is_an_error() -> None:
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_every_benchmark_is_on_the_harness(name: str) -> None:
+def test_every_benchmark_gives_the_runner_what_it_asks(name: str) -> None:
     # What the runner asks of a module (benchmarks/runner.py); no main() of its own.
     names = top_level_names(BENCHMARKS / f"{name}.py")
     assert {"run", "TRIALS", "QUICK_TRIALS"} <= names
@@ -101,15 +101,15 @@ def test_a_benchmark_file_runs_through_the_runner() -> None:
     assert "usage: python -m benchmarks iopub_burst" in result.stdout
 
 
-def test_harness_does_not_import_the_runner() -> None:
-    # The runner imports the harness; the other way round would be a cycle.
-    assert not imported_modules(BENCHMARKS / "harness.py") & {
+def test_trials_does_not_import_the_runner() -> None:
+    # The runner imports benchmarks/trials.py; the other way round would be a cycle.
+    assert not imported_modules(BENCHMARKS / "trials.py") & {
         "benchmarks.runner",
         "benchmarks.__main__",
     }
     result = python(
         "-c",
-        "import sys, benchmarks.harness; "
-        "assert 'benchmarks.runner' not in sys.modules, 'harness imported the runner'",
+        "import sys, benchmarks.trials; "
+        "assert 'benchmarks.runner' not in sys.modules, 'trials imported the runner'",
     )
     assert result.returncode == 0, result.stderr

@@ -16,6 +16,9 @@ A package per side, and leaves at the top:
   package ``__init__`` are shared leaves: they import nothing of ours; any side may use them.
 
 A new module must be put in one of the groups below; the test says so if it is not.
+
+Around the package, in the checkout: ``harness/`` (what tests and benchmarks share) and
+``benchmarks/`` never import ``tests``, and the package imports none of the three.
 """
 
 from __future__ import annotations
@@ -252,3 +255,46 @@ def later():
         "shared_channels.channels",
         "__init__",
     }
+
+
+# --- the checkout around the package: harness/, benchmarks/, tests/ ---------------------------
+
+ROOT = PACKAGE_DIR.parent
+
+
+def top_level_imports(folder: Path) -> dict[str, set[str]]:
+    """For each ``.py`` under ``folder`` (relative path), the top-level names it imports
+    absolutely, anywhere in it (functions included)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+@pytest.mark.parametrize("folder", ["harness", "benchmarks"])
+def test_the_harness_and_the_benchmarks_never_import_the_tests(folder: str) -> None:
+    """What tests and benchmarks share lives in harness/; tests/ is imported by nobody."""
+    imports = top_level_imports(ROOT / folder)
+    importers = sorted(f for f, names in imports.items() if "tests" in names)
+    assert not importers, f"{importers} import tests: move what they need into harness/"
+
+
+def test_the_package_never_imports_the_harness_or_the_benchmarks() -> None:
+    importers = sorted(
+        f
+        for f, names in top_level_imports(PACKAGE_DIR).items()
+        if names & {"harness", "benchmarks", "tests"}
+    )
+    assert not importers, f"{importers} import the checkout's harness, benchmarks or tests"
+
+
+def test_the_import_scan_sees_the_checkout_folders() -> None:
+    """The scan above cannot pass by finding no files."""
+    assert "harness/kernels.py" in top_level_imports(ROOT / "harness")
+    assert "harness" in top_level_imports(ROOT / "benchmarks")["benchmarks/trials.py"]

@@ -2,9 +2,9 @@
 and tests/shared_channels/ share.
 
 :class:`WSClient` is an asyncio websocket client (tornado's) that keeps every message, so many
-of them run in one event loop; :class:`JupyterServer` is server_utils' server with
+of them run in one event loop; :class:`JupyterServer` is the harness's server with
 SharedChannelsConnection and a short grace period. The synchronous
-:class:`~tests.server_utils.KernelWebsocket` is the client for one websocket at a time.
+:class:`~harness.kernel_websocket.KernelWebsocket` is the client for one websocket at a time.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from jupyter_server.services.kernels.connection.base import (
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from .. import server_utils
-from ..helpers import EXT_KERNEL, is_status
+from harness import server as server_utils
+from harness.kernels import EXT_KERNEL
+from harness.messages import is_status
 
 V1 = "v1.kernel.websocket.jupyter.org"
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
@@ -190,7 +191,7 @@ class WSClient:
 
 
 class JupyterServer(server_utils.JupyterServer):
-    """server_utils' jupyter_server with our connection class and a short grace period.
+    """The harness's jupyter_server with our connection class and a short grace period.
 
     Started on construction; :meth:`stop` ends it.
     """

@@ -7,7 +7,7 @@ launcher or a slow link), then goes on. Every pause is real and starts at a coun
 a time: once the websocket client has seen ``PAUSE_AFTER_COMM_OPEN`` comm_open of the seed's
 3000-Button burst (9002 comm_open):
 
-* the server's event loop blocked for 5 s by a request to tests/pause_extension.py;
+* the server's event loop blocked for 5 s by a request to the pause_extension (harness);
 * the server process stopped with SIGSTOP for 5 s, then SIGCONT;
 * gateway_provisioners' DistributedProvisioner with its *default* settings starting the
   kernel from the server (its response socket slows the server's loop ~25x);
@@ -49,9 +49,8 @@ import pytest
 from jupyter_client import BlockingKernelClient
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.iopub_stats import ADOPTED
-
-from ..bursts import (
+from harness.burst_reader import SCRIPT as BURST_READER
+from harness.bursts import (
     SEED_BUTTONS,
     SEED_COMM_OPEN,
     PausedBurst,
@@ -59,23 +58,19 @@ from ..bursts import (
     run_paused_burst,
     widget_grid_code,
 )
-from ..helpers import (
+from harness.kernel_websocket import KernelWebsocket
+from harness.kernels import (
     EXT_KERNEL,
-    RawSubscriber,
-    VethNamespace,
     install_ssh_spec,
     iopub_stats,
-    is_idle_for,
-    is_status,
-    limit_rate,
-    namespaces_missing,
     running_kernel,
     shell_and_control_client,
-    shell_reply,
-    veth_namespace,
-    wait_iopub,
 )
-from ..server_utils import JupyterServer, KernelWebsocket
+from harness.messages import is_idle_for, is_status, shell_reply, wait_iopub
+from harness.netns import VethNamespace, limit_rate, namespaces_missing, veth_namespace
+from harness.raw_subscriber import RawSubscriber
+from harness.server import JupyterServer
+from ipykernel_ext.kernel.iopub_stats import ADOPTED
 
 # Hang guard per test (default 120 s): a jupyter_server, a kernel, and a burst read through
 # a pause or a rate-limited link.
@@ -222,7 +217,6 @@ def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
 #: to a kernel that gives up after 2 s (half a 1000-message queue per send timeout), and
 #: the burst takes under a minute.
 LINK_RATE_BIT = 2_400_000
-BURST_READER = Path(__file__).resolve().parents[1] / "burst_reader.py"
 
 
 @pytest.fixture

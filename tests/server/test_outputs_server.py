@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from ..server_utils import JupyterServer, KernelWebsocket
+from harness.kernel_websocket import KernelWebsocket
+from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a jupyter_server, kernels, cells whose tab went away
 # and the notebook file read back.

@@ -1,6 +1,6 @@
 """ipykernel_ext.outputs' writers in a real jupyter_server with jupyter-collaboration on.
 
-The server loads tests/outputs_extension.py, which folds the IOPub messages a test sends and
+The server loads the harness's outputs_extension, which folds the IOPub messages a test sends and
 writes them with the package's writers from inside the server: into the live collaborative
 document of a real notebook (jupyter-collaboration's ``get_document``), and into the file
 through the server's ContentsManager. Verdicts: the document's content, every change the
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.server_utils import JupyterServer
+from harness.server import JupyterServer
 
 nbformat = pytest.importorskip("nbformat")
 

@@ -18,7 +18,9 @@ from jupyter_server.services.kernels.connection.base import (
     deserialize_msg_from_ws_v1,
 )
 
-from ..helpers import EXT_KERNEL, STOCK_KERNEL, is_status
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL
+from harness.messages import is_status
+
 from .relay_clients import (
     V1,
     JupyterServer,

@@ -21,9 +21,9 @@ from jupyter_server.services.kernels.connection.base import (
     serialize_msg_to_ws_v1,
 )
 
+from harness.messages import is_status
 from ipykernel_ext.shared_channels.sockets import ports_of
 
-from ..helpers import is_status
 from .relay_clients import (
     JupyterServer,
     WSClient,

@@ -3,7 +3,7 @@
 The server is a subprocess (``python -m jupyter_server``) with token auth and
 ``--KernelManager.transport_encryption=required``; ``python3-ext`` is started through the
 REST API, and every message travels over the kernel websocket with the
-``v1.kernel.websocket.jupyter.org`` binary framing (see ``server_utils``).
+``v1.kernel.websocket.jupyter.org`` binary framing (see ``harness/kernel_websocket.py``).
 
 The server's default IOPub rate limit stays on (1000 msg/s over 3 s, ``status``,
 ``comm_open`` and ``execute_input`` exempt): the tests see what a user would.
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from harness.kernel_websocket import KernelWebsocket, stream_text
+from harness.server import JupyterServer
 from ipykernel_ext.client import is_own_echo
-
-from ..server_utils import JupyterServer, KernelWebsocket, stream_text
 
 # Hang guard per test (default 120 s): a jupyter_server, a kernel and bursts through it.
 pytestmark = pytest.mark.timeout(300)

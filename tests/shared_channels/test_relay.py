@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from jupyter_client.session import Session
 
+from harness.kernels import EXT_KERNEL, start_kernel
 from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
 
-from ..helpers import EXT_KERNEL, start_kernel
 from ..server.relay_clients import run, settle
 
 # Hang guard per test (default 120 s): a kernel and several clients.

@@ -27,11 +27,10 @@ import zmq
 from jupyter_client.session import Session
 from tornado.ioloop import IOLoop
 
+from harness.widget_control import CONTROL_TARGET
 from ipykernel_ext.kernel.busy_answers import BusyAnswers
 from ipykernel_ext.kernel.control_comm import ControlCommAnswer
 from ipykernel_ext.kernel.main_shell_status import MainShellStatus
-
-from ..helpers import CONTROL_TARGET
 
 w = pytest.importorskip("ipywidgets")
 from ipywidgets.widgets.widget import Widget  # noqa: E402

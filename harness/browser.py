@@ -1,12 +1,9 @@
-"""Headless Debian Chromium driven by Playwright, for the tests that look at a real page.
+"""Headless Debian Chromium driven by Playwright: what a user does in JupyterLab and Notebook 7.
 
-Shared by ``tests/test_browser.py``, ``tests/test_browser_restore.py`` and
-``benchmarks/browser_restore.py``. What is real: Debian's ``/usr/bin/chromium`` (Playwright's
-Python wheel carries only the driver; ``playwright install`` is never run), pages served by a
-real ``jupyter_server`` (:class:`server_utils.JupyterServer`), and the kernel websocket the page
-opens itself. :class:`WebsocketLog` reads that websocket's binary ``v1`` frames from the
-outside (Playwright's ``framesent``/``framereceived`` events), so what the frontend asks and
-what it gets can be compared without touching the frontend.
+For the browser tests and benchmarks. What is real: Debian's ``/usr/bin/chromium``
+(Playwright's Python wheel carries only the driver; ``playwright install`` is never run), pages
+served by a real ``jupyter_server`` (:class:`harness.server.JupyterServer`), and the kernel
+websocket the page opens itself, which :class:`harness.page_websocket.WebsocketLog` reads.
 """
 
 from __future__ import annotations
@@ -16,14 +13,14 @@ import importlib.util
 import json
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .server_utils import JupyterServer, decode_v1, message_from_parts
+from .page_websocket import WebsocketLog
+from .server import JupyterServer
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -180,181 +177,6 @@ def wait_for(
             time.sleep(interval)
         else:
             page.wait_for_timeout(interval * 1000)
-
-
-# --- the page's kernel websocket, seen from outside --------------------------------------
-
-
-@dataclass
-class Frame:
-    """One kernel message the page sent or received, decoded from its v1 frame."""
-
-    t: float  # time.perf_counter() when Playwright reported it
-    direction: str  # "sent" (page -> server) or "received"
-    channel: str
-    msg_type: str
-    msg_id: str
-    parent_msg_id: str
-    parent_msg_type: str | None
-    subshell_id: str | None
-    content: dict[str, Any] = field(repr=False)
-
-
-#: Requests that may get nothing back at all (a comm_open that its target accepts silently, a
-#: comm_close): "in time" stays empty for them when nothing came.
-NO_ANSWER = frozenset({"comm_open", "comm_close"})
-
-
-class WebsocketLog:
-    """Every kernel message on the page's kernel websockets (``/api/kernels/*/channels``).
-
-    Attach it before ``page.goto``/``page.reload``; it follows every websocket the page opens,
-    reloads included. Frames that are not binary v1 (JupyterLab negotiates v1) are counted in
-    ``undecoded``. A frame's time is when Playwright delivered it, which is when it arrived
-    only if the test was inside a Playwright call then (see :func:`wait_for`'s ``page``).
-    """
-
-    def __init__(self, page: Any) -> None:
-        self._frames: list[Frame] = []
-        self._lock = threading.Lock()
-        self.undecoded = 0
-        self.sockets: list[str] = []
-        self._on_sent: list[Callable[[Frame], None]] = []
-        page.on("websocket", self._attach)
-
-    def on_sent(self, callback: Callable[[Frame], None]) -> None:
-        """Call ``callback(frame)`` for every message the page sends from now on."""
-        self._on_sent.append(callback)
-
-    def _attach(self, ws: Any) -> None:
-        if "/channels" not in ws.url:
-            return
-        self.sockets.append(ws.url)
-        ws.on("framesent", lambda payload: self._record("sent", payload))
-        ws.on("framereceived", lambda payload: self._record("received", payload))
-
-    def _record(self, direction: str, payload: bytes | str) -> None:
-        now = time.perf_counter()
-        if isinstance(payload, str):
-            try:  # the legacy JSON protocol (Voila's frontend may use it)
-                msg = json.loads(payload)
-                channel = msg.get("channel", "?")
-            except ValueError:
-                self.undecoded += 1
-                return
-        else:
-            try:
-                channel, parts = decode_v1(payload)
-                msg = message_from_parts(channel, parts)
-            except ValueError:
-                self.undecoded += 1
-                return
-        header = msg.get("header") or {}
-        frame = Frame(
-            t=now,
-            direction=direction,
-            channel=channel,
-            msg_type=header.get("msg_type", ""),
-            msg_id=header.get("msg_id", ""),
-            parent_msg_id=(msg.get("parent_header") or {}).get("msg_id", ""),
-            parent_msg_type=(msg.get("parent_header") or {}).get("msg_type"),
-            subshell_id=header.get("subshell_id"),
-            content=msg.get("content") or {},
-        )
-        with self._lock:
-            self._frames.append(frame)
-        if direction == "sent":
-            for callback in self._on_sent:
-                callback(frame)
-
-    def last_sent_at(self) -> float:
-        """``time.perf_counter()`` of the page's latest message (0 if none)."""
-        with self._lock:
-            sent = [f.t for f in self._frames if f.direction == "sent"]
-        return max(sent, default=0.0)
-
-    def frames(self, since: float = 0.0) -> list[Frame]:
-        with self._lock:
-            return [f for f in self._frames if f.t >= since]
-
-    def requests_after(
-        self, since: float, limit: int = 30, until: float | None = None
-    ) -> list[dict[str, Any]]:
-        """The first ``limit`` messages the page sent after ``since``, each with when (s after
-        ``since``) its reply or its first IOPub child arrived, or None if nothing came, and
-        ``answered_before_until``: whether the reply (or, for messages without one, an IOPub
-        child) arrived before ``until`` (e.g. while a cell still ran)."""
-        frames = self.frames(since)
-        rows = []
-        for sent in [f for f in frames if f.direction == "sent"][:limit]:
-            answers = [
-                f for f in frames if f.direction == "received" and f.parent_msg_id == sent.msg_id
-            ]
-            reply = next((f for f in answers if f.channel == sent.channel), None)
-            first_iopub = next((f for f in answers if f.channel == "iopub"), None)
-            row: dict[str, Any] = {
-                "sent_s": round(sent.t - since, 3),
-                "channel": sent.channel,
-                "msg_type": sent.msg_type,
-                "subshell_id": sent.subshell_id,
-                "reply_s": None if reply is None else round(reply.t - since, 3),
-                "reply_type": None if reply is None else reply.msg_type,
-                "first_iopub_s": None if first_iopub is None else round(first_iopub.t - since, 3),
-                "iopub_types": sorted({f.msg_type for f in answers if f.channel == "iopub"}),
-            }
-            answered = reply or first_iopub
-            if until is not None and not (answered is None and sent.msg_type in NO_ANSWER):
-                row["answered_before_until"] = answered is not None and answered.t < until
-            if sent.msg_type in ("comm_open", "comm_msg"):
-                data = sent.content.get("data") or {}
-                row["detail"] = sent.content.get("target_name") or data.get("method")
-            elif sent.msg_type == "debug_request":
-                row["detail"] = sent.content.get("command")
-            rows.append(row)
-        return rows
-
-
-def format_requests(rows: list[dict[str, Any]]) -> str:
-    """A fixed-width table of :meth:`WebsocketLog.requests_after` rows."""
-
-    def seconds(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    lines = [
-        f"{'sent s':>7} {'channel':8} {'msg_type':26} {'detail':24} {'subshell':9} "
-        f"{'reply s':>8} {'iopub s':>8} {'in time':8} iopub"
-    ]
-    for r in rows:
-        in_time = {True: "yes", False: "no", None: ""}[r.get("answered_before_until")]
-        lines.append(
-            f"{r['sent_s']:7.2f} {r['channel']:8} {r['msg_type']:26} {r.get('detail') or '':24} "
-            f"{(r['subshell_id'] or '-')[:8]:9} {seconds(r['reply_s']):>8} "
-            f"{seconds(r['first_iopub_s']):>8} {in_time:8} {','.join(r['iopub_types'])}"
-        )
-    return "\n".join(lines)
-
-
-def untracked_message_types() -> list[str]:
-    """jupyter_server's default ``untracked_message_types``: a status whose parent is of one of
-    these types does not change the server's ``execution_state``; any other status does."""
-    from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
-
-    return list(MappingKernelManager.class_traits()["untracked_message_types"].default())
-
-
-def tracked_statuses(frames: Iterable[Frame], state: str) -> list[Frame]:
-    """The IOPub ``status: <state>`` messages in ``frames`` that set the server's
-    ``execution_state`` (their parent's msg_type is tracked, or they have no parent)."""
-    untracked = set(untracked_message_types())
-    return [
-        f
-        for f in frames
-        if f.direction == "received"
-        and f.channel == "iopub"
-        and f.msg_type == "status"
-        and f.content.get("execution_state") == state
-        and f.parent_msg_type not in untracked
-    ]
 
 
 def kernelspec_with_args(folder: Path, name: str, base: str, extra_args: Iterable[str]) -> Path:

@@ -4,8 +4,7 @@ A benchmark module (see ``benchmarks/runner.py`` for what the runner asks of one
 its trial and its summary; everything below is the same for all of them, so it lives here once:
 
 * the kernel names (``STOCK`` is stock ipykernel, ``EXT`` is ipykernel_ext) and kernel start
-  through the tests' own helpers (:func:`kernel`; ``tests.helpers`` is importable because the
-  editable install puts the checkout on sys.path, as the tests rely on too);
+  through the harness the tests use too (:func:`kernel`, over :mod:`harness.kernels`);
 * :func:`alternate`, the trial order: kernels take turns trial by trial, so that load from
   elsewhere on the machine hits both alike;
 * :func:`median`, :func:`ratio` and :func:`fmt`, which all treat ``None`` (a lost idle, a
@@ -27,7 +26,7 @@ from typing import Any, TypeVar
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from tests.helpers import EXT_KERNEL, STOCK_KERNEL, running_kernel
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL, running_kernel
 
 STOCK, EXT = STOCK_KERNEL, EXT_KERNEL
 KERNELS = (STOCK, EXT)
@@ -49,7 +48,7 @@ def kernel(
 
     ``curve=False`` asks for plain TCP explicitly ("disabled"), not the manager's default,
     so that a plain-TCP row is plain TCP whatever the environment configures. ``client``
-    makes the client (default ``tests.helpers.new_client``; ``shell_and_control_client`` for
+    makes the client (default :func:`harness.kernels.new_client`; ``shell_and_control_client`` for
     one that leaves IOPub to a raw subscriber); ``kwargs`` go to ``KernelManager``.
     """
     if not curve:

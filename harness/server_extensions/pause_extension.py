@@ -9,9 +9,10 @@ blocked from then on (tornado writes straight to the socket when it can; the bod
 The server keeps the connection until the sleep is over, so a client should read the status
 line and body, not wait for the connection to close.
 
-Loaded by :class:`server_utils.JupyterServer` with ``pause_extension=True``
-(``--ServerApp.jpserver_extensions={"pause_extension": True}``, with tests/ on the server's
-``PYTHONPATH``). Never part of the package: a handler that freezes the server is for tests.
+Loaded by :class:`harness.server.JupyterServer` with ``pause_extension=True``
+(``--ServerApp.jpserver_extensions={"pause_extension": True}``; this folder is on the
+server's ``PYTHONPATH``). Never part of the package: a handler that freezes the server is for
+tests.
 """
 
 from __future__ import annotations

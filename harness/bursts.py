@@ -1,7 +1,9 @@
-"""IOPub bursts shared by the tests that run them (tests/test_iopub.py, tests/test_cluster.py).
+"""IOPub bursts: the cells that make one, how one client collects one, and their settings.
 
-The cells that make a burst (a widget grid, a loop of comm_opens), how one client collects a
-burst, and the stall scenario's settings.
+The cells (a widget grid, a loop of comm_opens), the collection of a burst by a kernel client
+(:func:`run_burst`) or a websocket client whose server is paused mid-burst
+(:func:`run_paused_burst`), and the settings of the stall and pause scenarios, shared by the
+IOPub tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient
 
-from .helpers import execute_and_collect
+from ipykernel_ext.client import run_cell
 
 #: A comm target no client registers: for a client, a comm_open to it is just a message.
 UNKNOWN_TARGET = "ipykernel_ext.tests.nobody"
@@ -65,15 +67,10 @@ class Burst:
 
 def run_burst(kc: BlockingKernelClient, code: str, timeout: float = 120) -> Burst:
     """Execute ``code`` and collect its IOPub until idle, keeping all but the comm_opens."""
-    counts: dict[str, int] = {}
-
-    def keep(msg: dict[str, Any]) -> bool:
-        counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
-        return msg["msg_type"] != "comm_open"
-
     start = time.monotonic()
-    reply, others = execute_and_collect(kc, code, timeout=timeout, keep=keep)
-    return Burst(reply, counts, others, time.monotonic() - start)
+    run = run_cell(kc, code, timeout, keep=lambda m: m["msg_type"] != "comm_open")
+    assert run.reply is not None  # run_cell raises rather than return without it
+    return Burst(run.reply, run.counts, run.messages, time.monotonic() - start)
 
 
 #: The seed's burst: a GridBox of 3000 Buttons (3 comm_open each, 2 for the grid: 9002).
@@ -110,9 +107,9 @@ def run_paused_burst(
     after: int = PAUSE_AFTER_COMM_OPEN,
     timeout: float = 120,
 ) -> PausedBurst:
-    """Run ``code`` on a ``server_utils.KernelWebsocket``; call ``pause()`` (if given) at
-    comm_open number ``after``; collect until the idle (or ``timeout``: a lost idle never
-    comes).
+    """Run ``code`` on a :class:`harness.kernel_websocket.KernelWebsocket`; call ``pause()``
+    (if given) at comm_open number ``after``; collect until the idle (or ``timeout``: a lost
+    idle never comes).
 
     ``pause`` must return at once (``JupyterServer.block_event_loop`` / ``stop_process``
     return a ``ServerPause`` running in a thread), so the client keeps reading meanwhile;

@@ -1,10 +1,10 @@
 """A client process that runs one burst on a kernel and reports what it received, as JSON.
 
 For readers that must live in a process of their own: in a network namespace behind a
-rate-limited link (``ip netns exec NS python tests/burst_reader.py ...``; test_iopub_pause and
-benchmarks/iopub_pause.py). It connects with the connection file's addresses and CurveZMQ
-keys, imports ipywidgets in the kernel, runs the seed's widget grid, collects IOPub up to the
-cell's idle and prints one JSON line::
+rate-limited link (``ip netns exec NS python harness/burst_reader.py ...``; the pause tests
+and benchmarks/iopub_pause.py; :data:`SCRIPT` is its path). It connects with the connection
+file's addresses and CurveZMQ keys, imports ipywidgets in the kernel, runs the seed's widget
+grid, collects IOPub up to the cell's idle and prints one JSON line::
 
     {"counts": {"comm_open": 9002, ...}, "idle": true, "status": "ok", "seconds": 41.2}
 
@@ -17,19 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: This file, for ``[sys.executable, str(SCRIPT), connection_file, ...]``.
+SCRIPT = Path(__file__).resolve()
 
-from jupyter_client import BlockingKernelClient
-
-from tests.bursts import widget_grid_code
-from tests.helpers import execute_and_collect
 
 
 def main(argv: list[str] | None = None) -> int:
+    from jupyter_client import BlockingKernelClient
+
+    from harness.bursts import widget_grid_code
+    from ipykernel_ext.client import CellTimeout, run_cell
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("connection_file")
     parser.add_argument("--buttons", type=int, default=3000)
@@ -50,24 +50,23 @@ def main(argv: list[str] | None = None) -> int:
     kc.start_channels(hb=False)
     try:
         kc.wait_for_ready(timeout=120)
-        execute_and_collect(kc, "import ipywidgets", timeout=120)
-        counts: dict[str, int] = {}
-
-        def keep(msg: dict[str, Any]) -> bool:
-            counts[msg["msg_type"]] = counts.get(msg["msg_type"], 0) + 1
-            return False
-
-        start = time.monotonic()
-        status = None
+        run_cell(kc, "import ipywidgets", timeout=120)
         try:
-            reply, _ = execute_and_collect(
-                kc, widget_grid_code(args.buttons), args.timeout, keep=keep, quiet=args.quiet
+            run = run_cell(
+                kc,
+                widget_grid_code(args.buttons),
+                args.timeout,
+                keep=lambda m: False,
+                quiet=args.quiet,
             )
-            idle, status = True, reply["content"]["status"]
-        except TimeoutError:
-            idle = False
-        seconds = time.monotonic() - start
-        result = {"counts": counts, "idle": idle, "status": status, "seconds": seconds}
+        except CellTimeout as exc:  # reported as a lost idle: the caller judges
+            run = exc.run
+        result = {
+            "counts": run.counts,
+            "idle": run.idle,
+            "status": run.status,
+            "seconds": run.seconds,
+        }
         print(json.dumps(result), flush=True)
     finally:
         kc.stop_channels()
@@ -75,4 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # Run as a file, the script's folder comes first on sys.path: the checkout root in its
+    # place, so that ``harness`` is a package and its modules are not top-level names.
+    sys.path[0] = str(SCRIPT.parents[1])
     sys.exit(main())

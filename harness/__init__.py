@@ -1,0 +1,23 @@
+"""The harness the tests and the benchmarks share: real kernels, servers, browsers and links.
+
+Not part of the package (the wheel ships ``ipykernel_ext`` only) and never imported by it.
+Neither ``harness`` nor ``benchmarks`` imports ``tests`` (tests/package/test_layering.py). The
+checkout root must be on ``sys.path``: pytest puts it there (``pythonpath`` in pyproject.toml),
+and the benchmarks run as ``python -m benchmarks`` from the checkout root. One concern per
+module:
+
+* :mod:`.kernels`: kernels started and shut down, their clients, their IOPub counters;
+* :mod:`.messages`: requests and replies on a client, and waiting on IOPub (barriers);
+* :mod:`.cells`: cells run for their effect, for a value, or held running;
+  running a cell and collecting it up to its idle is :func:`ipykernel_ext.client.run_cell`;
+* :mod:`.widget_control`: ipywidgets' control comm, as its manager drives it;
+* :mod:`.bursts`: the IOPub bursts (cells, collection, settings);
+* :mod:`.raw_subscriber`: a bare ``zmq.SUB`` on a kernel's IOPub;
+* :mod:`.netns`: a network namespace behind a veth pair, and a rate limit on it;
+* :mod:`.burst_reader`: a burst read in a process of its own (a script);
+* :mod:`.server`: a real jupyter_server or JupyterLab in a subprocess, and pauses of it;
+* :mod:`.kernel_websocket`: a websocket client of a kernel through that server (v1 framing);
+* :mod:`.browser`: headless Chromium and what a user does in JupyterLab and Notebook 7;
+* :mod:`.page_websocket`: a page's own kernel websocket, read from outside;
+* :mod:`.server_extensions`: server extensions the server loads for tests and benchmarks.
+"""

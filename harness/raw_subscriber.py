@@ -1,0 +1,131 @@
+"""A bare ``zmq.SUB`` on a kernel's IOPub: a subscriber the tests and benchmarks control.
+
+Unlike jupyter_client's channel it reads only when asked and sizes its queue and buffer, so
+it can be a subscriber that stalls, or one in a process of its own; it counts to a barrier
+(:meth:`RawSubscriber.read_to_barrier`), never to a quiet period, in a test.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.session import Session
+
+from ipykernel_ext.endpoints import apply_curve_client, channel_endpoint, curve_keys
+
+
+class RawSubscriber:
+    """A bare ``zmq.SUB`` on a kernel's IOPub, with the kernel's CurveZMQ keys if it has any.
+
+    ``rcvhwm`` and ``rcvbuf`` (0: the OS default) are set before connect (libzmq sizes a
+    pipe when it is made), so a subscriber that stops reading holds at most that much on its
+    side. The constructor returns once the kernel has the subscription (its
+    ``iopub_welcome`` came). Used by the IOPub tests and ``benchmarks/iopub_stall.py``.
+    """
+
+    def __init__(self, km: KernelManager, rcvhwm: int = 1, rcvbuf: int = 4096) -> None:
+        self.session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme)
+        self.socket = zmq.Context.instance().socket(zmq.SUB)
+        self.socket.linger = 0
+        self.socket.rcvhwm = rcvhwm
+        if rcvbuf:
+            self.socket.rcvbuf = rcvbuf
+        info = km.get_connection_info()
+        apply_curve_client(self.socket, curve_keys(info))
+        self.socket.subscribe(b"")
+        # XPUB passes on only the first subscription to a topic, so b"" from a second client
+        # brings no iopub_welcome; a topic of our own does, and proves both are in place.
+        self.token = os.urandom(8).hex().encode()
+        self.socket.subscribe(self.token)
+        self.socket.connect(channel_endpoint(info, "iopub"))
+        deadline = time.monotonic() + 30
+        while True:
+            msg = self.recv(timeout=max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                raise TimeoutError("no iopub_welcome for a raw subscriber in 30 s")
+            if msg["header"]["msg_type"] == "iopub_welcome":
+                break
+
+    def recv(self, timeout: float) -> dict[str, Any] | None:
+        """One message (content left packed), or None after ``timeout`` seconds."""
+        if not self.socket.poll(int(timeout * 1000)):
+            return None
+        _idents, frames = self.session.feed_identities(self.socket.recv_multipart())
+        return self.session.deserialize(frames, content=False)
+
+    def drain(self, quiet: float = 2) -> int:
+        """Read what this subscriber holds, until nothing comes for ``quiet`` s; how many.
+
+        A quiet period: for benchmarks. A test counts with :meth:`read_to_barrier`.
+        """
+        held = 0
+        while self.recv(timeout=quiet) is not None:
+            held += 1
+        return held
+
+    def read_to_barrier(
+        self, kc: BlockingKernelClient, timeout: float = 120, resend: float = 1.0
+    ) -> list[dict[str, Any]]:
+        """Every message before the ``idle`` of a barrier control ``kernel_info_request``.
+
+        Whatever the kernel handed to its socket before the barrier comes first (one socket,
+        in order), so this is all this subscriber holds or will get of it. A subscriber whose
+        queue is full (a stalled one, one given up) loses the barrier's own messages, so a new
+        barrier is sent whenever nothing came for ``resend`` s: that only paces the barriers,
+        the end is still a barrier's idle. The barriers' busy/idle are left out; their
+        control replies are left for :func:`get_reply` to skip. ``timeout`` is a hang guard.
+        """
+        barriers: set[str] = set()
+
+        def send_barrier() -> None:
+            barrier = kc.session.msg("kernel_info_request", {})
+            barriers.add(barrier["header"]["msg_id"])
+            kc.control_channel.send(barrier)
+
+        send_barrier()
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"no barrier's idle reached the subscriber in {timeout} s "
+                    f"({len(barriers)} barriers sent, {len(seen)} other messages read)"
+                )
+            msg = self.recv(timeout=min(resend, remaining))
+            if msg is None:
+                send_barrier()
+            elif msg["parent_header"].get("msg_id") not in barriers:
+                seen.append(msg)
+            elif msg["header"]["msg_type"] == "status" and b'"idle"' in bytes(msg["content"]):
+                return seen
+
+    def read_until(
+        self, done: Callable[[dict[str, Any]], bool], timeout: float
+    ) -> list[dict[str, Any]]:
+        """Messages up to and including the first for which ``done`` is true.
+
+        Stops early, without such a message, when none comes within what is left of
+        ``timeout`` s: the caller's assertions then say what was missing.
+        """
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while (msg := self.recv(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+            seen.append(msg)
+            if done(msg):
+                break
+        return seen
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+    def __enter__(self) -> RawSubscriber:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

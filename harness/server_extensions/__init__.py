@@ -1,0 +1,10 @@
+"""jupyter_server extensions for tests and benchmarks, loaded by a real server.
+
+The server imports each by its module name (``--ServerApp.jpserver_extensions=
+{"pause_extension": True}``): :class:`harness.server.JupyterServer` puts this folder first on
+the server's ``PYTHONPATH``. The harness imports their constants as
+``harness.server_extensions.<name>``. Never part of the package.
+
+* ``pause_extension``: a request that blocks the server's event loop for N seconds;
+* ``outputs_extension``: ``ipykernel_ext.outputs``' writers driven inside the server.
+"""
