@@ -17,7 +17,7 @@ users meet, each real:
 
 Columns: comm_open lost, idle received, time to idle, and the kernel's RSS growth during the
 burst (psutil, sampled every 50 ms). Kernels alternate row by row; each trial has a fresh
-kernel. Nothing here is a verdict: the tests (tests/test_iopub_pause.py) hold the counts.
+kernel. Nothing here is a verdict: the tests (tests/server/test_iopub_pause.py) hold the counts.
 
     python -m benchmarks iopub_pause                  # every row, 1 trial
     python -m benchmarks iopub_pause --quick          # of the pauses only 4 s block and SIGSTOP
@@ -73,7 +73,7 @@ KERNELS = {STOCK: "stock ipykernel", EXT: "ipykernel_ext"}
 #: replaced only on purpose, with --plot docs/iopub_pause.png.
 PLOT = RESULTS / "iopub_pause.png"
 
-#: As in tests/test_iopub_pause.py: ~170 Button comm_open a second.
+#: As in tests/server/test_iopub_pause.py: ~170 Button comm_open a second.
 LINK_RATE_BIT = 2_400_000
 COSUB_BURST = 20_000
 #: Once the execute_reply is in and any pause is over, this long without a message means the

@@ -1,9 +1,10 @@
 """The harness the tests and the benchmarks share: real kernels, servers, browsers and links.
 
 Not part of the package (the wheel ships ``ipykernel_ext`` only) and never imported by it.
-Neither ``harness`` nor ``benchmarks`` imports ``tests`` (tests/test_layering.py). The checkout
-root must be on ``sys.path``: pytest puts it there (``pythonpath`` in pyproject.toml), and the
-benchmarks run as ``python -m benchmarks`` from the checkout root. One concern per module:
+Neither ``harness`` nor ``benchmarks`` imports ``tests`` (tests/package/test_layering.py). The
+checkout root must be on ``sys.path``: pytest puts it there (``pythonpath`` in pyproject.toml),
+and the benchmarks run as ``python -m benchmarks`` from the checkout root. One concern per
+module:
 
 * :mod:`.kernels`: kernels started and shut down, their clients, their IOPub counters;
 * :mod:`.messages`: requests and replies on a client, and waiting on IOPub (barriers);

@@ -2,7 +2,7 @@
 
 Message names and targets (docs/PROTOCOL.md), a comm's IOPub topic, where each part sits in a
 framed message, how a part is read before the message is verified, and the content of an error
-reply. A leaf: any side may import it (tests/test_layering.py).
+reply. A leaf: any side may import it (tests/package/test_layering.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
 #: The message types whose statuses jupyter_server does not take the kernel's state from: the
 #: default of its ``MappingKernelManager.untracked_message_types`` (``track_message_type``),
 #: which JupyterLab 4 also applies to its status bar. Written here because the kernel must not
-#: import jupyter_server; tests/test_contract.py checks it equals the server's default.
+#: import jupyter_server; tests/package/test_contract.py checks it equals the server's default.
 UNTRACKED_MESSAGE_TYPES = frozenset(
     {
         "comm_info_request",

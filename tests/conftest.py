@@ -1,6 +1,80 @@
-"""pytest configuration shared by every test (the shared parts are modules of this package)."""
+"""What every test shares: the layer markers, and the kernel, server and websocket fixtures.
+
+The folders under ``tests/`` are the layers (CONTRIBUTING.md, "Tests"); each test is marked
+with its folder's layer here, so ``-m kernel`` or ``-m "not browser"`` select by layer. The
+fixtures are the real parts the layers above ``unit`` stand up: a kernel through
+jupyter_client.KernelManager with CurveZMQ required, a jupyter_server subprocess, and a
+websocket client on a fresh kernel of that server. Module-scoped ones are made once per test
+module that asks for them; a module that needs a variant (other options, widgets made first)
+builds on them with its own fixture.
+"""
+
+from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from jupyter_client import BlockingKernelClient, KernelManager
+
+from harness.kernel_websocket import KernelWebsocket
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL, running_kernel
+from harness.server import JupyterServer
 
 # Kernels started by the tests must not pick up a developer's own Jupyter config.
 os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")
+
+_HERE = Path(__file__).resolve().parent
+
+#: Each folder of tests/ and the marker its tests get (declared in pyproject.toml).
+LAYERS = ("unit", "kernel", "client", "shared_channels", "server", "browser", "package",
+          "upstream")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(item.path).resolve().relative_to(_HERE).parts
+        if len(parts) > 1 and parts[0] in LAYERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+KernelPair = tuple[KernelManager, BlockingKernelClient]
+
+
+@pytest.fixture(scope="module")
+def ext_kernel() -> Iterator[KernelPair]:
+    """An ipykernel_ext kernel with default options, CurveZMQ required, one ready client."""
+    with running_kernel(EXT_KERNEL) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def stock_kernel() -> Iterator[KernelPair]:
+    """Stock ipykernel (the ``python3`` kernelspec), CurveZMQ required, one ready client."""
+    with running_kernel(STOCK_KERNEL) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def jupyter_server() -> Iterator[JupyterServer]:
+    """A jupyter_server subprocess with its defaults (token auth, CurveZMQ for its kernels)."""
+    with JupyterServer() as server:
+        yield server
+
+
+@pytest.fixture
+def server_kernel(jupyter_server: JupyterServer) -> Iterator[str]:
+    """A fresh ipykernel_ext kernel started by :func:`jupyter_server`: its id; shut down after."""
+    kernel_id = jupyter_server.start_kernel(EXT_KERNEL)
+    try:
+        yield kernel_id
+    finally:
+        jupyter_server.shutdown_kernel(kernel_id)
+
+
+@pytest.fixture
+def ws(jupyter_server: JupyterServer, server_kernel: str) -> Iterator[KernelWebsocket]:
+    """A ready websocket client on :func:`server_kernel`, through the server's kernel handler."""
+    with jupyter_server.connect(server_kernel) as client:
+        yield client

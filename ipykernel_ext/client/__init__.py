@@ -1,6 +1,6 @@
 """Helpers for clients of an ipykernel_ext kernel: frontends, scripts, servers.
 
-Client side only: nothing here imports the kernel side (tests/test_layering.py).
+Client side only: nothing here imports the kernel side (tests/package/test_layering.py).
 
 * :func:`is_own_echo` (:mod:`.comm_echo`): a client's own ``comm_echo`` from the others';
 * :func:`fetch_widget_states` (:mod:`.widget_state`): every widget model in one round trip;

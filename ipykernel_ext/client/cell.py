@@ -15,7 +15,7 @@ the benchmarks compare kernels under:
   is 1000 behind, the idle among them, so its idle may never come.
 
 ``timeout`` is a hang guard only, never a verdict: :class:`CellTimeout` says what was read.
-Client side only: nothing here imports the kernel side (tests/test_layering.py).
+Client side only: nothing here imports the kernel side (tests/package/test_layering.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Under those, ExtKernel adopts the bound socket when it is made:
 * The swap is done on the IOPub thread (``IOPubThread.schedule``), between two sends, since
   only that thread may use the socket; the kernel waits for it before it goes on.
 * From then on the IOPub thread sends through the adopted socket: ``IOPubThread.socket`` is
-  reassigned (ipykernel reads that attribute at each send; tests/test_contract.py names it).
+  reassigned (ipykernel reads that attribute at each send; tests/package/test_contract.py names it).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ as ``get_state`` followed by ipywidgets' ``_remove_buffers``. A widget whose cla
 ``get_state`` or that carries per-instance trait metadata takes ``get_state`` itself.
 
 Fail-safe. The fast path leans on internals (traitlets' ``_trait_values``, the descriptors,
-``Widget._trait_to_json``; tests/test_contract.py lists them). Any exception it raises for
+``Widget._trait_to_json``; tests/package/test_contract.py lists them). Any exception it raises for
 a widget sends that widget down the slow path: ``widget.get_state()`` and ipywidgets' own
 ``_remove_buffers``, exactly what ipywidgets' ``update_states`` does. So an ipywidgets or
 traitlets upgrade that breaks the fast path costs speed, never a state; only a widget whose
@@ -335,7 +335,8 @@ class _StateReader:
         log.warning(
             "widget_state: the fast read of %s widgets failed (%s: %s); they are read with "
             "get_state() instead: same states, slower. An ipywidgets or traitlets upgrade may "
-            "have changed an internal that tests/test_contract.py lists. Logged once per class.",
+            "have changed an internal that tests/package/test_contract.py lists. Logged once "
+            "per class.",
             name,
             type(exc).__name__,
             exc,

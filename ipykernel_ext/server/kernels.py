@@ -118,7 +118,7 @@ def status_rule(multi_kernel_manager: Any) -> Callable[[Any], bool]:
     if callable(track):
         return track  # type: ignore[no-any-return]
     # A manager without the method: its own configured list if it has one, else
-    # jupyter_server's default (our copy, which tests/test_contract.py checks against it).
+    # jupyter_server's default (our copy, which tests/package/test_contract.py checks against it).
     # Not the trait's ``default_value``: traitlets leaves it Undefined for this List (the
     # default is made per instance), and iterating it raised TypeError.
     configured = getattr(multi_kernel_manager, "untracked_message_types", None)

@@ -2,24 +2,16 @@
 
 No kernel process and no server here: real zmq socket pairs and real Sessions in one
 process, and plain callbacks where a websocket would be. Every test in this directory is
-marked ``unit``, so ``python -m pytest -m unit`` selects the same tests from the top.
+marked ``unit`` (by tests/conftest.py), so ``python -m pytest -m unit`` selects the same tests
+from the top.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-_HERE = Path(__file__).parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in Path(item.path).parents:
-            item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture

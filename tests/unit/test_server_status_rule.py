@@ -5,7 +5,7 @@ it (another class in its place) used to fall back to the ``untracked_message_typ
 ``default_value``, which traitlets leaves Undefined for that List: the fallback raised
 TypeError when the kernel's shared channels were made. Now: the manager's own list if it has
 one, else jupyter_server's default (``protocol.UNTRACKED_MESSAGE_TYPES``, which
-tests/test_contract.py checks against it).
+tests/package/test_contract.py checks against it).
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ from ipykernel_ext.shared_channels import (
     SharedChannels,
 )
 
+from ..fault_injection import FAULT_MARKER, FaultyChannels
+
 KEY = b"unit-test-key"
 UNTRACKED = {"kernel_info_request", "comm_info_request"}
 
@@ -266,21 +268,12 @@ def test_no_status_is_announced_without_a_tracking_rule() -> None:
     run(test)
 
 
-class FaultyChannels(SharedChannels):
-    """Fault injection: reading a message whose content says so raises in the loop."""
-
-    def _dispatch(self, channel: str, raw: list[bytes]) -> None:
-        if any(b"inject-fault" in bytes(frame) for frame in raw):
-            raise RuntimeError("injected fault")
-        super()._dispatch(channel, raw)
-
-
 def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
         clients = [ChannelClient(channels) for _ in range(3)]
         closed: list[SharedChannels] = []
         channels.on_close = closed.append
-        kernel.publish("stream", {"name": "stdout", "text": "inject-fault"}, None)
+        kernel.publish("stream", {"name": "stdout", "text": FAULT_MARKER.decode()}, None)
         await until(lambda: channels.closed)
         assert closed == [channels]
         for ws in clients:

@@ -3,9 +3,9 @@
 The outbox is given a ``write`` (the websocket's, in the relay). Here a ``WriteRecorder``
 gives it one that records the message and returns a future the test completes (as tornado's
 does once the bytes are in the socket), so "the client stopped reading" is simply futures
-that never complete. The relay with real websockets is tests/test_shared_channels.py. Also:
-the IOPub socket's RCVHWM is set before it connects (what lets libzmq drain the kernel
-while the loop is busy).
+that never complete. The relay with real websockets is
+tests/server/test_shared_channels_server.py. Also: the IOPub socket's RCVHWM is set before it
+connects (what lets libzmq drain the kernel while the loop is busy).
 """
 
 from __future__ import annotations

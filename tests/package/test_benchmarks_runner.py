@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 NOT_BENCHMARKS = {"__init__", "__main__", "plot", "runner", "trials"}
 #: Read from the folder, not from the runner, so a new benchmark cannot be left out.

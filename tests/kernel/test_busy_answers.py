@@ -82,10 +82,10 @@ def about(comm_id: str) -> Callable[[dict[str, Any]], bool]:
 
 
 @pytest.fixture(scope="module")
-def ext() -> Iterator[tuple[Any, BlockingKernelClient]]:
-    with running_kernel(EXT_KERNEL) as (km, kc):
-        run(kc, WIDGETS)
-        yield km, kc
+def ext(ext_kernel: tuple[Any, BlockingKernelClient]) -> tuple[Any, BlockingKernelClient]:
+    """The shared kernel with the widgets made."""
+    run(ext_kernel[1], WIDGETS)
+    return ext_kernel
 
 
 @pytest.fixture

@@ -36,8 +36,6 @@ from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_sock
 from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, IOPubSettings
 from ipykernel_ext.kernel.iopub_stats import ADOPTED, BOUND_BY_EXT_APP
 
-pytestmark = pytest.mark.timeout(120)
-
 EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
 STOCK_APP_ARGV = [
     sys.executable,

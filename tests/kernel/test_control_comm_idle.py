@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +80,10 @@ def normalized(got: dict[str, Any]) -> tuple[str, list[Any], list[bytes]]:
 
 
 @pytest.fixture(scope="module")
-def kernel() -> Iterator[tuple[Any, BlockingKernelClient]]:
-    with running_kernel(EXT_KERNEL) as (km, kc):
-        run(kc, WIDGETS)
-        yield km, kc
+def kernel(ext_kernel: tuple[Any, BlockingKernelClient]) -> tuple[Any, BlockingKernelClient]:
+    """The shared kernel with the widgets made."""
+    run(ext_kernel[1], WIDGETS)
+    return ext_kernel
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from harness.server import JupyterServer
 from ipykernel_ext.client import is_own_echo
 
 # Hang guard per test (default 120 s): a jupyter_server, a kernel and bursts through it.
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 EXT_KERNEL = "python3-ext"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
@@ -48,27 +47,6 @@ print(json.dumps(_ids))
 """
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[JupyterServer]:
-    with JupyterServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def kernel_id(server: JupyterServer) -> Iterator[str]:
-    kid = server.start_kernel(EXT_KERNEL)
-    try:
-        yield kid
-    finally:
-        server.shutdown_kernel(kid)
-
-
-@pytest.fixture
-def ws(server: JupyterServer, kernel_id: str) -> Iterator[KernelWebsocket]:
-    with server.connect(kernel_id) as client:
-        yield client
-
-
 def printed_json(client: KernelWebsocket, code: str) -> Any:
     _, iopub = client.run(code)
     return json.loads(stream_text(iopub))
@@ -80,14 +58,14 @@ def model_refs(state: Any) -> set[str]:
 
 
 def test_kernel_runs_with_curve_and_ext_features(
-    server: JupyterServer, kernel_id: str, ws: KernelWebsocket
+    jupyter_server: JupyterServer, server_kernel: str, ws: KernelWebsocket
 ) -> None:
-    info = server.connection_info(kernel_id)
+    info = jupyter_server.connection_info(server_kernel)
     assert info.get("curve_publickey") and info.get("curve_secretkey"), (
         "the server did not provision CurveZMQ keys: --KernelManager.transport_encryption "
         "was not applied"
     )
-    assert server.kernel_model(kernel_id)["name"] == EXT_KERNEL
+    assert jupyter_server.kernel_model(server_kernel)["name"] == EXT_KERNEL
     content = ws.kernel_info["content"]
     for feature in ("comm_echo", "widget_state", "iopub_stats"):
         assert feature in content["supported_features"]
@@ -142,10 +120,10 @@ get_ipython().kernel.comm_manager.register_target("e2e_target", _on_open)
 
 
 def test_comm_echo_reaches_second_websocket_client(
-    server: JupyterServer, kernel_id: str, ws: KernelWebsocket
+    jupyter_server: JupyterServer, server_kernel: str, ws: KernelWebsocket
 ) -> None:
     ws.run(REGISTER_TARGET_CODE)
-    with server.connect(kernel_id) as other:
+    with jupyter_server.connect(server_kernel) as other:
         comm_id = "e2e0comm0" + other.session_id[:8]
         sent = [
             other.send(
@@ -193,7 +171,7 @@ def test_comm_echo_reaches_second_websocket_client(
 
 
 def test_comm_echo_precedes_handler_output(
-    server: JupyterServer, kernel_id: str, ws: KernelWebsocket
+    jupyter_server: JupyterServer, server_kernel: str, ws: KernelWebsocket
 ) -> None:
     """An IntSlider update from one client: the other sees busy, comm_echo, echo_update, idle."""
     model_id = printed_json(
@@ -201,7 +179,7 @@ def test_comm_echo_precedes_handler_output(
         "import ipywidgets, json\nslider = ipywidgets.IntSlider()\n"
         "print(json.dumps(slider.model_id))",
     )
-    with server.connect(kernel_id) as other:
+    with jupyter_server.connect(server_kernel) as other:
         update = other.send(
             "shell",
             "comm_msg",
@@ -240,10 +218,10 @@ print(json.dumps([seven.model_id, press.model_id]))
 
 
 def test_widget_state_request_on_control_through_websocket(
-    server: JupyterServer, kernel_id: str, ws: KernelWebsocket
+    jupyter_server: JupyterServer, server_kernel: str, ws: KernelWebsocket
 ) -> None:
     slider_id, button_id = printed_json(ws, WIDGETS_CODE)
-    with server.connect(kernel_id) as other:
+    with jupyter_server.connect(server_kernel) as other:
         reply = ws.request(
             "control",
             "widget_state_request",
@@ -287,7 +265,7 @@ def test_widget_state_request_on_control_through_websocket(
 
 
 def test_queries_leave_the_server_state_busy(
-    server: JupyterServer, kernel_id: str, ws: KernelWebsocket, tmp_path: Path
+    jupyter_server: JupyterServer, server_kernel: str, ws: KernelWebsocket, tmp_path: Path
 ) -> None:
     """A query answered mid-cell must not make the server report the kernel idle."""
     flag = tmp_path / "go"
@@ -301,7 +279,7 @@ def test_queries_leave_the_server_state_busy(
             ),
             timeout=60,
         )
-        assert server.kernel_model(kernel_id)["execution_state"] == "busy"
+        assert jupyter_server.kernel_model(server_kernel)["execution_state"] == "busy"
         for query in ("widget_state_request", "iopub_stats_request"):
             reply = ws.request("control", query, timeout=60)
             assert reply["content"]["status"] == "ok", reply["content"]
@@ -317,7 +295,7 @@ def test_queries_leave_the_server_state_busy(
             ),
             timeout=60,
         )
-        assert server.kernel_model(kernel_id)["execution_state"] == "busy"
+        assert jupyter_server.kernel_model(server_kernel)["execution_state"] == "busy"
     finally:
         flag.touch()
     reply, _ = ws.collect_execution(msg_id, timeout=60)

@@ -74,7 +74,7 @@ from ipykernel_ext.kernel.iopub_stats import ADOPTED
 
 # Hang guard per test (default 120 s): a jupyter_server, a kernel, and a burst read through
 # a pause or a rate-limited link.
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 #: How long the server-side pauses last: more than today's 2 s send timeout (which is what
 #: loses messages), well under the new 60 s default, and short enough for a test.
@@ -190,6 +190,8 @@ def gp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServe
             psutil.wait_procs(leftovers, timeout=10)
 
 
+# Hang guard: a server whose kernel starts through gateway_provisioners and a burst read
+# slowly to the end.
 @pytest.mark.timeout(420)
 def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
     gp_server: JupyterServer,
@@ -228,6 +230,7 @@ def slow_link() -> Iterator[VethNamespace]:
         yield net
 
 
+# Hang guard: a burst read through a rate-limited link in a network namespace (minutes).
 @pytest.mark.timeout(420)
 def test_a_reader_behind_a_rate_limited_link_gets_the_whole_burst(
     slow_link: VethNamespace,

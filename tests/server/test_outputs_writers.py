@@ -18,11 +18,8 @@ import pytest
 
 from harness.server import JupyterServer
 
-pytestmark = pytest.mark.server
-
 nbformat = pytest.importorskip("nbformat")
 
-HERE = Path(__file__).resolve().parent
 
 
 def notebook(*cell_ids: str) -> Any:
@@ -73,7 +70,6 @@ def server() -> Any:
     )
     with JupyterServer(
         encryption=False,  # no kernel runs here: the messages are the test's
-        env={"PYTHONPATH": str(HERE)},
         extra_args=[*extension_args(True), "--YDocExtension.document_save_delay=0.5"],
     ) as srv:
         yield srv
@@ -84,7 +80,6 @@ def sync_server() -> Any:
     """A server without collaboration, on the synchronous ContentsManager."""
     with JupyterServer(
         encryption=False,
-        env={"PYTHONPATH": str(HERE)},
         extra_args=[
             *extension_args(False),
             "--ServerApp.contents_manager_class="

@@ -42,9 +42,7 @@ from pathlib import Path
 import ipykernel
 import pytest
 
-pytestmark = pytest.mark.upstream
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VERSION = ipykernel.__version__
 CACHE = ROOT / "build" / "upstream" / f"ipykernel-{VERSION}"
 

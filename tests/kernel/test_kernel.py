@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.kernels import EXT_KERNEL, STOCK_KERNEL, running_kernel
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL
 from harness.messages import control_request, get_reply, iopub_until_barrier
 from ipykernel_ext.client import run_cell
 
@@ -22,21 +22,9 @@ from ipykernel_ext.client import run_cell
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(scope="module")
-def ext() -> Any:
-    with running_kernel(EXT_KERNEL) as (km, kc):
-        yield km, kc
-
-
-@pytest.fixture(scope="module")
-def stock() -> Any:
-    with running_kernel(STOCK_KERNEL) as (km, kc):
-        yield km, kc
-
-
-def test_kernel_info_adds_features_and_keeps_the_rest(ext: Any, stock: Any) -> None:
-    ours = ext[1].kernel_info(reply=True, timeout=30)["content"]
-    theirs = stock[1].kernel_info(reply=True, timeout=30)["content"]
+def test_kernel_info_adds_features_and_keeps_the_rest(ext_kernel: Any, stock_kernel: Any) -> None:
+    ours = ext_kernel[1].kernel_info(reply=True, timeout=30)["content"]
+    theirs = stock_kernel[1].kernel_info(reply=True, timeout=30)["content"]
     extra = set(ours.pop("supported_features")) - set(theirs["supported_features"])
     assert extra == {"comm_echo", "widget_state", "iopub_stats"}
     theirs.pop("supported_features")
@@ -46,18 +34,18 @@ def test_kernel_info_adds_features_and_keeps_the_rest(ext: Any, stock: Any) -> N
     assert ours == theirs
 
 
-def test_execute_publishes_what_stock_publishes(ext: Any, stock: Any) -> None:
+def test_execute_publishes_what_stock_publishes(ext_kernel: Any, stock_kernel: Any) -> None:
     code = "print('out'); from IPython.display import display; display({'a': 1}, raw=True); 7"
 
     def shape(kc: Any) -> list[tuple[str, Any]]:
         messages = run_cell(kc, code).messages
         return [(m["msg_type"], sorted(m["content"])) for m in messages]
 
-    assert shape(ext[1]) == shape(stock[1])
+    assert shape(ext_kernel[1]) == shape(stock_kernel[1])
 
 
-def test_iopub_stats_reply_fields(ext: Any) -> None:
-    stats = control_request(ext[1], "iopub_stats_request")
+def test_iopub_stats_reply_fields(ext_kernel: Any) -> None:
+    stats = control_request(ext_kernel[1], "iopub_stats_request")
     assert stats["msg_type"] == "iopub_stats_reply"
     content = stats["content"]
     assert content["status"] == "ok"
@@ -65,9 +53,9 @@ def test_iopub_stats_reply_fields(ext: Any) -> None:
         content
     )
     before = content["sent"]
-    run_cell(ext[1], "print('x')")
+    run_cell(ext_kernel[1], "print('x')")
     # busy, execute_input, stream, idle at least
-    assert control_request(ext[1], "iopub_stats_request")["content"]["sent"] >= before + 4
+    assert control_request(ext_kernel[1], "iopub_stats_request")["content"]["sent"] >= before + 4
 
 
 @pytest.mark.parametrize(
@@ -77,20 +65,22 @@ def test_iopub_stats_reply_fields(ext: Any) -> None:
         ("widget_state_request", {"model_ids": "not-a-list"}),
     ],
 )
-def test_bad_query_gets_error_reply(ext: Any, msg_type: str, content: dict[str, Any]) -> None:
-    reply = control_request(ext[1], msg_type, content)
+def test_bad_query_gets_error_reply(
+    ext_kernel: Any, msg_type: str, content: dict[str, Any]
+) -> None:
+    reply = control_request(ext_kernel[1], msg_type, content)
     assert reply["msg_type"] == msg_type.replace("_request", "_reply")
     assert reply["content"]["status"] == "error"
     assert reply["content"]["ename"]
     assert reply["content"]["evalue"]
     # and the kernel still answers
-    assert control_request(ext[1], "iopub_stats_request")["content"]["status"] == "ok"
+    assert control_request(ext_kernel[1], "iopub_stats_request")["content"]["status"] == "ok"
 
 
 @pytest.mark.parametrize("msg_type", ["iopub_stats_request", "widget_state_request"])
-def test_queries_publish_no_status(ext: Any, msg_type: str) -> None:
+def test_queries_publish_no_status(ext_kernel: Any, msg_type: str) -> None:
     """A query must not publish busy/idle (jupyter_server would think the kernel idle)."""
-    kc = ext[1]
+    kc = ext_kernel[1]
     iopub_until_barrier(kc)
     request = control_request(kc, msg_type)
     assert request["content"]["status"] == "ok"
@@ -102,9 +92,9 @@ def test_queries_publish_no_status(ext: Any, msg_type: str) -> None:
     assert about_it == []
 
 
-def test_other_control_messages_keep_stock_status(ext: Any) -> None:
+def test_other_control_messages_keep_stock_status(ext_kernel: Any) -> None:
     """usage_request is stock ipykernel's: busy/idle stay as they were."""
-    kc = ext[1]
+    kc = ext_kernel[1]
     iopub_until_barrier(kc)
     reply = control_request(kc, "usage_request")
     parent_id = reply["parent_header"]["msg_id"]
@@ -116,10 +106,10 @@ def test_other_control_messages_keep_stock_status(ext: Any) -> None:
     assert states == ["busy", "idle"]
 
 
-def test_query_answered_while_a_cell_runs(ext: Any, tmp_path: Path) -> None:
+def test_query_answered_while_a_cell_runs(ext_kernel: Any, tmp_path: Path) -> None:
     """The cell says it started, then waits for a file the test writes only after the
     query's reply: a reply before that can only have come mid-cell."""
-    kc = ext[1]
+    kc = ext_kernel[1]
     flag = tmp_path / "go"
     msg_id = kc.execute(
         "import os, time\nprint('cell-started', flush=True)\n"
@@ -140,11 +130,11 @@ def test_query_answered_while_a_cell_runs(ext: Any, tmp_path: Path) -> None:
         get_reply(kc, msg_id)
 
 
-def test_unsigned_query_is_ignored(ext: Any) -> None:
+def test_unsigned_query_is_ignored(ext_kernel: Any) -> None:
     """A query with a bad signature gets no reply, and the kernel goes on."""
     from jupyter_client.session import Session
 
-    kc = ext[1]
+    kc = ext_kernel[1]
     forged = Session(key=b"not-the-kernel-key")
     msg = forged.msg("iopub_stats_request", {})
     forged.send(kc.control_channel.socket, msg)

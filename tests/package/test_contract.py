@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 ImportModule = Callable[[str], types.ModuleType]
 
@@ -486,11 +486,12 @@ CONTRACT: list[Row] = [
         "runs the adoption on the IOPub thread"),
     Row("ipykernel.iostream:IOPubThread.__init__",
         [Source((r"self\.io_loop\s*=", r"self\.thread\s*=\s*threading\.Thread\("))],
-        ("tests/test_launchers.py",), "the tests stop the thread's loop, then join the thread"),
+        ("tests/kernel/test_launchers.py",),
+        "the tests stop the thread's loop, then join the thread"),
     Row("ipykernel.iostream:IOPubThread._thread_main",
         [Source((r"if not self\._stopped:\s*self\.io_loop\.run_sync\(_cancel\)",
                  r"self\.io_loop\.close\(all_fds=True\)"))],
-        ("tests/test_launchers.py",),
+        ("tests/kernel/test_launchers.py",),
         "a loop stopped before stop() runs the gc task's cancel on the loop (no pending task)"),
     Row("ipykernel.kernelspec:make_ipkernel_cmd",
         [Accepts(("mod", "executable", "extra_arguments", "python_arguments"))],
@@ -499,7 +500,8 @@ CONTRACT: list[Row] = [
         ("ipykernel_ext/install.py",), "stock's kernelspec with our argv and name"),
     # ipywidgets ----------------------------------------------------------------------------
     Row(f"{WIDGET}:_instances", [Value(dict)],
-        (WIDGET_STATE_PY, RECONCILE_PY, "tests/test_widget_state.py", "benchmarks/widget_fetch.py"),
+        (WIDGET_STATE_PY, RECONCILE_PY, "tests/kernel/test_widget_state.py",
+         "benchmarks/widget_fetch.py"),
         "the registry of live widgets, model id to widget, copied on the control thread"),
     Row(f"{WIDGET}:_remove_buffers",
         [Function(("state",)), Probe("splits buffers as the fast path does",

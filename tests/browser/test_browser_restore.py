@@ -60,7 +60,7 @@ from harness.page_websocket import Frame, WebsocketLog, format_requests, tracked
 from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a JupyterLab server, Chromium and a widget restore.
-pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
 
 BASE_KERNEL = os.environ.get("IPYKERNEL_EXT_RESTORE_KERNEL", "python3-ext")
 KERNEL_ARGS = shlex.split(os.environ.get("IPYKERNEL_EXT_RESTORE_KERNEL_ARGS", ""))

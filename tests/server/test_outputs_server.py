@@ -22,7 +22,6 @@ import importlib.util
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,11 +29,12 @@ import pytest
 from harness.kernel_websocket import KernelWebsocket
 from harness.server import JupyterServer
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
+# Hang guard per test (default 120 s): a jupyter_server, kernels, cells whose tab went away
+# and the notebook file read back.
+pytestmark = pytest.mark.timeout(400)
 
 nbformat = pytest.importorskip("nbformat")
 
-HERE = Path(__file__).resolve().parent
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
 CELL_ID = "cell-a"
 N = 8  # lines the cell prints
@@ -73,13 +73,12 @@ def until(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
 
 
 def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> JupyterServer:
-    """A server with the connection class; tests/outputs_buffer_extension.py always (the
-    offline buffer's counts), collaboration and tests/outputs_room_extension.py if asked."""
+    """A server with the connection class and outputs_buffer_extension (the offline buffer's
+    counts); collaboration and outputs_room_extension if asked (harness/server_extensions/)."""
     args = [
         f"--ServerApp.kernel_websocket_connection_class={CLASS}",
         f"--SharedChannelsConnection.keep_outputs_grace={grace}",
     ]
-    env = {"PYTHONPATH": str(HERE)}
     if collab:
         args += [
             '--ServerApp.jpserver_extensions={"outputs_room_extension": True, '
@@ -91,7 +90,7 @@ def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> Jup
             '--ServerApp.jpserver_extensions={"outputs_buffer_extension": True, '
             '"jupyter_server_ydoc": False}'
         )
-    return JupyterServer(extra_args=[*args, *extra], env=env, stop_timeout=20).start()
+    return JupyterServer(extra_args=[*args, *extra], stop_timeout=20).start()
 
 
 @pytest.fixture(scope="module")
@@ -284,7 +283,7 @@ def test_same_session_back_within_the_grace_gets_every_output_once() -> None:
 
 
 def buffer_probe(server: JupyterServer, nb: Notebook, msg_id: str) -> dict[str, Any]:
-    """tests/outputs_buffer_extension.py's counts for the kernel's offline buffer and owner."""
+    """The kernel's offline buffer and owner, as outputs_buffer_extension counts them."""
     return server.api("GET", f"outputs-buffer?kernel_id={nb.kernel_id}&msg_id={msg_id}")
 
 

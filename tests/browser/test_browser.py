@@ -26,7 +26,7 @@ from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a JupyterLab/Notebook/Voila server, Chromium, and the
 # Voila render of 1000 Buttons (300 s on its own under load).
-pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
 
 N_BUTTONS = 1000
 CELL_CODE = f"""\

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = "ipykernel_ext"
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / PACKAGE
 
 SIDES = {"kernel", "shared_channels", "client", "server", "outputs"}
 TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install", "demo"}
@@ -161,9 +161,9 @@ def test_every_module_is_in_a_group() -> None:
         if (side_of(m) not in SIDES and m not in TOP_MODULES)
         or (m.startswith("kernel.") and m not in KERNEL_WIRING | KERNEL_FEATURES)
     )
-    assert not unknown, f"put {unknown} in a group of tests/test_layering.py"
+    assert not unknown, f"put {unknown} in a group of tests/package/test_layering.py"
     gone = sorted((KERNEL_WIRING | KERNEL_FEATURES | TOP_MODULES) - set(modules()))
-    assert not gone, f"{gone} no longer exist: drop them from tests/test_layering.py"
+    assert not gone, f"{gone} no longer exist: drop them from tests/package/test_layering.py"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in modules() if side_of(m) == "kernel"))

@@ -59,6 +59,8 @@ def assert_told_once(
     assert after["notices"] - before["notices"] == 1, (before, after)
 
 
+# Hang guard: a kernel, a burst against a subscriber that never reads, the send timeout
+# running out, then the notice.
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("notice", [True, False], ids=["notice", "no-notice"])
 def test_a_give_up_after_the_cell_ended_tells_that_cell(notice: bool) -> None:
@@ -89,6 +91,7 @@ def test_a_give_up_after_the_cell_ended_tells_that_cell(notice: bool) -> None:
         assert after["notices"] == before["notices"]
 
 
+# Hang guard: a kernel, a cell that outlives the give-up, then the notice.
 @pytest.mark.timeout(240)
 def test_a_give_up_during_the_cell_tells_that_cell(tmp_path: Path) -> None:
     release = tmp_path / "release"

@@ -67,6 +67,7 @@ def client() -> Iterator[RouterClient]:
 # --- three kernels, one ROUTER per channel ---------------------------------------------------
 
 
+# Hang guard: the module's three kernels start here (flagged), then requests to each.
 @pytest.mark.timeout(180)
 def test_shell_and_control_reach_each_kernel_by_endpoint(
     flagged: list[KernelManager], client: RouterClient
@@ -109,7 +110,6 @@ def test_shell_and_control_reach_each_kernel_by_endpoint(
     )
 
 
-@pytest.mark.timeout(120)
 def test_connect_ip_keeps_the_connection_file_identity(flagged: list[KernelManager]) -> None:
     """A kernel bound to 0.0.0.0, reached at another address: still addressed as 0.0.0.0."""
     with RouterClient(connect_timeout=60) as client:
@@ -119,7 +119,6 @@ def test_connect_ip_keeps_the_connection_file_identity(flagged: list[KernelManag
         assert usage["content"]["pid"] == flagged[2].provisioner.pid
 
 
-@pytest.mark.timeout(120)
 def test_send_then_recv_files_replies_by_kernel(
     flagged: list[KernelManager], client: RouterClient
 ) -> None:
@@ -139,7 +138,6 @@ def test_send_then_recv_files_replies_by_kernel(
         assert barrier.pop(msg["parent_header"]["msg_id"]) == kernel_id
 
 
-@pytest.mark.timeout(120)
 def test_stock_clients_still_work_with_the_flag(flagged: list[KernelManager]) -> None:
     kc = new_client(flagged[0])
     try:
@@ -151,7 +149,6 @@ def test_stock_clients_still_work_with_the_flag(flagged: list[KernelManager]) ->
         kc.stop_channels()
 
 
-@pytest.mark.timeout(120)
 def test_adding_removing_and_misuse(flagged: list[KernelManager], client: RouterClient) -> None:
     kernel_id = client.add_kernel(flagged[0].connection_file)
     with pytest.raises(ValueError, match="already"):
@@ -173,7 +170,6 @@ def test_adding_removing_and_misuse(flagged: list[KernelManager], client: Router
 # --- CurveZMQ and the stock behaviour ---------------------------------------------------------
 
 
-@pytest.mark.timeout(120)
 def test_curve_still_guards_the_endpoint_sockets(flagged: list[KernelManager]) -> None:
     info = flagged[0].get_connection_info()
     del info["curve_publickey"], info["curve_secretkey"]
@@ -185,7 +181,6 @@ def test_curve_still_guards_the_endpoint_sockets(flagged: list[KernelManager]) -
     assert caught.value.errno == zmq.EHOSTUNREACH
 
 
-@pytest.mark.timeout(120)
 def test_without_the_flag_the_identity_is_not_the_endpoint() -> None:
     km = start_kernel()
     try:
@@ -218,6 +213,7 @@ def _unstarted_kernel(extra_arguments: list[str] | None = None) -> KernelManager
     return km
 
 
+# Hang guard: a kernel started late, then restarted, with the client waiting across both.
 @pytest.mark.timeout(180)
 def test_client_waits_for_a_kernel_that_starts_later_and_survives_its_restart() -> None:
     km = _unstarted_kernel()
@@ -254,6 +250,7 @@ def test_client_waits_for_a_kernel_that_starts_later_and_survives_its_restart() 
         km.cleanup_connection_file()
 
 
+# Hang guard, tighter than the default: the client's own timeout must end this test first.
 @pytest.mark.timeout(60)
 def test_a_kernel_that_never_appears_is_a_clear_timeout() -> None:
     km = _unstarted_kernel()
@@ -273,7 +270,6 @@ def test_a_kernel_that_never_appears_is_a_clear_timeout() -> None:
 # --- other transports and ports the kernel picks ---------------------------------------------
 
 
-@pytest.mark.timeout(120)
 def test_ipc_and_plain_kernels_share_the_sockets_with_curve_ones(
     flagged: list[KernelManager], client: RouterClient, tmp_path: Path
 ) -> None:
@@ -297,7 +293,6 @@ def test_ipc_and_plain_kernels_share_the_sockets_with_curve_ones(
         ipc.shutdown_kernel(now=True)
 
 
-@pytest.mark.timeout(120)
 @pytest.mark.parametrize("transport", ["tcp", "ipc"])
 def test_ports_the_kernel_picks_itself(transport: str, tmp_path: Path) -> None:
     """No ports in the connection file: the kernel picks them, then binds with the identity."""
@@ -329,6 +324,7 @@ def test_ports_the_kernel_picks_itself(transport: str, tmp_path: Path) -> None:
 # --- configuration --------------------------------------------------------------------------
 
 
+# Hang guard: a kernel process that must exit at start-up (one that starts hangs).
 @pytest.mark.timeout(90)
 def test_a_bad_value_fails_at_start_up_naming_the_option(tmp_path: Path) -> None:
     cf = tmp_path / "kernel.json"

@@ -55,7 +55,9 @@ from harness.browser_outputs import (
 from harness.outputs_cells import HANG, counting_cell, rich_cell, widget_cell
 from harness.server import JupyterServer
 
-pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(400)]
+# Hang guard per test (default 120 s): a JupyterLab server with jupyter-collaboration,
+# Chromium, and a tab closed and reopened around a running cell.
+pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
 
 CONNECTION_CLASS = "ipykernel_ext.server.SharedChannelsConnection"
 SERVER_ARGS = (

@@ -79,7 +79,7 @@ try:
     from gateway_provisioners.response_manager import ResponseManager
 except ImportError as exc:  # fail, never skip: CI installs it
     raise ImportError(
-        "tests/test_cluster.py needs gateway_provisioners: pip install -e '.[test]'"
+        "tests/kernel/test_cluster.py needs gateway_provisioners: pip install -e '.[test]'"
     ) from exc
 
 # Hang guard per test (default 120 s): kernels started through a provisioner, an SSH hop

@@ -110,11 +110,11 @@ def assert_same_states(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def ext() -> Any:
-    with running_kernel(EXT_KERNEL) as (km, kc):
-        run(kc, BUTTONS)
-        iopub_until_barrier(kc)
-        yield km, kc
+def ext(ext_kernel: Any) -> Any:
+    """The shared kernel with the Buttons made and their IOPub read."""
+    run(ext_kernel[1], BUTTONS)
+    iopub_until_barrier(ext_kernel[1])
+    return ext_kernel
 
 
 # --- what the reply holds ------------------------------------------------------------------
@@ -368,6 +368,7 @@ def test_timeout_raises() -> None:
             fetch_widget_states(kc, timeout=1)
 
 
+# Hang guard: 50 widget_state requests while a cell makes and closes widgets.
 @pytest.mark.timeout(240)
 def test_50_requests_while_widgets_come_and_go(tmp_path: Path) -> None:
     # The cell says when its first round is done, so the requests meet widgets coming and

@@ -1,0 +1,1 @@
+"""Jupyter pages in headless Chromium against a real server. Marker ``browser``."""

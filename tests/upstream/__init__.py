@@ -1,0 +1,1 @@
+"""ipykernel's own test suite against the drop-in. Marker ``upstream``."""
