@@ -14,13 +14,13 @@ real JupyterLab, jupyter-collaboration on for both sides:
       build/nbmodel-venv/bin/pip install jupyter-server-nbmodel==0.2.9 jupyter-collaboration \\
           jupyterlab ipykernel ipywidgets playwright
 
-The cases (``CASES``) are tests/browser/test_browser_outputs.py's (a)-(g) with its cells,
-which stop at *holds* (harness/outputs_cells.py), plus (s): (b) without collaboration,
-reopened once the cell ended. Per case a fresh server and notebook; the page runs all cells
-(a user's Run All); the tab leaves at hold 1; at hold 2, the tab back, the page is read
-("mid"), then once the cell ended and the server says idle ("end"), then the page saves and
-the file is read. Verdicts on content only: "whole" is every output so far exactly once, in order, ``[*]`` mid-cell;
-every output (drawn as the running tab draws it) and a count after; the same in the file.
+The cases (``CASES``) are tests/browser/test_browser_outputs.py's (a)-(g) with its cells, which
+stop at *holds* (harness/outputs_cells.py), plus (s): (b) without collaboration, reopened once
+the cell ended. Per case a fresh server and notebook; the page runs all cells (a user's Run
+All); the tab leaves at hold 1; at hold 2, the tab back, the page is read ("mid"), then once
+the cell ended and the server says idle ("end"), then the page saves and the file is read.
+Verdicts on content only: "whole" is every output so far exactly once, in order, ``[*]`` mid-
+cell; every output (drawn as the running tab draws it) and a count after; the same in the file.
 Each read waits for that up to ``--settle`` s (a window for what never comes, not a bar).
 
     python -m benchmarks outputs_nbmodel              # every case, both sides
