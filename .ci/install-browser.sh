@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the browser tests (tests/test_browser.py, tests/test_browser_restore.py) and
+# Installs what the browser tests (tests/browser/) and
 # benchmarks/browser_restore.py need: Debian's chromium (apt) and the Python packages that
 # serve and drive the pages (the "browser" extra: jupyterlab, notebook, voila, playwright).
 #
