@@ -32,14 +32,14 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.trials import RESULTS, fmt, median, print_table
+from benchmarks.burst import GridTrial, grid_counts, losses, run_grid
+from benchmarks.trials import RESULTS, fmt, print_table
 from harness.kernels import iopub_stats, new_client, start_kernel
 
 TRIALS, QUICK_TRIALS = 3, 1
@@ -86,10 +86,6 @@ def worker(args: argparse.Namespace) -> None:
     import psutil
     from jupyter_client.kernelspec import KernelSpecManager
 
-    # The seed's burst, collected until idle, or until quiet if the idle is lost.
-    from harness.bursts import widget_grid_code
-    from ipykernel_ext.client import run_cell
-
     ksm = KernelSpecManager(kernel_dirs=[args.kernels])
     for trial in range(args.trials):
         for name in args.only:
@@ -98,14 +94,7 @@ def worker(args: argparse.Namespace) -> None:
             kc = None
             try:
                 kc = new_client(km)
-                run_cell(kc, "import ipywidgets", timeout=120)
-                result = run_cell(
-                    kc,
-                    widget_grid_code(args.buttons),
-                    args.timeout,
-                    keep=lambda m: False,
-                    quiet=5.0,
-                )
+                result = run_grid(kc, args.buttons, args.timeout)
                 # Stock ipykernel does not answer iopub_stats_request (unknown to it).
                 stats = iopub_stats(kc) if KERNELS[name][0] else {}
             finally:
@@ -122,11 +111,8 @@ def worker(args: argparse.Namespace) -> None:
                         "setting": args.setting,
                         "kernel": name,
                         "trial": trial,
-                        "expected": 3 * args.buttons + 2,
-                        "comm_open": result.counts.get("comm_open", 0),
-                        "display_data": result.counts.get("display_data", 0),
-                        "idle": result.idle,
-                        "seconds": result.seconds,
+                        "buttons": args.buttons,
+                        **grid_counts(result),
                         "timeouts": stats.get("timeouts"),
                         "socket": stats.get("socket"),
                         "send_timeout_ms": stats.get("send_timeout_ms"),
@@ -140,28 +126,13 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["setting"], row["kernel"]), []).append(row)
-    out = []
-    for (setting, kernel), trials in groups.items():
-        lost = [t["expected"] - t["comm_open"] for t in trials]
-        out.append(
-            {
-                "GP_SOCKET_TIMEOUT": setting,
-                "kernel": kernel,
-                "trials": len(trials),
-                "trials_with_loss": sum(
-                    1
-                    for t, n in zip(trials, lost, strict=True)
-                    if n or not t["idle"] or not t["display_data"]
-                ),
-                "mean_comm_open_lost": statistics.mean(lost),
-                "expected": trials[0]["expected"],
-                "display_lost": sum(not t["display_data"] for t in trials),
-                "idle_lost": sum(not t["idle"] for t in trials),
-                "median_s_to_idle": median(t["seconds"] for t in trials),
-                "stall_timeouts": [t["timeouts"] for t in trials],
-            }
-        )
-    return out
+    fields = ("kernel", "buttons", "comm_open", "display_data", "idle", "seconds_to_idle")
+    return [
+        {"GP_SOCKET_TIMEOUT": setting, "kernel": kernel}
+        | losses([GridTrial(**{f: t[f] for f in fields}) for t in trials])
+        | {"stall_timeouts": [t["timeouts"] for t in trials]}
+        for (setting, kernel), trials in groups.items()
+    ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -223,11 +194,11 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
             [
                 r["GP_SOCKET_TIMEOUT"],
                 r["kernel"],
-                f"{r['trials_with_loss']}/{r['trials']}",
-                f"{r['mean_comm_open_lost']:.1f}/{r['expected']}",
+                f"{r['lossy_trials']}/{r['trials']}",
+                f"{r['mean_lost']:.1f}/{r['expected']}",
                 r["display_lost"],
                 r["idle_lost"],
-                fmt(r["median_s_to_idle"]),
+                fmt(r["median_s"]),
                 r["stall_timeouts"],
             ]
             for r in summary
