@@ -20,11 +20,10 @@ that machine noise hits both alike.
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from benchmarks.burst import GridTrial, losses
+from benchmarks.burst import GridTrial, collect_ws, losses, ws_grid_counts
 from benchmarks.trials import EXT, STOCK, alternate, print_table, ratio
 from harness.bursts import widget_grid_code
 from harness.server import JupyterServer
@@ -43,37 +42,12 @@ def run_trial(server: JupyterServer, kernel: str, n: int, timeout: float) -> Tri
     try:
         with server.connect(kernel_id) as ws:
             ws.run("import ipywidgets")  # import cost is not what we measure
-            start = time.perf_counter()
-            msg_id = ws.execute(widget_grid_code(n))
-            try:
-                _, iopub = ws.collect_execution(msg_id, timeout=timeout)
-                # The idle's frame was read at iopub[-1]["received"] (the reader thread's
-                # clock), so the time the test spends sorting messages is not counted.
-                idle, elapsed = True, iopub[-1]["received"] - start
-            except TimeoutError as exc:
-                iopub = getattr(exc, "messages", [])
-                idle = any(
-                    m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
-                    for m in iopub
-                )
-                elapsed = None
+            # Seconds to the idle's frame as the reader thread read it, so the time spent
+            # sorting messages is not counted; a lost idle ends after QUIET_S.
+            burst = collect_ws(ws, widget_grid_code(n), timeout)
     finally:
         server.shutdown_kernel(kernel_id)
-    types = [m["msg_type"] for m in iopub]
-    stderr = "".join(
-        m["content"]["text"]
-        for m in iopub
-        if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"
-    )
-    return Trial(
-        kernel=kernel,
-        buttons=n,
-        comm_open=types.count("comm_open"),
-        display_data=types.count("display_data"),
-        idle=idle,
-        seconds_to_idle=elapsed,
-        rate_limited=RATE_LIMIT_TEXT in stderr,
-    )
+    return Trial(kernel, n, **ws_grid_counts(burst), rate_limited=RATE_LIMIT_TEXT in burst.stderr)
 
 
 def summarize(trials: list[Trial], kernels: list[str], sizes: list[int]) -> None:
