@@ -40,34 +40,29 @@ from typing import Any
 
 from benchmarks.burst import GridTrial, grid_counts, losses, run_grid
 from benchmarks.trials import RESULTS, fmt, print_table
-from harness.kernels import iopub_stats, new_client, start_kernel
+from harness.kernels import (
+    EXT_KERNEL_CLASS,
+    install_ssh_spec,
+    iopub_stats,
+    new_client,
+    start_kernel,
+)
 
 TRIALS, QUICK_TRIALS = 3, 1
 RESULTS_FILE = RESULTS / "cluster_burst.json"
-EXT_CLASS = "ipykernel_ext.kernel.ExtKernel"
 #: name -> (kernel class, ExtKernel.iopub_send_timeout in ms or None for the default)
 KERNELS: dict[str, tuple[str | None, int | None]] = {
     "stock": (None, None),
-    "ipykernel_ext": (EXT_CLASS, None),
+    "ipykernel_ext": (EXT_KERNEL_CLASS, None),
     # A send timeout long enough for a reader slowed down by the provisioner (docs/CLUSTER.md).
-    "ipykernel_ext_10s": (EXT_CLASS, 10_000),
+    "ipykernel_ext_10s": (EXT_KERNEL_CLASS, 10_000),
 }
 
 
 def make_kernelspecs(prefix: Path) -> Path:
     """One DistributedProvisioner kernelspec per kernel row, made by the real CLI."""
-    kernels = prefix / "share" / "jupyter" / "kernels"
     for name, (kernel_class, send_timeout) in KERNELS.items():
-        args = [f"--prefix={prefix}", f"--kernel-name=ssh_{name}"]
-        if kernel_class:
-            args.append(f"--ipykernel-subclass-name={kernel_class}")
-        subprocess.run(
-            [sys.executable, "-m", "gateway_provisioners.cli.ssh_specapp", "install", *args],
-            check=True,
-            capture_output=True,
-        )
-        spec_file = kernels / f"ssh_{name}" / "kernel.json"
-        spec = json.loads(spec_file.read_text())
+        spec_file, spec = install_ssh_spec(prefix, f"ssh_{name}", kernel_class=kernel_class)
         spec["argv"][0] = sys.executable  # `python` on a host's PATH; here this environment's
         if send_timeout is not None:
             # As on a cluster host: an IPython profile the launcher's IPKernelApp reads.
@@ -78,7 +73,7 @@ def make_kernelspecs(prefix: Path) -> Path:
             )
             spec["env"] = {"IPYTHONDIR": str(profile.parent)}
         spec_file.write_text(json.dumps(spec, indent=1))
-    return kernels
+    return spec_file.parents[1]
 
 
 def worker(args: argparse.Namespace) -> None:
