@@ -32,42 +32,37 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.trials import RESULTS, fmt, median, print_table
-from harness.kernels import iopub_stats, new_client, start_kernel
+from benchmarks.burst import GridTrial, grid_counts, losses, run_grid
+from benchmarks.trials import RESULTS, fmt, print_table
+from harness.kernels import (
+    EXT_KERNEL_CLASS,
+    install_ssh_spec,
+    iopub_stats,
+    new_client,
+    start_kernel,
+)
 
 TRIALS, QUICK_TRIALS = 3, 1
 RESULTS_FILE = RESULTS / "cluster_burst.json"
-EXT_CLASS = "ipykernel_ext.kernel.ExtKernel"
 #: name -> (kernel class, ExtKernel.iopub_send_timeout in ms or None for the default)
 KERNELS: dict[str, tuple[str | None, int | None]] = {
     "stock": (None, None),
-    "ipykernel_ext": (EXT_CLASS, None),
+    "ipykernel_ext": (EXT_KERNEL_CLASS, None),
     # A send timeout long enough for a reader slowed down by the provisioner (docs/CLUSTER.md).
-    "ipykernel_ext_10s": (EXT_CLASS, 10_000),
+    "ipykernel_ext_10s": (EXT_KERNEL_CLASS, 10_000),
 }
 
 
 def make_kernelspecs(prefix: Path) -> Path:
     """One DistributedProvisioner kernelspec per kernel row, made by the real CLI."""
-    kernels = prefix / "share" / "jupyter" / "kernels"
     for name, (kernel_class, send_timeout) in KERNELS.items():
-        args = [f"--prefix={prefix}", f"--kernel-name=ssh_{name}"]
-        if kernel_class:
-            args.append(f"--ipykernel-subclass-name={kernel_class}")
-        subprocess.run(
-            [sys.executable, "-m", "gateway_provisioners.cli.ssh_specapp", "install", *args],
-            check=True,
-            capture_output=True,
-        )
-        spec_file = kernels / f"ssh_{name}" / "kernel.json"
-        spec = json.loads(spec_file.read_text())
+        spec_file, spec = install_ssh_spec(prefix, f"ssh_{name}", kernel_class=kernel_class)
         spec["argv"][0] = sys.executable  # `python` on a host's PATH; here this environment's
         if send_timeout is not None:
             # As on a cluster host: an IPython profile the launcher's IPKernelApp reads.
@@ -78,17 +73,13 @@ def make_kernelspecs(prefix: Path) -> Path:
             )
             spec["env"] = {"IPYTHONDIR": str(profile.parent)}
         spec_file.write_text(json.dumps(spec, indent=1))
-    return kernels
+    return spec_file.parents[1]
 
 
 def worker(args: argparse.Namespace) -> None:
     """Run the trials of one GP_SOCKET_TIMEOUT setting; print one JSON line per trial."""
     import psutil
     from jupyter_client.kernelspec import KernelSpecManager
-
-    # The seed's burst, collected until idle, or until quiet if the idle is lost.
-    from harness.bursts import widget_grid_code
-    from ipykernel_ext.client import run_cell
 
     ksm = KernelSpecManager(kernel_dirs=[args.kernels])
     for trial in range(args.trials):
@@ -98,14 +89,7 @@ def worker(args: argparse.Namespace) -> None:
             kc = None
             try:
                 kc = new_client(km)
-                run_cell(kc, "import ipywidgets", timeout=120)
-                result = run_cell(
-                    kc,
-                    widget_grid_code(args.buttons),
-                    args.timeout,
-                    keep=lambda m: False,
-                    quiet=5.0,
-                )
+                result = run_grid(kc, args.buttons, args.timeout)
                 # Stock ipykernel does not answer iopub_stats_request (unknown to it).
                 stats = iopub_stats(kc) if KERNELS[name][0] else {}
             finally:
@@ -122,11 +106,8 @@ def worker(args: argparse.Namespace) -> None:
                         "setting": args.setting,
                         "kernel": name,
                         "trial": trial,
-                        "expected": 3 * args.buttons + 2,
-                        "comm_open": result.counts.get("comm_open", 0),
-                        "display_data": result.counts.get("display_data", 0),
-                        "idle": result.idle,
-                        "seconds": result.seconds,
+                        "buttons": args.buttons,
+                        **grid_counts(result),
                         "timeouts": stats.get("timeouts"),
                         "socket": stats.get("socket"),
                         "send_timeout_ms": stats.get("send_timeout_ms"),
@@ -140,28 +121,13 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["setting"], row["kernel"]), []).append(row)
-    out = []
-    for (setting, kernel), trials in groups.items():
-        lost = [t["expected"] - t["comm_open"] for t in trials]
-        out.append(
-            {
-                "GP_SOCKET_TIMEOUT": setting,
-                "kernel": kernel,
-                "trials": len(trials),
-                "trials_with_loss": sum(
-                    1
-                    for t, n in zip(trials, lost, strict=True)
-                    if n or not t["idle"] or not t["display_data"]
-                ),
-                "mean_comm_open_lost": statistics.mean(lost),
-                "expected": trials[0]["expected"],
-                "display_lost": sum(not t["display_data"] for t in trials),
-                "idle_lost": sum(not t["idle"] for t in trials),
-                "median_s_to_idle": median(t["seconds"] for t in trials),
-                "stall_timeouts": [t["timeouts"] for t in trials],
-            }
-        )
-    return out
+    fields = ("kernel", "buttons", "comm_open", "display_data", "idle", "seconds_to_idle")
+    return [
+        {"GP_SOCKET_TIMEOUT": setting, "kernel": kernel}
+        | losses([GridTrial(**{f: t[f] for f in fields}) for t in trials])
+        | {"stall_timeouts": [t["timeouts"] for t in trials]}
+        for (setting, kernel), trials in groups.items()
+    ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -223,11 +189,11 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
             [
                 r["GP_SOCKET_TIMEOUT"],
                 r["kernel"],
-                f"{r['trials_with_loss']}/{r['trials']}",
-                f"{r['mean_comm_open_lost']:.1f}/{r['expected']}",
+                f"{r['lossy_trials']}/{r['trials']}",
+                f"{r['mean_lost']:.1f}/{r['expected']}",
                 r["display_lost"],
                 r["idle_lost"],
-                fmt(r["median_s_to_idle"]),
+                fmt(r["median_s"]),
                 r["stall_timeouts"],
             ]
             for r in summary

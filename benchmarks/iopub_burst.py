@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.burst import GridTrial, grid_counts, losses, run_grid
 from benchmarks.plot import figure
 from benchmarks.trials import (
     EXT,
@@ -39,11 +39,8 @@ from benchmarks.trials import (
     STOCK,
     fmt,
     kernel,
-    median,
     print_table,
 )
-from harness.bursts import widget_grid_code
-from ipykernel_ext.client import run_cell
 
 TRIALS, QUICK_TRIALS = 10, 3
 #: Quiet after the execute_reply that means the idle was lost (as in the demo).
@@ -55,71 +52,29 @@ PLOT = RESULTS / "iopub_burst.png"
 
 
 @dataclass
-class Trial:
-    kernel: str
-    transport: str  # "tcp" or "curve"
-    buttons: int
-    sndhwm: int | None  # --iopub-sndhwm given to ipykernel_ext, None for its default / stock
-    expected: int
-    comm_open: int
-    display_data: int
-    idle: bool
-    seconds_to_idle: float | None
-
-    @property
-    def lost(self) -> int:
-        return self.expected - self.comm_open
-
-    @property
-    def lossy(self) -> bool:
-        return self.lost > 0 or not self.idle or self.display_data < 1
+class Trial(GridTrial):
+    transport: str = "curve"  # "tcp" or "curve"
+    sndhwm: int | None = None  # --iopub-sndhwm given to ipykernel_ext, None: default / stock
 
 
 def run_trial(name: str, transport: str, buttons: int, sndhwm: int | None, timeout: float) -> Trial:
     extra = [] if sndhwm is None else [f"--iopub-sndhwm={sndhwm}"]
     with kernel(name, extra, curve=transport == "curve") as (_, kc):
-        run_cell(kc, "import ipywidgets", timeout=60)  # import cost is not what we measure
-        result = run_cell(
-            kc, widget_grid_code(buttons), timeout, keep=lambda m: False, quiet=QUIET_S
-        )
-    return Trial(
-        kernel=name,
-        transport=transport,
-        buttons=buttons,
-        sndhwm=sndhwm,
-        expected=3 * buttons + 2,
-        comm_open=result.counts.get("comm_open", 0),
-        display_data=result.counts.get("display_data", 0),
-        idle=result.idle,
-        seconds_to_idle=result.seconds,
-    )
+        result = run_grid(kc, buttons, timeout, quiet=QUIET_S)
+    return Trial(name, buttons, **grid_counts(result), transport=transport, sndhwm=sndhwm)
 
 
 def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
     groups: dict[tuple[Any, ...], list[Trial]] = {}
     for t in trials:
         groups.setdefault((t.kernel, t.transport, t.sndhwm, t.buttons), []).append(t)
-    rows = []
-    for (name, transport, sndhwm, buttons), ts in sorted(
-        groups.items(), key=lambda kv: (kv[0][3], kv[0][0], kv[0][1], kv[0][2] or -1)
-    ):
-        rows.append(
-            {
-                "kernel": name,
-                "transport": transport,
-                "sndhwm": sndhwm,
-                "buttons": buttons,
-                "expected": ts[0].expected,
-                "trials": len(ts),
-                "lossy_trials": sum(t.lossy for t in ts),
-                "mean_lost": statistics.mean(t.lost for t in ts),
-                "idle_lost": sum(not t.idle for t in ts),
-                "mean_received": statistics.mean(t.comm_open for t in ts),
-                "min_received": min(t.comm_open for t in ts),
-                "median_s": median(t.seconds_to_idle for t in ts),
-            }
+    return [
+        {"kernel": name, "transport": transport, "sndhwm": sndhwm, "buttons": buttons}
+        | losses(ts)
+        for (name, transport, sndhwm, buttons), ts in sorted(
+            groups.items(), key=lambda kv: (kv[0][3], kv[0][0], kv[0][1], kv[0][2] or -1)
         )
-    return rows
+    ]
 
 
 def print_summary(rows: list[dict[str, Any]]) -> None:

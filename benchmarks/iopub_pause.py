@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -43,16 +42,11 @@ from typing import Any
 
 import psutil
 
+from benchmarks.burst import QUIET_S, STALLED_QUIET_S, RssSampler, collect_ws, kernel_pid
 from benchmarks.plot import figure
 from benchmarks.trials import EXT, RESULTS, STOCK, fmt, kernel, print_table
 from harness.burst_reader import SCRIPT as BURST_READER
-from harness.bursts import (
-    PAUSE_AFTER_COMM_OPEN,
-    SEED_BUTTONS,
-    SEED_COMM_OPEN,
-    comm_loop_code,
-    widget_grid_code,
-)
+from harness.bursts import SEED_BUTTONS, SEED_COMM_OPEN, comm_loop_code, widget_grid_code
 from harness.kernel_websocket import KernelWebsocket
 from harness.kernels import (
     EXT_KERNEL_CLASS,
@@ -64,7 +58,6 @@ from harness.netns import can_make_namespaces, limit_rate, veth_namespace
 from harness.raw_subscriber import RawSubscriber
 from harness.server import JupyterServer, ServerPause
 from ipykernel_ext.client import run_cell  # until idle, or until quiet (a lost idle)
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS
 
 TRIALS, QUICK_TRIALS = 1, 1
 RESULTS_FILE = RESULTS / "iopub_pause.json"
@@ -76,13 +69,6 @@ PLOT = RESULTS / "iopub_pause.png"
 #: As in tests/server/test_iopub_pause.py: ~170 Button comm_open a second.
 LINK_RATE_BIT = 2_400_000
 COSUB_BURST = 20_000
-#: Once the execute_reply is in and any pause is over, this long without a message means the
-#: idle was lost (the kernel has nothing more to send).
-QUIET_S = 5.0
-#: With a co-subscriber that never reads, ipykernel_ext holds every message (the healthy
-#: reader's too) until it gives the co-subscriber up, a send timeout after its queue filled,
-#: while the cell's reply comes at once: quiet for that long is waiting, not loss.
-STALLED_QUIET_S = DEFAULT_SEND_TIMEOUT_MS / 1000 + QUIET_S
 
 
 @dataclass
@@ -103,109 +89,7 @@ class Row:
         return self.expected - self.comm_open
 
 
-# --- the kernel's memory ------------------------------------------------------------------
-
-
-class RssSampler:
-    """The peak RSS of one process while a burst runs, minus its RSS at the start (MB)."""
-
-    def __init__(self, pid: int | None) -> None:
-        self.proc = psutil.Process(pid) if pid is not None else None
-        self.start_rss = self.peak = self._rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _rss(self) -> int:
-        if self.proc is None:
-            return 0
-        try:
-            return self.proc.memory_info().rss
-        except psutil.Error:
-            return 0
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.05):
-            self.peak = max(self.peak, self._rss())
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._rss())
-
-    @property
-    def growth_mb(self) -> float | None:
-        return None if self.proc is None else (self.peak - self.start_rss) / 2**20
-
-
-def kernel_pid(server: JupyterServer, kernel_id: str) -> int | None:
-    """The kernel process the server started (its command line names the kernel id)."""
-    assert server.proc is not None
-    matches = [
-        p
-        for p in psutil.Process(server.proc.pid).children(recursive=True)
-        if kernel_id in " ".join(_cmdline(p))
-    ]
-    # gateway_provisioners' listener is forked from the kernel process: take the top one.
-    pids = {p.pid for p in matches}
-    tops = [p for p in matches if p.ppid() not in pids]
-    return tops[0].pid if tops else None
-
-
-def _cmdline(proc: psutil.Process) -> list[str]:
-    try:
-        return proc.cmdline()
-    except psutil.Error:
-        return []
-
-
 # --- through jupyter_server ---------------------------------------------------------------
-
-
-def collect(
-    ws: KernelWebsocket,
-    code: str,
-    pause: Callable[[], ServerPause] | None,
-    timeout: float,
-) -> tuple[dict[str, int], bool, float | None]:
-    """Run ``code``; (counts, idle seen, seconds to idle). A lost idle ends after QUIET_S."""
-    counts: dict[str, int] = {}
-    pauses: list[ServerPause] = []
-    start = time.perf_counter()
-    msg_id = ws.execute(code)
-    replied = False
-    last = time.monotonic()
-    deadline = last + timeout
-    while time.monotonic() < deadline:
-        # A paused server sends nothing: silence means a lost idle only once it runs again.
-        pause_over = all(p.over for p in pauses)
-        if replied and pause_over and time.monotonic() - last > QUIET_S:
-            return counts, False, None
-        try:
-            msg = ws.recv(timeout=0.5)
-        except TimeoutError:
-            continue
-        last = time.monotonic()
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["channel"] == "shell":
-            replied = True
-            continue
-        if msg["channel"] != "iopub":
-            continue
-        kind = msg["msg_type"]
-        counts[kind] = counts.get(kind, 0) + 1
-        if pause is not None and kind == "comm_open" and counts[kind] == PAUSE_AFTER_COMM_OPEN:
-            pauses.append(pause())
-        if kind == "status" and msg["content"]["execution_state"] == "idle":
-            seconds = msg["received"] - start
-            for p in pauses:
-                p.join()
-            return counts, True, seconds
-    return counts, False, None
 
 
 def ws_stats(ws: KernelWebsocket, kernel: str) -> dict[str, Any] | None:
@@ -231,11 +115,11 @@ def server_row(
         with server.connect(kernel_id) as ws:
             ws.run("import ipywidgets", timeout=120)
             with RssSampler(kernel_pid(server, kernel_id)) as rss:
-                counts, idle, seconds = collect(
+                burst = collect_ws(
                     ws,
                     widget_grid_code(SEED_BUTTONS),
-                    (lambda: pause(server)) if pause is not None else None,
                     timeout,
+                    (lambda: pause(server)) if pause is not None else None,
                 )
             stats = ws_stats(ws, kernel)
     finally:
@@ -245,9 +129,9 @@ def server_row(
         scenario,
         kernel,
         SEED_COMM_OPEN,
-        counts.get("comm_open", 0),
-        idle,
-        seconds,
+        burst.counts.get("comm_open", 0),
+        burst.idle,
+        burst.seconds,
         rss.growth_mb,
         stats,
     )

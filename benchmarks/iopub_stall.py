@@ -36,6 +36,7 @@ from typing import Any
 
 from jupyter_client import KernelManager
 
+from benchmarks.burst import QUIET_S, STALLED_QUIET_S
 from benchmarks.trials import (
     EXT,
     KERNELS,
@@ -48,19 +49,13 @@ from benchmarks.trials import (
     median,
     print_table,
 )
+from harness.bursts import comm_loop_code
 from harness.kernels import iopub_stats, shell_and_control_client
 from harness.raw_subscriber import RawSubscriber
 from ipykernel_ext.client import CellRun, run_cell
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS
 
 TRIALS, QUICK_TRIALS = 3, 1
 RESULTS_FILE = RESULTS / "iopub_stall.json"
-
-COMM_BURST = """\
-import comm
-for _i in range({n}):
-    comm.create_comm(target_name="nobody", data={{"i": _i}})
-"""
 
 # No Python object survives a message: what the kernel holds is the IOPub queues.
 SESSION_BURST = """\
@@ -85,14 +80,6 @@ def memory(km: KernelManager) -> dict[str, int]:
     return out
 
 
-#: Quiet after the execute_reply that means the idle was lost.
-QUIET_S = 5.0
-#: With a subscriber that never reads, ipykernel_ext holds every message (the healthy
-#: reader's too) until it gives that subscriber up, a send timeout after its queue filled,
-#: while the cell's reply comes at once: quiet for that long is waiting, not loss.
-STALLED_QUIET_S = DEFAULT_SEND_TIMEOUT_MS / 1000 + QUIET_S
-
-
 def read_burst(kc: Any, code: str, stalled: bool = False) -> CellRun:
     """Run ``code``; its comm_open counted until idle, or until quiet after the reply (a
     lost idle): QUIET_S, or STALLED_QUIET_S while a ``stalled`` subscriber is connected."""
@@ -115,11 +102,11 @@ class AddedTime:
 
 def added_time(name: str, messages: int, stalled: bool) -> AddedTime:
     with kernel(name) as (km, kc):
-        read_burst(kc, COMM_BURST.format(n=10))  # warm up
+        read_burst(kc, comm_loop_code(10))  # warm up
         # Stock ipykernel does not answer iopub_stats_request (unknown to it).
         before = iopub_stats(kc) if name == EXT else None
         with RawSubscriber(km) if stalled else contextlib.nullcontext():
-            burst = read_burst(kc, COMM_BURST.format(n=messages), stalled)
+            burst = read_burst(kc, comm_loop_code(messages), stalled)
             # Asked before the stalled subscriber goes, so every send it held up is counted.
             after = iopub_stats(kc) if name == EXT else None
         timeouts = after["timeouts"] - before["timeouts"] if after and before else None
@@ -191,7 +178,7 @@ def slow_reader(sndhwm: int, timeout_ms: int, rate: int, messages: int) -> SlowR
         kernel(EXT, extra, client=shell_and_control_client) as (km, kc),
         RawSubscriber(km, rcvhwm=1000, rcvbuf=0) as sub,  # the one IOPub reader
     ):
-        msg_id = kc.execute(COMM_BURST.format(n=messages))
+        msg_id = kc.execute(comm_loop_code(messages))
         start_time = time.perf_counter()
         received = 0
         while True:

@@ -2,10 +2,9 @@
 
 ``benchmarks/__main__.py`` only calls :func:`main`, and ``python benchmarks/NAME.py ARGS``
 comes here too, through :func:`script`. ``python -m benchmarks --list`` names every benchmark
-(every module in this folder but ``__init__``, ``__main__``, this runner, ``trials`` and
-``plot``) with
-the first line of its docstring, read without importing it, so that listing needs none of a
-benchmark's optional dependencies.
+(every module in this folder but ``__init__``, ``__main__``, this runner, ``trials``, ``burst``
+and ``plot``) with the first line of its docstring, read without importing it, so that
+listing needs none of a benchmark's optional dependencies.
 
 A benchmark module gives the runner:
 
@@ -33,7 +32,7 @@ from typing import NoReturn
 from benchmarks.trials import write_json
 
 HERE = Path(__file__).resolve().parent
-NOT_BENCHMARKS = {"__init__", "__main__", "plot", "runner", "trials"}
+NOT_BENCHMARKS = {"__init__", "__main__", "burst", "plot", "runner", "trials"}
 
 
 def names() -> list[str]:

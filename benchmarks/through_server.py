@@ -20,38 +20,21 @@ that machine noise hits both alike.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from benchmarks.trials import EXT, STOCK, alternate, median, print_table, ratio
+from benchmarks.burst import GridTrial, collect_ws, losses, ws_grid_counts
+from benchmarks.trials import EXT, STOCK, alternate, print_table, ratio
+from harness.bursts import widget_grid_code
 from harness.server import JupyterServer
 
 TRIALS, QUICK_TRIALS = 10, 3
 RATE_LIMIT_TEXT = "IOPub message rate exceeded"
 
-BURST_CODE = """\
-import ipywidgets as widgets
-buttons = [widgets.Button(description=str(i)) for i in range({n})]
-display(widgets.GridBox(buttons))
-"""
-
 
 @dataclass
-class Trial:
-    kernel: str
-    buttons: int
-    expected_comm_open: int
-    comm_open: int
-    display_data: int
-    idle: bool
-    seconds_to_idle: float | None  # send of execute_request to receipt of its idle
-    rate_limited: bool
-
-    @property
-    def lost(self) -> bool:
-        return not self.idle or self.comm_open < self.expected_comm_open or self.display_data < 1
+class Trial(GridTrial):
+    rate_limited: bool = False  # the server's IOPub rate limit printed its warning
 
 
 def run_trial(server: JupyterServer, kernel: str, n: int, timeout: float) -> Trial:
@@ -59,60 +42,31 @@ def run_trial(server: JupyterServer, kernel: str, n: int, timeout: float) -> Tri
     try:
         with server.connect(kernel_id) as ws:
             ws.run("import ipywidgets")  # import cost is not what we measure
-            start = time.perf_counter()
-            msg_id = ws.execute(BURST_CODE.format(n=n))
-            try:
-                _, iopub = ws.collect_execution(msg_id, timeout=timeout)
-                # The idle's frame was read at iopub[-1]["received"] (the reader thread's
-                # clock), so the time the test spends sorting messages is not counted.
-                idle, elapsed = True, iopub[-1]["received"] - start
-            except TimeoutError as exc:
-                iopub = getattr(exc, "messages", [])
-                idle = any(
-                    m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
-                    for m in iopub
-                )
-                elapsed = None
+            # Seconds to the idle's frame as the reader thread read it, so the time spent
+            # sorting messages is not counted; a lost idle ends after QUIET_S.
+            burst = collect_ws(ws, widget_grid_code(n), timeout)
     finally:
         server.shutdown_kernel(kernel_id)
-    types = [m["msg_type"] for m in iopub]
-    stderr = "".join(
-        m["content"]["text"]
-        for m in iopub
-        if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"
-    )
-    return Trial(
-        kernel=kernel,
-        buttons=n,
-        expected_comm_open=3 * n + 2,
-        comm_open=types.count("comm_open"),
-        display_data=types.count("display_data"),
-        idle=idle,
-        seconds_to_idle=elapsed,
-        rate_limited=RATE_LIMIT_TEXT in stderr,
-    )
+    return Trial(kernel, n, **ws_grid_counts(burst), rate_limited=RATE_LIMIT_TEXT in burst.stderr)
 
 
 def summarize(trials: list[Trial], kernels: list[str], sizes: list[int]) -> None:
     rows = []
     for n in sizes:
         medians = {
-            kernel: median(
-                t.seconds_to_idle for t in trials if (t.kernel, t.buttons) == (kernel, n)
-            )
+            kernel: losses([t for t in trials if (t.kernel, t.buttons) == (kernel, n)])["median_s"]
             for kernel in kernels
         }
         for kernel in kernels:
-            mine = [t for t in trials if t.kernel == kernel and t.buttons == n]
-            missing = statistics.mean(t.expected_comm_open - t.comm_open for t in mine)
+            mine = losses([t for t in trials if t.kernel == kernel and t.buttons == n])
             seconds, vs_stock = medians[kernel], ratio(medians[kernel], medians.get(STOCK))
             rows.append(
                 [
                     kernel,
                     n,
-                    f"{sum(t.lost for t in mine)}/{len(mine)}",
-                    f"{missing:.0f}",
-                    sum(not t.idle for t in mine),
+                    f"{mine['lossy_trials']}/{mine['trials']}",
+                    f"{mine['mean_lost']:.0f}",
+                    mine["idle_lost"],
                     f"{seconds:.2f} s" if seconds is not None else "n/a",
                     f"{vs_stock:.2f}x" if vs_stock and kernel != STOCK else "",
                 ]
@@ -146,7 +100,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 took = f"{trial.seconds_to_idle:.2f} s" if trial.seconds_to_idle else "no idle"
                 print(
                     f"  {kernel:12} {n:5} buttons trial {i + 1:2}: "
-                    f"{trial.comm_open}/{trial.expected_comm_open} comm_open, "
+                    f"{trial.comm_open}/{trial.expected} comm_open, "
                     f"{trial.display_data} display_data, {took}"
                     + (" (server rate limit hit)" if trial.rate_limited else ""),
                     flush=True,

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
-NOT_BENCHMARKS = {"__init__", "__main__", "plot", "runner", "trials"}
+NOT_BENCHMARKS = {"__init__", "__main__", "burst", "plot", "runner", "trials"}
 #: Read from the folder, not from the runner, so a new benchmark cannot be left out.
 MODULES = sorted(p.stem for p in BENCHMARKS.glob("*.py") if p.stem not in NOT_BENCHMARKS)
 
