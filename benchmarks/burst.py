@@ -87,8 +87,8 @@ def run_grid(
     return run_cell(kc, widget_grid_code(buttons), timeout, keep=lambda m: False, quiet=quiet)
 
 
-def grid_counts(run: CellRun) -> dict[str, Any]:
-    """The :class:`GridTrial` fields a :class:`CellRun` gives."""
+def grid_counts(run: CellRun | WsRun) -> dict[str, Any]:
+    """The :class:`GridTrial` fields a run gives (a :class:`CellRun` or a :class:`WsRun`)."""
     return {
         "comm_open": run.counts.get("comm_open", 0),
         "display_data": run.counts.get("display_data", 0),
@@ -172,16 +172,6 @@ def collect_ws(
     for p in pauses:
         p.join()
     return out
-
-
-def ws_grid_counts(run: WsRun) -> dict[str, Any]:
-    """The :class:`GridTrial` fields a :class:`WsRun` gives."""
-    return {
-        "comm_open": run.counts.get("comm_open", 0),
-        "display_data": run.counts.get("display_data", 0),
-        "idle": run.idle,
-        "seconds_to_idle": run.seconds,
-    }
 
 
 # --- the kernel's memory ---------------------------------------------------------------

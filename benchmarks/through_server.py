@@ -23,7 +23,7 @@ import argparse
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from benchmarks.burst import GridTrial, collect_ws, losses, ws_grid_counts
+from benchmarks.burst import GridTrial, collect_ws, grid_counts, losses
 from benchmarks.trials import EXT, STOCK, alternate, print_table, ratio
 from harness.bursts import widget_grid_code
 from harness.server import JupyterServer
@@ -47,7 +47,7 @@ def run_trial(server: JupyterServer, kernel: str, n: int, timeout: float) -> Tri
             burst = collect_ws(ws, widget_grid_code(n), timeout)
     finally:
         server.shutdown_kernel(kernel_id)
-    return Trial(kernel, n, **ws_grid_counts(burst), rate_limited=RATE_LIMIT_TEXT in burst.stderr)
+    return Trial(kernel, n, **grid_counts(burst), rate_limited=RATE_LIMIT_TEXT in burst.stderr)
 
 
 def summarize(trials: list[Trial], kernels: list[str], sizes: list[int]) -> None:
