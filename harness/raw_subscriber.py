@@ -24,11 +24,15 @@ class RawSubscriber:
 
     ``rcvhwm`` and ``rcvbuf`` (0: the OS default) are set before connect (libzmq sizes a
     pipe when it is made), so a subscriber that stops reading holds at most that much on its
-    side. The constructor returns once the kernel has the subscription (its
-    ``iopub_welcome`` came). Used by the IOPub tests and ``benchmarks/iopub_stall.py``.
+    side. ``rcvbuf`` is 64 KiB by default, not less: with a receive buffer smaller than a TCP
+    segment on loopback (about 64 KiB) Linux never reopens a window it closed, the kernel's
+    side falls back to zero-window probes with growing gaps, and a stalled subscriber that
+    reads again crawls (about 3 messages a second, on a loaded machine: 392 read in 120 s).
+    The constructor returns once the kernel has the subscription (its ``iopub_welcome``
+    came). Used by the IOPub tests and ``benchmarks/iopub_stall.py``.
     """
 
-    def __init__(self, km: KernelManager, rcvhwm: int = 1, rcvbuf: int = 4096) -> None:
+    def __init__(self, km: KernelManager, rcvhwm: int = 1, rcvbuf: int = 64 * 1024) -> None:
         self.session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme)
         self.socket = zmq.Context.instance().socket(zmq.SUB)
         self.socket.linger = 0

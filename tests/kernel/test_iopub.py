@@ -103,9 +103,10 @@ NODROP_BURST = 1500
 NODROP_PAD = 16_000  # bytes per message: TCP buffers then hold few messages
 #: The cell's IOPub messages: busy, execute_input, the comm_opens, idle.
 NODROP_CELL_MESSAGES = NODROP_BURST + 3
-#: The subscriber's kernel receive buffer: 4 times a message, so TCP's window does not pace the
-#: reading (with 4 kB, a quarter of a message, the test once ran past 300 s on a loaded
-#: machine), yet a subscriber that does not read holds few of these messages.
+#: The subscriber's kernel receive buffer (RawSubscriber's default, named here because the
+#: bound below counts it): 4 times a message, so TCP's window does not pace the reading (with
+#: 4 kB the test once ran past 300 s on a loaded machine), yet a subscriber that does not read
+#: holds few of these messages.
 NODROP_RCVBUF = 64 * 1024
 
 
