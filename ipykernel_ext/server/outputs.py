@@ -382,15 +382,9 @@ def _as_dict(msg: KernelMessage) -> dict[str, Any]:
     on the message (``msg.content`` would memoize it): a message jupyter_server's offline
     buffer holds for a departed session would then hold its text twice, as bytes and as the
     decoded content (the 50 MB cell's +190 MB, docs/BENCHMARKS.md)."""
-    content = msg.cache.get("content", _NOT_DECODED)
-    if content is _NOT_DECODED:
-        content = msg.unpack(msg.frames[CONTENT])
     return {
         "header": msg.header,
         "parent_header": msg.parent_header,
         "metadata": {},
-        "content": content,
+        "content": msg.content_once(),
     }
-
-
-_NOT_DECODED = object()

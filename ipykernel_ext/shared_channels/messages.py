@@ -98,6 +98,15 @@ class KernelMessage:
         a status's; most messages never need it)."""
         return self.memo("content", lambda: self.unpack(self.frames[CONTENT]))
 
+    def content_once(self) -> Any:
+        """The content for a single reader: the kept one if :attr:`content` decoded it, else
+        decoded now and not kept (a message an offline buffer holds would otherwise hold
+        its text twice, as bytes and decoded)."""
+        try:
+            return self.cache["content"]
+        except KeyError:
+            return self.unpack(self.frames[CONTENT])
+
     @property
     def msg_type(self) -> str:
         return self.header.get("msg_type", "")
