@@ -1,34 +1,32 @@
-"""A stalled IOPub subscriber: what it costs, stock ipykernel vs ipykernel_ext (CurveZMQ on).
+"""A stalled IOPub subscriber: the kernel's memory and slow readers, stock vs ipykernel_ext.
 
-Three measurements, each against real kernels started by ``jupyter_client.KernelManager``
-with ``transport_encryption="required"``:
+Two measurements, each against real kernels started by ``jupyter_client.KernelManager``
+with ``transport_encryption="required"``. (The time a subscriber that never reads adds to a
+healthy reader's burst is the burst scenario's ``cosub`` condition: ``python -m benchmarks
+iopub_pause`` has that row, or ``python -m benchmarks burst --conditions curve cosub
+--loads comms:20000``.)
 
-1. Added time. One client reads a burst of ``comm_open`` messages (``create_comm`` in a
-   loop) as fast as it can, once alone and once with a second subscriber that connects and
-   never reads (a bare ``zmq.SUB`` with the curve keys). Reported: median time to idle with
-   and without the stalled one, the difference, comm_open lost by the reading client, and
-   ipykernel_ext's ``iopub_stats`` (timeouts: one per stall, not one per message).
-2. Peak memory. The same, with bursts of 10000, 50000 and 100000 messages of about 1 kB, sent with
+1. Peak memory. A reading client and a stalled subscriber (a bare ``zmq.SUB`` with the curve
+   keys that never reads), bursts of 10000, 50000 and 100000 messages of about 1 kB, sent with
    ``session.send`` so that the kernel keeps no Python object per message: the kernel's RSS
    before the burst and its peak (``VmHWM``) after. The queue held for the stalled
    subscriber is bounded by ``--iopub-sndhwm`` (stock: 1000), so the peak levels off once
    the queues are full instead of growing with the burst; ``--iopub-sndhwm=0`` (unbounded)
    shows what happens otherwise.
-3. Slow readers (``--slow-reader``, on by default, off with ``--quick``). One subscriber that
+2. Slow readers (``--slow-reader``, on by default, off with ``--quick``). One subscriber that
    reads at a fixed rate. With NODROP the kernel waits for it, but libzmq only tells the
    kernel that room came back each time the reader has taken about half a queue (the pipe's
    low-water mark): a reader slower than ~(sndhwm / 2) per send timeout is treated as stalled
    and loses a whole queue's worth. This is what ``--iopub-sndhwm`` trades against memory.
 
-    python -m benchmarks iopub_stall            # 3 trials
-    python -m benchmarks iopub_stall --quick    # 1 trial, no slow-reader table
-    python -m benchmarks iopub_stall --quick --messages 2000 --memory-messages 10000
+    python -m benchmarks iopub_stall            # both tables
+    python -m benchmarks iopub_stall --quick    # no slow-reader table
+    python -m benchmarks iopub_stall --quick --memory-messages 10000
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,17 +34,13 @@ from typing import Any
 
 from jupyter_client import KernelManager
 
-from benchmarks.burst import QUIET_S, STALLED_QUIET_S
+from benchmarks.burst.readers import QUIET_S, STALLED_QUIET_S
 from benchmarks.trials import (
     EXT,
-    KERNELS,
     RESULTS,
     STOCK,
-    alternate,
     cells,
-    fmt,
     kernel,
-    median,
     print_table,
 )
 from harness.bursts import comm_loop_code
@@ -54,7 +48,7 @@ from harness.kernels import iopub_stats, shell_and_control_client
 from harness.raw_subscriber import RawSubscriber
 from ipykernel_ext.client import CellRun, run_cell
 
-TRIALS, QUICK_TRIALS = 3, 1
+TRIALS, QUICK_TRIALS = 1, 1  # the tables vary little between runs
 RESULTS_FILE = RESULTS / "iopub_stall.json"
 
 # No Python object survives a message: what the kernel holds is the IOPub queues.
@@ -87,34 +81,7 @@ def read_burst(kc: Any, code: str, stalled: bool = False) -> CellRun:
     return run_cell(kc, code, 600, keep=lambda m: False, quiet=quiet)
 
 
-# --- 1. added time ---------------------------------------------------------------------
-
-
-@dataclass
-class AddedTime:
-    kernel: str
-    stalled: bool
-    messages: int
-    seconds: float | None
-    received: int
-    timeouts: int | None
-
-
-def added_time(name: str, messages: int, stalled: bool) -> AddedTime:
-    with kernel(name) as (km, kc):
-        read_burst(kc, comm_loop_code(10))  # warm up
-        # Stock ipykernel does not answer iopub_stats_request (unknown to it).
-        before = iopub_stats(kc) if name == EXT else None
-        with RawSubscriber(km) if stalled else contextlib.nullcontext():
-            burst = read_burst(kc, comm_loop_code(messages), stalled)
-            # Asked before the stalled subscriber goes, so every send it held up is counted.
-            after = iopub_stats(kc) if name == EXT else None
-        timeouts = after["timeouts"] - before["timeouts"] if after and before else None
-        received = burst.counts.get("comm_open", 0)
-        return AddedTime(name, stalled, messages, burst.seconds, received, timeouts)
-
-
-# --- 2. peak memory --------------------------------------------------------------------
+# --- 1. peak memory --------------------------------------------------------------------
 
 
 @dataclass
@@ -154,7 +121,7 @@ def peak_memory(name: str, sndhwm: int | None, messages: int) -> PeakMemory:
         )
 
 
-# --- 3. slow readers -------------------------------------------------------------------
+# --- 2. slow readers -------------------------------------------------------------------
 
 
 @dataclass
@@ -208,7 +175,6 @@ def slow_reader(sndhwm: int, timeout_ms: int, rate: int, messages: int) -> SlowR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--messages", type=int, default=20_000, help="burst for added time")
     parser.add_argument("--memory-messages", type=int, nargs="+", default=[10_000, 50_000, 100_000])
     parser.add_argument(
         "--slow-reader",
@@ -222,25 +188,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     slow = (not args.quick) if args.slow_reader is None else args.slow_reader
     out: dict[str, Any] = {}
 
-    print(f"1. Added time: one client reads a {args.messages}-message burst", flush=True)
-    added: list[AddedTime] = []
-    for _, name in alternate(args.trials):
-        for stalled in (False, True):
-            added.append(added_time(name, args.messages, stalled))
-            print(f"   {added[-1]}", flush=True)
-    rows: list[list[Any]] = []
-    for name in KERNELS:
-        alone = median(a.seconds for a in added if a.kernel == name and not a.stalled)
-        with_stall = median(a.seconds for a in added if a.kernel == name and a.stalled)
-        lost = max(args.messages - a.received for a in added if a.kernel == name)
-        timeouts = [a.timeouts for a in added if a.kernel == name and a.stalled]
-        diff = None if alone is None or with_stall is None else with_stall - alone
-        rows.append([name, fmt(alone), fmt(with_stall), fmt(diff), lost, timeouts])
-    print()
-    print_table(["kernel", "alone s", "+stalled s", "added s", "lost (reader)", "timeouts"], rows)
-    out["added_time"] = [asdict(a) for a in added]
-
-    print("\n2. Peak RSS of the kernel, a stalled subscriber and a reading client", flush=True)
+    print("1. Peak RSS of the kernel, a stalled subscriber and a reading client", flush=True)
     mem: list[PeakMemory] = []
     configs: list[tuple[str, int | None]] = [(STOCK, None), (EXT, 1000), (EXT, 10_000), (EXT, 0)]
     for name, sndhwm in configs:
@@ -254,7 +202,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out["peak_memory"] = [asdict(m) for m in mem]
 
     if slow:
-        print("\n3. One subscriber reading at a fixed rate (ipykernel_ext, send timeout 2 s)")
+        print("\n2. One subscriber reading at a fixed rate (ipykernel_ext, send timeout 2 s)")
         slow_rows: list[SlowReader] = []
         for sndhwm in (1000, 10_000):
             for rate in (1000, 4000):

@@ -22,6 +22,15 @@ from typing import Any
 DPI = 110
 
 
+def missing() -> str | None:
+    """Why no figure can be made here (matplotlib not installed), or None."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "matplotlib is not installed (pip install -e '.[bench]')"
+    return None
+
+
 @contextmanager
 def figure(
     paths: Path | Iterable[Path], ncols: int = 1, *, size: tuple[float, float]

@@ -2,9 +2,9 @@
 
 For readers that must live in a process of their own: in a network namespace behind a
 rate-limited link (``ip netns exec NS python harness/burst_reader.py ...``; the pause tests
-and benchmarks/iopub_pause.py; :data:`SCRIPT` is its path). It connects with the connection
-file's addresses and CurveZMQ keys, imports ipywidgets in the kernel, runs the seed's widget
-grid, collects IOPub up to the cell's idle and prints one JSON line::
+and the burst scenario's ``link`` condition; :data:`SCRIPT` is its path). It connects with
+the connection file's addresses and CurveZMQ keys, imports ipywidgets in the kernel, runs the
+seed's widget grid, collects IOPub up to the cell's idle and prints one JSON line::
 
     {"counts": {"comm_open": 9002, ...}, "idle": true, "status": "ok", "seconds": 41.2}
 

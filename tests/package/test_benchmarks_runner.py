@@ -1,7 +1,8 @@
 """The benchmark runner (``python -m benchmarks``): every benchmark listed, unknown names refused.
 
 No benchmark is run here (each takes minutes): the runner's listing, its errors, each
-benchmark's ``--help`` (its module imported and its options parsed next to the common ones)
+benchmark's ``--help`` (its module imported, or its burst preset built, and its options
+parsed next to the common ones), bad conditions and loads refused with a clear message,
 and, read from the source, what each module gives the runner.
 """
 
@@ -16,9 +17,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
-NOT_BENCHMARKS = {"__init__", "__main__", "burst", "plot", "runner", "trials"}
+NOT_BENCHMARKS = {"__init__", "__main__", "plot", "runner", "trials"}
 #: Read from the folder, not from the runner, so a new benchmark cannot be left out.
 MODULES = sorted(p.stem for p in BENCHMARKS.glob("*.py") if p.stem not in NOT_BENCHMARKS)
+#: The burst scenario's named runs, read from the source for the same reason.
+PRESETS = sorted(
+    key.value
+    for node in ast.walk(ast.parse((BENCHMARKS / "burst" / "presets.py").read_text()))
+    if isinstance(node, ast.Dict)
+    for key in node.keys
+    if isinstance(key, ast.Constant)
+)
+BENCHMARK_NAMES = sorted([*MODULES, *PRESETS])
 
 
 def runner(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +76,11 @@ def test_list_names_every_benchmark_module() -> None:
     result = runner("--list")
     assert result.returncode == 0, result.stderr
     listed = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
-    assert listed == MODULES
+    assert listed == BENCHMARK_NAMES
+    # The five burst benchmarks are one scenario, and still named each.
+    assert {"burst", "iopub_burst", "through_server", "cluster_burst", "iopub_pause"} <= set(
+        PRESETS
+    )
     for line in result.stdout.splitlines():
         assert len(line.split(maxsplit=1)) == 2, f"no description: {line!r}"
 
@@ -86,7 +100,7 @@ def test_every_benchmark_gives_the_runner_what_it_asks(name: str) -> None:
     assert "main" not in names
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", BENCHMARK_NAMES)
 def test_every_benchmark_parses_its_options(name: str) -> None:
     # Imports the module and builds its parser: an option clashing with a common one fails.
     result = runner(name, "--help")
@@ -96,9 +110,28 @@ def test_every_benchmark_parses_its_options(name: str) -> None:
 
 
 def test_a_benchmark_file_runs_through_the_runner() -> None:
-    result = python("benchmarks/iopub_burst.py", "--help")
+    result = python("benchmarks/comm_echo.py", "--help")
     assert result.returncode == 0, result.stderr
-    assert "usage: python -m benchmarks iopub_burst" in result.stdout
+    assert "usage: python -m benchmarks comm_echo" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--conditions", "nope", "unknown condition 'nope'"),
+        ("--conditions", "block:soon", "unknown condition 'block:soon'"),
+        ("--loads", "grid:x", "a load is grid:N or comms:N"),
+        ("--loads", "comms:0", "a load is grid:N or comms:N"),
+        ("--buttons", "1000,many", "a load is grid:N or comms:N"),
+    ],
+)
+def test_a_bad_condition_or_load_is_refused_before_any_kernel(
+    option: str, value: str, message: str
+) -> None:
+    result = runner("burst", option, value)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_trials_does_not_import_the_runner() -> None:
