@@ -16,7 +16,12 @@ module:
 * :mod:`.netns`: a network namespace behind a veth pair, and a rate limit on it;
 * :mod:`.burst_reader`: a burst read in a process of its own (a script);
 * :mod:`.server`: a real jupyter_server or JupyterLab in a subprocess, and pauses of it;
-* :mod:`.kernel_websocket`: a websocket client of a kernel through that server (v1 framing);
+* :mod:`.ws_protocol`: the kernel websocket protocol (v1 framing, legacy JSON, the message
+  dict), one rule per fact for every client below;
+* :mod:`.kernel_websocket`: a synchronous websocket client of a kernel through that server;
+* :mod:`.async_websocket`: websocket clients, many in one asyncio event loop;
+* :mod:`.shared_channels_server`: that server with the shared-channels connection class, and
+  the connections its kernels hold;
 * :mod:`.browser`: headless Chromium and what a user does in JupyterLab and Notebook 7;
 * :mod:`.page_websocket`: a page's own kernel websocket, read from outside;
 * :mod:`.server_extensions`: server extensions the server loads for tests and benchmarks.

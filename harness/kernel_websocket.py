@@ -1,17 +1,20 @@
-"""A websocket client of a kernel through jupyter_server, as JupyterLab is one.
+"""A synchronous websocket client of a kernel through jupyter_server, as JupyterLab is one.
 
 :class:`KernelWebsocket` speaks the ``v1.kernel.websocket.jupyter.org`` protocol on the
 server's ``/api/kernels/<id>/channels``: every kernel message goes through the server's
 websocket with the binary ``v1`` framing. The server signs what the client sends (v1
-messages are forwarded with ``Session.send_raw``), so a client needs no key. Also the framing
-itself (:func:`encode_v1`, :func:`decode_v1`), which the browser tests use to read a page's
-own websocket.
+messages are forwarded with ``Session.send_raw``), so a client needs no key.
+
+Why two clients: this one is for a test or benchmark that drives one websocket (or a few) a
+request at a time from plain code, with a reader thread and blocking waits;
+:class:`harness.async_websocket.WSClient` runs dozens in one asyncio event loop, for the
+shared-channels tests. What they must agree on (subprotocol, URL, requests, framing, the
+message dict) is :mod:`harness.ws_protocol`; each only moves frames.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import threading
 import time
@@ -21,57 +24,17 @@ from typing import Any
 
 import websocket  # websocket-client
 from jupyter_client.session import Session
-from jupyter_server.services.kernels.connection.base import (
-    deserialize_msg_from_ws_v1,
-    serialize_msg_to_ws_v1,
-)
 
 from .server import JupyterServer, ServerError
-
-#: The websocket subprotocol JupyterLab uses; the server then frames messages in binary.
-WS_V1 = "v1.kernel.websocket.jupyter.org"
-
-#: Channels the server exposes on a kernel's websocket.
-CHANNELS = ("shell", "control", "iopub", "stdin")
-
-
-# --- the v1 binary framing -------------------------------------------------------------
-#
-# One websocket binary frame per message: a table of u64 offsets, then the channel name,
-# header, parent_header, metadata, content and buffers. jupyter_server's own
-# ``serialize_msg_to_ws_v1`` / ``deserialize_msg_from_ws_v1`` (the same framing as
-# JupyterLab's ``serializeV1KernelMessage``) do the work; these wrappers only add a clear
-# error for a frame too short to hold an offset table.
-
-
-def encode_v1(channel: str, parts: list[bytes]) -> bytes:
-    """Frame ``parts`` (header, parent_header, metadata, content, *buffers) for ``channel``."""
-    return serialize_msg_to_ws_v1([bytes(p) for p in parts], channel)
-
-
-def decode_v1(frame: bytes) -> tuple[str, list[bytes]]:
-    """The channel and the parts of one v1 frame (inverse of :func:`encode_v1`)."""
-    if len(frame) < 8 or len(frame) < 8 * (1 + int.from_bytes(frame[:8], "little")):
-        raise ValueError(f"v1 frame too short for its offset table: {len(frame)} bytes")
-    channel, parts = deserialize_msg_from_ws_v1(frame)
-    return channel, [bytes(p) for p in parts]
-
-
-def message_from_parts(channel: str, parts: list[bytes]) -> dict[str, Any]:
-    """A message dict (as jupyter_client gives it) from decoded v1 parts."""
-    if len(parts) < 4:
-        raise ValueError(f"v1 message with {len(parts)} parts; need at least 4")
-    header, parent, metadata, content = (json.loads(p) if p else {} for p in parts[:4])
-    return {
-        "channel": channel,
-        "header": header,
-        "msg_id": header.get("msg_id"),
-        "msg_type": header.get("msg_type"),
-        "parent_header": parent,
-        "metadata": metadata,
-        "content": content,
-        "buffers": list(parts[4:]),
-    }
+from .ws_protocol import (
+    CHANNELS,
+    WS_V1,
+    auth_header,
+    channels_path,
+    decode_message,
+    encode_message,
+    new_message,
+)
 
 
 class KernelWebsocket:
@@ -100,11 +63,10 @@ class KernelWebsocket:
         self.kernel_id = kernel_id
         self.session = Session(session=session_id or uuid.uuid4().hex, username="e2e-test")
         self.backlog: list[dict[str, Any]] = []
-        url = server.ws_url(f"api/kernels/{kernel_id}/channels?session_id={self.session.session}")
         self.ws = websocket.create_connection(
-            url,
+            server.ws_url(channels_path(kernel_id, self.session.session)),
             subprotocols=[WS_V1],
-            header=[f"Authorization: token {server.token}"],
+            header=[": ".join(auth_header(server.token))],
             timeout=timeout,
             enable_multithread=True,
         )
@@ -157,17 +119,8 @@ class KernelWebsocket:
         """Send one message; returns it (its ``header.msg_id`` identifies the replies)."""
         if channel not in CHANNELS:
             raise ValueError(f"unknown channel {channel!r}")
-        msg = self.session.msg(msg_type, content={} if content is None else content)
-        msg["metadata"] = metadata or {}
-        msg["buffers"] = list(buffers or [])
-        parts = [
-            self.session.pack(msg["header"]),
-            self.session.pack(msg["parent_header"]),
-            self.session.pack(msg["metadata"]),
-            self.session.pack(msg["content"]),
-            *msg["buffers"],
-        ]
-        self.ws.send(encode_v1(channel, parts), opcode=websocket.ABNF.OPCODE_BINARY)
+        msg = new_message(self.session, msg_type, content, metadata=metadata, buffers=buffers)
+        self.ws.send(encode_message(channel, msg), opcode=websocket.ABNF.OPCODE_BINARY)
         return msg
 
     def execute(self, code: str, **content: Any) -> str:
@@ -201,7 +154,7 @@ class KernelWebsocket:
                 self._inbox.put(ServerError(f"text frame on a v1 websocket: {data[:200]!r}"))
                 continue
             try:
-                msg = message_from_parts(*decode_v1(data))
+                msg = decode_message(data)
             except ValueError as exc:
                 self._inbox.put(exc)
                 continue

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kernel_websocket import decode_v1, message_from_parts
+from .ws_protocol import decode_v1, message_from_parts
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
 import re
 import socket
@@ -14,21 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from jupyter_server.services.kernels.connection.base import (
-    deserialize_msg_from_ws_v1,
-)
 
+from harness.async_websocket import WSClient, connect_all, settle
 from harness.kernels import EXT_KERNEL, STOCK_KERNEL
 from harness.messages import is_status
-
-from .relay_clients import (
-    V1,
-    JupyterServer,
-    WSClient,
-    connect_all,
-    run,
-    settle,
-)
+from harness.shared_channels_server import SharedChannelsServer
+from harness.ws_protocol import WS_V1, auth_header, channels_path, decode_v1, message_from_parts
 
 # Hang guard per test (default 120 s): a jupyter_server, kernels and several clients.
 pytestmark = pytest.mark.timeout(180)
@@ -56,25 +46,20 @@ class CountingClient(WSClient):
 
     def decode(self, data: str | bytes) -> dict[str, Any]:
         assert isinstance(data, bytes)
-        channel, parts = deserialize_msg_from_ws_v1(data)
-        header = json.loads(parts[0])
-        small = header["msg_type"] != "comm_msg"
-        return {
-            "channel": channel,
-            "header": header,
-            "msg_type": header["msg_type"],
-            "parent_header": json.loads(parts[1]),
-            "content": json.loads(parts[3]) if small else {},
-            "size": len(data),
-        }
+        msg = message_from_parts(*decode_v1(data), decode_content=self.small)
+        return {**msg, "size": len(data)}
+
+    @staticmethod
+    def small(header: dict[str, Any]) -> bool:
+        return header["msg_type"] != "comm_msg"
 
     def comm_msgs(self, msg_id: str) -> int:
         return sum(m["msg_type"] == "comm_msg" for m in self.of(msg_id))
 
 
-def print_relay_log(srv: JupyterServer) -> None:
+def print_relay_log(srv: SharedChannelsServer) -> None:
     """The server's lines about the relay (pytest shows them when a test fails)."""
-    run(settle(lambda: "messages read" in srv.log_text(), timeout=5))
+    asyncio.run(settle(lambda: "messages read" in srv.log_text(), timeout=5))
     for line in srv.log_text().splitlines():
         if re.search(r"Closing|closed:|messages read|Dropped|rror|WARN", line):
             print(line[:400])
@@ -109,7 +94,7 @@ async def burst_then_marker(
     return msg_id, counts
 
 
-def websocket_reports(srv: JupyterServer) -> dict[str, dict[str, int]]:
+def websocket_reports(srv: SharedChannelsServer) -> dict[str, dict[str, int]]:
     """session -> what the class logged when that websocket closed (SharedChannelsConnection.
     disconnect): messages queued for it, written to it, left, peak bytes buffered."""
     reports = {}
@@ -126,9 +111,9 @@ def websocket_reports(srv: JupyterServer) -> dict[str, dict[str, int]]:
 
 
 @pytest.fixture(scope="module")
-def fanout_server() -> Iterator[JupyterServer]:
+def fanout_server() -> Iterator[SharedChannelsServer]:
     """The IOPub rate limit off (it would cut the bursts by design) and an 8 MiB budget."""
-    srv = JupyterServer(
+    srv = SharedChannelsServer(
         [
             "--ZMQChannelsWebsocketConnection.limit_rate=False",
             f"--SharedChannelsConnection.websocket_buffer_limit={SLOW_BUDGET}",
@@ -142,7 +127,7 @@ def fanout_server() -> Iterator[JupyterServer]:
 
 @pytest.mark.parametrize("kernel_name", [EXT_KERNEL, STOCK_KERNEL])
 def test_twenty_websockets_get_every_message_of_an_8kB_burst(
-    fanout_server: JupyterServer, kernel_name: str
+    fanout_server: SharedChannelsServer, kernel_name: str
 ) -> None:
     """20 websockets, 2000 comm_msg of 8 kB: behind our kernel each gets all of them and the
     idle; behind stock ipykernel each gets the same messages, and nothing is lost in the server.
@@ -168,9 +153,9 @@ def test_twenty_websockets_get_every_message_of_an_8kB_burst(
         return clients
 
     try:
-        clients = run(main())
+        clients = asyncio.run(main())
         sessions = {c.session for c in clients}
-        assert run(settle(lambda: sessions <= set(websocket_reports(srv)), timeout=30))
+        assert asyncio.run(settle(lambda: sessions <= set(websocket_reports(srv)), timeout=30))
         reports = websocket_reports(srv)
         for client in clients:
             report = reports[client.session]
@@ -190,19 +175,19 @@ class StuckWebsocket:
     full, everything the server still has for it waits in the server.
     """
 
-    def __init__(self, srv: JupyterServer, kernel_id: str) -> None:
+    def __init__(self, srv: SharedChannelsServer, kernel_id: str) -> None:
         self.session = uuid.uuid4().hex
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sock.connect(("127.0.0.1", srv.port))
         key = base64.b64encode(os.urandom(16)).decode()
         request = (
-            f"GET /api/kernels/{kernel_id}/channels?session_id={self.session} HTTP/1.1\r\n"
+            f"GET /{channels_path(kernel_id, self.session)} HTTP/1.1\r\n"
             f"Host: 127.0.0.1:{srv.port}\r\n"
             "Upgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-            f"Sec-WebSocket-Protocol: {V1}\r\n"
-            f"Authorization: token {srv.token}\r\n\r\n"
+            f"Sec-WebSocket-Protocol: {WS_V1}\r\n"
+            f"{': '.join(auth_header(srv.token))}\r\n\r\n"
         )
         self.sock.sendall(request.encode())
         response = b""
@@ -219,7 +204,7 @@ class StuckWebsocket:
 
 @pytest.mark.parametrize("kernel_name", [EXT_KERNEL, STOCK_KERNEL])
 def test_a_websocket_that_stops_reading_holds_only_itself(
-    fanout_server: JupyterServer, kernel_name: str
+    fanout_server: SharedChannelsServer, kernel_name: str
 ) -> None:
     """One websocket never reads: the others get every message; the stuck one is closed once
     its buffer passes the budget, and what the server held for it never passed budget + one
@@ -244,13 +229,15 @@ def test_a_websocket_that_stops_reading_holds_only_itself(
         return stuck, readers, msg_id
 
     try:
-        stuck, readers, _ = run(main())
+        stuck, readers, _ = asyncio.run(main())
         try:
             pattern = re.compile(
                 rf"Closing websocket {stuck.session} of kernel {kernel_id}: it did not read its "
                 r"messages \((\d+) bytes buffered with the next one, over its (\d+)-byte budget"
             )
-            assert run(settle(lambda: pattern.search(srv.log_text()) is not None, timeout=30))
+            assert asyncio.run(
+                settle(lambda: pattern.search(srv.log_text()) is not None, timeout=30)
+            )
             match = pattern.search(srv.log_text())
             assert match is not None
             buffered, budget = map(int, match.groups())
@@ -259,7 +246,7 @@ def test_a_websocket_that_stops_reading_holds_only_itself(
             assert SLOW_BUDGET < buffered <= SLOW_BUDGET + largest
             # The server lets go of it (tornado aborts a close that cannot be sent in 5 s).
             everyone = {stuck.session, *(c.session for c in readers)}
-            assert run(settle(lambda: everyone <= set(websocket_reports(srv)), timeout=30))
+            assert asyncio.run(settle(lambda: everyone <= set(websocket_reports(srv)), timeout=30))
             report = websocket_reports(srv)[stuck.session]
             assert report["peak"] <= SLOW_BUDGET + largest, report
             assert report["written"] < report["queued"] < report["read"], report

@@ -21,25 +21,18 @@ from jupyter_server.services.kernels.connection.base import (
     serialize_msg_to_ws_v1,
 )
 
+from harness.async_websocket import WSClient, connect_all, settle
 from harness.messages import is_status
+from harness.shared_channels_server import SharedChannelsServer
 from ipykernel_ext.shared_channels.sockets import ports_of
-
-from .relay_clients import (
-    JupyterServer,
-    WSClient,
-    connect_all,
-    run,
-    settle,
-    wait_for_file,
-)
 
 # Hang guard per test (default 120 s): a jupyter_server, kernels and several clients.
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[JupyterServer]:
-    srv = JupyterServer()
+def server() -> Iterator[SharedChannelsServer]:
+    srv = SharedChannelsServer()
     try:
         yield srv
     finally:
@@ -47,7 +40,7 @@ def server() -> Iterator[JupyterServer]:
 
 
 @pytest.fixture
-def kernel(server: JupyterServer) -> Iterator[str]:
+def kernel(server: SharedChannelsServer) -> Iterator[str]:
     kernel_id = server.start_kernel()
     try:
         yield kernel_id
@@ -56,10 +49,19 @@ def kernel(server: JupyterServer) -> Iterator[str]:
             server.api("DELETE", f"api/kernels/{kernel_id}")
 
 
+def wait_for_file(flag: Path, then: str = "pass") -> str:
+    """Cell code that blocks until ``flag`` exists (the test decides when), then ``then``."""
+    return (
+        f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)\n{then}"
+    )
+
+
 # --- through jupyter_server --------------------------------------------------------------
 
 
-def test_twenty_clients_share_one_set_of_channels(server: JupyterServer, kernel: str) -> None:
+def test_twenty_clients_share_one_set_of_channels(
+    server: SharedChannelsServer, kernel: str
+) -> None:
     async def main() -> None:
         # Stock jupyter_server opens 4 sockets per websocket (docs/UPSTREAM_NOTES.md,
         # jupyter_server), one of them on stdin, where nothing else of the server connects.
@@ -119,10 +121,10 @@ def test_twenty_clients_share_one_set_of_channels(server: JupyterServer, kernel:
 
         await asyncio.gather(*(c.close() for c in clients))
 
-    run(main())
+    asyncio.run(main())
 
 
-def test_comm_echo_goes_to_the_others_only(server: JupyterServer, kernel: str) -> None:
+def test_comm_echo_goes_to_the_others_only(server: SharedChannelsServer, kernel: str) -> None:
     async def main() -> None:
         a, b, c = await connect_all([WSClient(server, kernel) for _ in range(3)])
         info_id = a.send("shell", "kernel_info_request", {})["msg_id"]
@@ -153,11 +155,11 @@ def test_comm_echo_goes_to_the_others_only(server: JupyterServer, kernel: str) -
         assert any(m["msg_type"] == "status" for m in a.of(sent["msg_id"]))
         await asyncio.gather(*(cl.close() for cl in (a, b, c)))
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_a_websocket_joining_mid_cell_is_told_busy(
-    server: JupyterServer, kernel: str, tmp_path: Path
+    server: SharedChannelsServer, kernel: str, tmp_path: Path
 ) -> None:
     """A new websocket joins the existing IOPub subscription; the kernel cannot greet it, so
     the server gives it the kernel's last tracked status, as the kernel sent it."""
@@ -189,10 +191,10 @@ def test_a_websocket_joining_mid_cell_is_told_busy(
         assert is_status("idle", running)(status), status
         await asyncio.gather(*(c.close() for c in (a, late, idle_joiner)))
 
-    run(main())
+    asyncio.run(main())
 
 
-def test_legacy_protocol_alongside_v1(server: JupyterServer, kernel: str) -> None:
+def test_legacy_protocol_alongside_v1(server: SharedChannelsServer, kernel: str) -> None:
     async def main() -> None:
         legacy, v1 = await connect_all(
             [WSClient(server, kernel, v1=False), WSClient(server, kernel)]
@@ -219,11 +221,11 @@ def test_legacy_protocol_alongside_v1(server: JupyterServer, kernel: str) -> Non
         ]
         await asyncio.gather(legacy.close(), v1.close())
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_a_session_owned_by_another_websocket_is_refused(
-    server: JupyterServer, kernel: str
+    server: SharedChannelsServer, kernel: str
 ) -> None:
     async def main() -> None:
         a, b = await connect_all([WSClient(server, kernel), WSClient(server, kernel)])
@@ -266,11 +268,11 @@ def test_a_session_owned_by_another_websocket_is_refused(
         assert (await b.reply_to(own))["content"]["status"] == "ok"
         await asyncio.gather(a.close(), b.close())
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_disconnect_mid_execution_and_reconnect(
-    server: JupyterServer, kernel: str, tmp_path: Path
+    server: SharedChannelsServer, kernel: str, tmp_path: Path
 ) -> None:
     async def main() -> None:
         a, b = await connect_all([WSClient(server, kernel), WSClient(server, kernel)])
@@ -296,11 +298,11 @@ def test_disconnect_mid_execution_and_reconnect(
         assert (await again.reply_to(msg_id))["content"]["status"] == "ok"
         await asyncio.gather(again.close(), b.close())
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_last_client_away_buffers_then_replays(
-    server: JupyterServer, kernel: str, tmp_path: Path
+    server: SharedChannelsServer, kernel: str, tmp_path: Path
 ) -> None:
     """jupyter_server's offline buffer (buffer_offline_messages) works as with stock."""
 
@@ -323,7 +325,7 @@ def test_last_client_away_buffers_then_replays(
         )
         await back.close()
 
-    run(main())
+    asyncio.run(main())
 
 
 def test_a_failed_channel_set_closes_every_websocket_and_a_new_one_works() -> None:
@@ -332,7 +334,7 @@ def test_a_failed_channel_set_closes_every_websocket_and_a_new_one_works() -> No
 
     tests_dir = str(Path(__file__).resolve().parents[1])
     path = os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p)
-    srv = JupyterServer(
+    srv = SharedChannelsServer(
         env={"PYTHONPATH": path}, connection_class="fault_injection.FaultyConnection"
     )
     try:
@@ -356,7 +358,7 @@ def test_a_failed_channel_set_closes_every_websocket_and_a_new_one_works() -> No
                 await again.idle_after(msg_id)
                 await again.close()
 
-        run(main())
+        asyncio.run(main())
         assert "injected fault in the receiving loop" in srv.log_text()
     finally:
         srv.stop()
@@ -372,7 +374,7 @@ STRICT_GRACE = 10
 
 
 @pytest.fixture(scope="module")
-def strict_server() -> Iterator[JupyterServer]:
+def strict_server() -> Iterator[SharedChannelsServer]:
     """No offline buffer (so the grace period shows), a long grace and a low IOPub rate limit.
 
     The limit is RATE_LIMIT_MSGS messages per window, with a window far longer than any
@@ -381,7 +383,7 @@ def strict_server() -> Iterator[JupyterServer]:
     count in the window falls below 80% of the limit; with a 1 s window a burst the server
     handles slowly (a loaded machine) fell below that and got a second notice.
     """
-    srv = JupyterServer(
+    srv = SharedChannelsServer(
         [
             "--MappingKernelManager.buffer_offline_messages=False",
             # 0.1 msgs/s over 1000 s: exactly 100 messages (100 / 1000.0 == 0.1 in floats).
@@ -396,7 +398,7 @@ def strict_server() -> Iterator[JupyterServer]:
         srv.stop()
 
 
-def test_channels_close_after_the_grace_period(strict_server: JupyterServer) -> None:
+def test_channels_close_after_the_grace_period(strict_server: SharedChannelsServer) -> None:
     srv = strict_server
     kernel_id = srv.start_kernel()
 
@@ -429,12 +431,12 @@ def test_channels_close_after_the_grace_period(strict_server: JupyterServer) -> 
         await c.close()
 
     try:
-        run(main())
+        asyncio.run(main())
     finally:
         srv.api("DELETE", f"api/kernels/{kernel_id}")
 
 
-def test_iopub_rate_limit_is_per_websocket_as_stock(strict_server: JupyterServer) -> None:
+def test_iopub_rate_limit_is_per_websocket_as_stock(strict_server: SharedChannelsServer) -> None:
     srv = strict_server
     kernel_id = srv.start_kernel()
     burst = (
@@ -466,12 +468,12 @@ def test_iopub_rate_limit_is_per_websocket_as_stock(strict_server: JupyterServer
         await asyncio.gather(a.close(), b.close())
 
     try:
-        run(main())
+        asyncio.run(main())
     finally:
         srv.api("DELETE", f"api/kernels/{kernel_id}")
 
 
-def test_kernel_shutdown_with_websockets_open(strict_server: JupyterServer) -> None:
+def test_kernel_shutdown_with_websockets_open(strict_server: SharedChannelsServer) -> None:
     srv = strict_server
     kernel_id = srv.start_kernel()
 
@@ -491,10 +493,10 @@ def test_kernel_shutdown_with_websockets_open(strict_server: JupyterServer) -> N
         finally:
             srv.api("DELETE", f"api/kernels/{other}")
 
-    run(main())
+    asyncio.run(main())
 
 
-def test_restart_clients_get_status_and_go_on(server: JupyterServer, kernel: str) -> None:
+def test_restart_clients_get_status_and_go_on(server: SharedChannelsServer, kernel: str) -> None:
     def status(state: str) -> Callable[[dict[str, Any]], bool]:
         return lambda m: m["msg_type"] == "status" and m["content"]["execution_state"] == state
 
@@ -539,4 +541,4 @@ def test_restart_clients_get_status_and_go_on(server: JupyterServer, kernel: str
             await fresh_kernel_answers(client)
         await asyncio.gather(*(c.close() for c in clients))
 
-    run(main())
+    asyncio.run(main())

@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 from jupyter_client.session import Session
 
+from harness.async_websocket import settle
 from harness.kernels import EXT_KERNEL, start_kernel
 from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
-
-from ..server.relay_clients import run, settle
 
 # Hang guard per test (default 120 s): a kernel and several clients.
 pytestmark = pytest.mark.timeout(180)
@@ -140,4 +139,4 @@ def test_library_routes_replies_and_echoes(kernel_manager: Any) -> None:
         assert await settle(lambda: channels.closed, timeout=10)
         assert channels.sockets == {}
 
-    run(main())
+    asyncio.run(main())

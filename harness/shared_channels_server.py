@@ -1,0 +1,102 @@
+"""A jupyter_server whose kernel websockets share one set of channels per kernel, and what it
+holds open to its kernels.
+
+:class:`SharedChannelsServer` is the harness's :class:`harness.server.JupyterServer` with
+``ipykernel_ext.server.SharedChannelsConnection`` as its websocket connection class and a
+short grace period; it counts the TCP connections each kernel process holds (per channel), so
+a test can wait until the server has as many sets of channels as it should.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+import psutil
+
+from . import server as server_utils
+from .kernels import EXT_KERNEL
+
+#: The connection class under test (``--ServerApp.kernel_websocket_connection_class``).
+CLASS = "ipykernel_ext.server.SharedChannelsConnection"
+#: Seconds the channels outlive a kernel's last websocket: short, so tests need not wait.
+GRACE = 0.5
+
+
+class SharedChannelsServer(server_utils.JupyterServer):
+    """The harness's jupyter_server with our connection class and a short grace period.
+
+    Started on construction; :meth:`stop` ends it.
+    """
+
+    def __init__(
+        self,
+        extra_args: Iterable[str] = (),
+        env: dict[str, str] | None = None,
+        connection_class: str = CLASS,
+        grace: float = GRACE,
+    ) -> None:
+        super().__init__(
+            extra_args=[
+                f"--ServerApp.kernel_websocket_connection_class={connection_class}",
+                f"--SharedChannelsConnection.shared_channels_grace_period={grace}",
+                *extra_args,
+            ],
+            env=env,
+            startup_timeout=60,
+            stop_timeout=20,
+        )
+        self.start()
+
+    def start_kernel(self, name: str = EXT_KERNEL, timeout: float = 60) -> str:
+        return super().start_kernel(name, timeout)
+
+    def kernel_process(self, kernel_id: str) -> psutil.Process:
+        assert self.proc is not None
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            try:
+                if any(kernel_id in arg for arg in child.cmdline()):
+                    return child
+            except psutil.Error:
+                continue
+        raise LookupError(f"no process for kernel {kernel_id}")
+
+    def kernel_connections(self, kernel_id: str) -> int:
+        """ESTABLISHED TCP connections held by the kernel process (one per peer socket)."""
+        proc = self.kernel_process(kernel_id)
+        return sum(1 for c in proc.net_connections("tcp") if c.status == psutil.CONN_ESTABLISHED)
+
+    def channel_connections(self, kernel_id: str) -> Counter[str]:
+        """The kernel's ESTABLISHED TCP connections per channel (shell, iopub, stdin, ...).
+
+        jupyter_server's own sockets (its activity watcher on IOPub, the kernel manager's
+        control socket) count too; nothing of the server but a websocket's channels ever
+        connects to **stdin**, so its count alone tells how many sets of channels there are.
+        """
+        proc = self.kernel_process(kernel_id)
+        connection_file = next(a for a in proc.cmdline() if a.endswith(".json"))
+        info = json.loads(Path(connection_file).read_text())
+        channel_of = {info[f"{c}_port"]: c for c in ("shell", "iopub", "stdin", "control", "hb")}
+        return Counter(
+            channel_of[c.laddr.port]
+            for c in proc.net_connections("tcp")
+            if c.status == psutil.CONN_ESTABLISHED and c.laddr.port in channel_of
+        )
+
+    async def stdin_connections_become(
+        self, kernel_id: str, count: int, timeout: float = 60
+    ) -> Counter[str]:
+        """The kernel's connections per channel once ``count`` sockets are on its stdin.
+
+        A barrier, not a window: ``timeout`` only guards against a hang.
+        """
+        deadline = time.monotonic() + timeout
+        while (now := self.channel_connections(kernel_id))["stdin"] != count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"stdin connections stayed {now['stdin']}, not {count}")
+            await asyncio.sleep(0.1)
+        return now
