@@ -37,26 +37,25 @@ import multiprocessing as mp
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, ClassVar
 
 import psutil
-from jupyter_server.services.kernels.connection.base import (
-    deserialize_msg_from_ws_v1,
-    serialize_msg_to_ws_v1,
-)
+from jupyter_client.session import Session
 
 from benchmarks.trials import EXT, STOCK, fmt, median, print_table, ratio
 from harness.server import JupyterServer
+from harness.shared_channels_server import CLASS as SHARED_CLASS
+from harness.shared_channels_server import KernelConnections
+from harness.ws_protocol import WS_V1, auth_header, channels_path, decode_v1, encode_message
+from harness.ws_protocol import new_message as ws_message
 
 TRIALS, QUICK_TRIALS = 3, 1
-V1 = "v1.kernel.websocket.jupyter.org"
 #: The server's websocket connection classes, by the name the tables give them.
 CLASSES = {
     "stock": "jupyter_server.services.kernels.connection.channels.ZMQChannelsWebsocketConnection",
-    "shared": "ipykernel_ext.server.SharedChannelsConnection",
+    "shared": SHARED_CLASS,
 }
 
 BURST_CODE = """
@@ -72,7 +71,7 @@ _bench_comm.close()
 # --- server ------------------------------------------------------------------------------
 
 
-class Server(JupyterServer):
+class Server(KernelConnections, JupyterServer):
     """The tests' jupyter_server launcher, plus what this benchmark measures on it."""
 
     #: More command-line options for every server (``--server-arg``).
@@ -97,13 +96,6 @@ class Server(JupyterServer):
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
-
-    def kernel_connections(self, kernel_id: str) -> int:
-        for child in psutil.Process(self.pid).children(recursive=True):
-            if any(kernel_id in arg for arg in child.cmdline()):
-                conns = child.net_connections("tcp")
-                return sum(1 for c in conns if c.status == psutil.CONN_ESTABLISHED)
-        return -1
 
     def fds(self) -> tuple[int, int]:
         """(all descriptors, descriptors that are not accepted websocket connections)."""
@@ -155,8 +147,8 @@ class Counter:
     def on_message(self, data: bytes | str | None) -> None:
         if not isinstance(data, bytes):
             return
-        channel, parts = deserialize_msg_from_ws_v1(data)
-        header, parent, _metadata, content = (bytes(p) for p in parts[:4])
+        channel, parts = decode_v1(data)  # sliced, not JSON-decoded: clients cost little
+        header, parent, _metadata, content = parts[:4]
         if channel == "control" and self.control_parent in parent:
             if self.control_reply is not None and not self.control_reply.done():
                 self.control_reply.set_result(json.loads(content))
@@ -170,19 +162,16 @@ class Counter:
             self.done.set()
 
 
+#: The driver's session: requests are built as jupyter_client builds them.
+DRIVER = Session(username="bench", session="bench-driver")
+
+
 def send_request(
     counter: Counter, channel: str, msg_type: str, content: dict[str, Any], msg_id: str
 ) -> None:
-    header = {
-        "msg_id": msg_id,
-        "msg_type": msg_type,
-        "session": "bench-driver",
-        "username": "bench",
-        "date": datetime.now(UTC).isoformat(),
-        "version": "5.3",
-    }
-    parts = [json.dumps(p).encode() for p in (header, {}, {}, content)]
-    counter.ws.write_message(serialize_msg_to_ws_v1(parts, channel), binary=True)
+    msg = ws_message(DRIVER, msg_type, content)
+    msg["header"]["msg_id"] = msg_id  # the id every client waits on
+    counter.ws.write_message(encode_message(channel, msg), binary=True)
 
 
 async def worker_main(conn: Any, port: int, token: str, kernel_id: str, n: int) -> None:
@@ -192,11 +181,11 @@ async def worker_main(conn: Any, port: int, token: str, kernel_id: str, n: int) 
     counters = [Counter() for _ in range(n)]
 
     async def connect(counter: Counter) -> None:
-        url = f"ws://127.0.0.1:{port}/api/kernels/{kernel_id}/channels?session_id={uuid.uuid4()}"
-        request = HTTPRequest(url, headers={"Authorization": f"token {token}"})
+        url = f"ws://127.0.0.1:{port}/{channels_path(kernel_id, str(uuid.uuid4()))}"
+        request = HTTPRequest(url, headers=dict([auth_header(token)]))
         counter.ws = await websocket_connect(
             request,
-            subprotocols=[V1],
+            subprotocols=[WS_V1],
             on_message_callback=counter.on_message,
             max_message_size=1 << 30,
         )
@@ -305,7 +294,9 @@ def run_config(
     with Server(CLASSES[name]) as server:  # stop() shuts its kernels down first
         kernel_id = server.start_kernel(kernel)
         with client_workers(server, kernel_id, n_clients) as pipes:
-            time.sleep(1.5)  # let ZMQ connections settle before counting
+            # Counted once every websocket's channels are up: a set of channels per client
+            # with the stock class, one for them all with ours (only channels use stdin).
+            server.wait_stdin_connections(kernel_id, 1 if name == "shared" else n_clients)
             fds, fds_wo_ws = server.fds()
             kernel_conns = server.kernel_connections(kernel_id)
             burst(pipes, BURST_CODE.format(n=10, pad=pad), timeout)  # warm-up (imports, comm)

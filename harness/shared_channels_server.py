@@ -3,8 +3,9 @@ holds open to its kernels.
 
 :class:`SharedChannelsServer` is the harness's :class:`harness.server.JupyterServer` with
 ``ipykernel_ext.server.SharedChannelsConnection`` as its websocket connection class and a
-short grace period; it counts the TCP connections each kernel process holds (per channel), so
-a test can wait until the server has as many sets of channels as it should.
+short grace period. :class:`KernelConnections` counts the TCP connections each kernel
+process holds (per channel), so a test or a benchmark can wait until a server, with either
+connection class, has as many sets of channels as it should.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -27,33 +29,13 @@ CLASS = "ipykernel_ext.server.SharedChannelsConnection"
 GRACE = 0.5
 
 
-class SharedChannelsServer(server_utils.JupyterServer):
-    """The harness's jupyter_server with our connection class and a short grace period.
+class KernelConnections:
+    """What a jupyter_server's kernels hold open, per kernel process (for a server class).
 
-    Started on construction; :meth:`stop` ends it.
+    Mixed into a :class:`harness.server.JupyterServer`; reads ``self.proc``.
     """
 
-    def __init__(
-        self,
-        extra_args: Iterable[str] = (),
-        env: dict[str, str] | None = None,
-        connection_class: str = CLASS,
-        grace: float = GRACE,
-    ) -> None:
-        super().__init__(
-            extra_args=[
-                f"--ServerApp.kernel_websocket_connection_class={connection_class}",
-                f"--SharedChannelsConnection.shared_channels_grace_period={grace}",
-                *extra_args,
-            ],
-            env=env,
-            startup_timeout=60,
-            stop_timeout=20,
-        )
-        self.start()
-
-    def start_kernel(self, name: str = EXT_KERNEL, timeout: float = 60) -> str:
-        return super().start_kernel(name, timeout)
+    proc: Any
 
     def kernel_process(self, kernel_id: str) -> psutil.Process:
         assert self.proc is not None
@@ -87,7 +69,7 @@ class SharedChannelsServer(server_utils.JupyterServer):
             if c.status == psutil.CONN_ESTABLISHED and c.laddr.port in channel_of
         )
 
-    async def stdin_connections_become(
+    def wait_stdin_connections(
         self, kernel_id: str, count: int, timeout: float = 60
     ) -> Counter[str]:
         """The kernel's connections per channel once ``count`` sockets are on its stdin.
@@ -98,5 +80,41 @@ class SharedChannelsServer(server_utils.JupyterServer):
         while (now := self.channel_connections(kernel_id))["stdin"] != count:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"stdin connections stayed {now['stdin']}, not {count}")
-            await asyncio.sleep(0.1)
+            time.sleep(0.1)
         return now
+
+
+class SharedChannelsServer(KernelConnections, server_utils.JupyterServer):
+    """The harness's jupyter_server with our connection class and a short grace period.
+
+    Started on construction; :meth:`stop` ends it.
+    """
+
+    def __init__(
+        self,
+        extra_args: Iterable[str] = (),
+        env: dict[str, str] | None = None,
+        connection_class: str = CLASS,
+        grace: float = GRACE,
+    ) -> None:
+        super().__init__(
+            extra_args=[
+                f"--ServerApp.kernel_websocket_connection_class={connection_class}",
+                f"--SharedChannelsConnection.shared_channels_grace_period={grace}",
+                *extra_args,
+            ],
+            env=env,
+            startup_timeout=60,
+            stop_timeout=20,
+        )
+        self.start()
+
+    def start_kernel(self, name: str = EXT_KERNEL, timeout: float = 60) -> str:
+        return super().start_kernel(name, timeout)
+
+    async def stdin_connections_become(
+        self, kernel_id: str, count: int, timeout: float = 60
+    ) -> Counter[str]:
+        """:meth:`wait_stdin_connections` from a test's event loop, which keeps running (its
+        websocket clients keep reading) while this waits."""
+        return await asyncio.to_thread(self.wait_stdin_connections, kernel_id, count, timeout)
