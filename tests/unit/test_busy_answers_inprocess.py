@@ -32,12 +32,13 @@ from ipykernel_ext.kernel.busy_answers import BusyAnswers
 from ipykernel_ext.kernel.control_comm import ControlCommAnswer
 from ipykernel_ext.kernel.main_shell_status import MainShellStatus
 
+from .inproc import HANG_MS
+from .inproc import Frontend as Client
+
 w = pytest.importorskip("ipywidgets")
 from ipywidgets.widgets.widget import Widget  # noqa: E402
 
 KEY = b"busy-answers-inprocess"
-#: How long a poll waits before the test fails: a hang guard only, never a measure.
-HANG_MS = 10_000
 LOG = "tests.unit.busy_answers"
 OTHER_TARGET = "tests.unit.other-target"
 
@@ -68,33 +69,6 @@ class Parts:
     def publish_status(self, status: str, channel: str, parent: Any = None) -> None:
         content = {"execution_state": status}
         self.session.send(self.iopub_socket, "status", content, parent, ident=b"kernel.status")
-
-
-class Client:
-    """A frontend: its own session (the same key) and a DEALER to the kernel's shell."""
-
-    def __init__(self, ctx: zmq.Context, url: str, key: bytes = KEY) -> None:
-        self.session = Session(key=key)
-        self.socket = ctx.socket(zmq.DEALER)
-        self.socket.linger = 0
-        self.socket.connect(url)
-
-    def msg(
-        self, msg_type: str, content: Any, metadata: dict[str, Any] | None = None, **header: Any
-    ) -> dict[str, Any]:
-        msg = self.session.msg(msg_type, {}, metadata=metadata)
-        msg["content"] = content  # may be packed bytes: content that is not an object
-        msg["header"].update(header)
-        return msg
-
-    def send(self, msg: dict[str, Any]) -> None:
-        self.session.send(self.socket, msg)
-
-    def reply(self) -> dict[str, Any]:
-        assert self.socket.poll(HANG_MS), "no reply on shell"
-        _, msg = self.session.recv(self.socket, mode=0)
-        assert msg is not None
-        return msg
 
 
 class Rig:
@@ -144,7 +118,7 @@ class Rig:
         Widget._control_comm = None
         self.io_loop.close()
         for client in self.clients:
-            client.socket.close()
+            client.close()
         self.ctx.destroy(linger=0)
 
     # --- the main shell's state ---------------------------------------------------------

@@ -38,11 +38,11 @@ from ipykernel_ext.kernel import ExtKernel
 from ipykernel_ext.kernel.iopub import NoDropXPubSocket
 from ipykernel_ext.kernel.iopub_options import IOPubSettings
 
+from .inproc import HANG_MS, Frontend
+
 w = pytest.importorskip("ipywidgets")
 
 KEY = b"control-queries-inprocess"
-#: How long a poll waits before the test fails: a hang guard only, never a measure.
-HANG_MS = 10_000
 LOG = "tests.unit.control_queries"
 SNDHWM = 50
 SEND_TIMEOUT_MS = 4321
@@ -67,22 +67,13 @@ class Rig:
         self.io_loop: IOLoop = kernel.control_stream.io_loop
         self.client = self.new_client()
 
-    def new_client(self) -> tuple[Session, zmq.Socket]:
-        """A client of its own (a session and a DEALER), so no test reads another's replies."""
-        socket = self.ctx.socket(zmq.DEALER)
-        socket.linger = 0
-        socket.connect(self.url)
-        return Session(key=KEY), socket
+    def new_client(self) -> Frontend:
+        """A client of its own, so no test reads another's replies."""
+        return Frontend(self.ctx, self.url, KEY)
 
-    def send(
-        self, msg_type: str, content: Any, client: tuple[Session, zmq.Socket] | None = None
-    ) -> dict[str, Any]:
-        """Send a request; ``content`` may be packed bytes (content that is not an object)."""
-        session, socket = client or self.client
-        msg = session.msg(msg_type, {})
-        msg["content"] = content
-        session.send(socket, msg)
-        return msg
+    def send(self, msg_type: str, content: Any, session: Session | None = None) -> dict[str, Any]:
+        """Send a request (signed by ``session`` if given: another key on the same socket)."""
+        return self.client.send(self.client.msg(msg_type, content), session)
 
     def deliver(self) -> None:
         """The control thread: what reached the control socket goes to process_control."""
@@ -103,17 +94,10 @@ class Rig:
         return request, self.reply()
 
     def reply(self) -> dict[str, Any]:
-        session, socket = self.client
-        assert socket.poll(HANG_MS), "no reply on control"
-        _, msg = session.recv(socket, mode=0)
-        assert msg is not None
-        return msg
+        return self.client.read(self.client.socket, "no reply on control")
 
     def published(self) -> dict[str, Any]:
-        assert self.subscriber.poll(HANG_MS), "nothing published on IOPub"
-        _, msg = self.client[0].recv(self.subscriber, mode=0)
-        assert msg is not None
-        return msg
+        return self.client.read(self.subscriber, "nothing published on IOPub")
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +157,7 @@ def kernel_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 @pytest.fixture
 def rig(kernel_rig: Rig) -> Rig:
-    kernel_rig.client[1].close()  # the last test's (the module's end closes the last one)
+    kernel_rig.client.close()  # the last test's (the module's end closes the last one)
     kernel_rig.client = kernel_rig.new_client()
     return kernel_rig
 
@@ -315,7 +299,7 @@ def test_a_query_the_session_refuses_gets_no_reply_and_the_next_is_answered(
     rig: Rig, msg_type: str, sender: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     if sender == "replayed":
-        session, socket = rig.client
+        session, socket = rig.client.session, rig.client.socket
         frames = session.serialize(session.msg(msg_type, {}))
         socket.send_multipart(frames)
         rig.deliver()
@@ -326,7 +310,7 @@ def test_a_query_the_session_refuses_gets_no_reply_and_the_next_is_answered(
     else:
         # Another key (or none) on the same socket: a reply would come back on it first.
         session = Session(key=b"not-the-kernels-key" if sender == "wrong-key" else b"")
-        rig.send(msg_type, {}, (session, rig.client[1]))
+        rig.send(msg_type, {}, session)
     with caplog.at_level(logging.ERROR, logger=LOG):
         rig.deliver()
     assert "Invalid control message" in caplog.text
