@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.trials import EXT, fmt, median, print_table, ratio
-from harness.kernel_websocket import stream_text
+from harness.kernel_websocket import KernelWebsocket, stream_text
 from harness.server import JupyterServer, ServerError
 
 TRIALS, QUICK_TRIALS = 3, 1
@@ -206,7 +206,7 @@ def run_trial(
 ) -> Trial:
     code, last_line = cell_code(cell, seconds)
     with Bench(collab, keep, code) as bench:
-        ws = bench.server.connect(bench.kernel_id, session_id=uuid.uuid4().hex)
+        ws = KernelWebsocket(bench.server, bench.kernel_id, session_id=uuid.uuid4().hex)
         rss_before = bench.proc.memory_info().rss / 2**20
         cpu0, start = cpu_seconds(bench.proc), time.perf_counter()
         msg_id = ws.send("shell", "execute_request", {

@@ -25,10 +25,11 @@ from typing import Any
 import websocket  # websocket-client
 from jupyter_client.session import Session
 
-from .server import JupyterServer, ServerError
+from .server import JupyterServer
 from .ws_protocol import (
     CHANNELS,
     WS_V1,
+    ProtocolError,
     auth_header,
     channels_path,
     decode_message,
@@ -73,7 +74,7 @@ class KernelWebsocket:
         selected = self.ws.getsubprotocol()
         if selected != WS_V1:
             self.ws.close()
-            raise ServerError(f"server chose websocket subprotocol {selected!r}, not {WS_V1}")
+            raise ProtocolError(f"server chose websocket subprotocol {selected!r}, not {WS_V1}")
         # One thread reads blocking and queues whole messages: a socket timeout in the middle
         # of a frame would leave websocket-client's framing out of step, so callers wait on
         # the queue instead. It also keeps reading while a test does something else.
@@ -151,7 +152,7 @@ class KernelWebsocket:
                 return
             if opcode == websocket.ABNF.OPCODE_TEXT:
                 # The server writes JSON text only for the legacy protocol; never with v1.
-                self._inbox.put(ServerError(f"text frame on a v1 websocket: {data[:200]!r}"))
+                self._inbox.put(ProtocolError(f"text frame on a v1 websocket: {data[:200]!r}"))
                 continue
             try:
                 msg = decode_message(data)

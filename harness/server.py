@@ -1,11 +1,11 @@
 """A real jupyter_server (or JupyterLab) in a subprocess, for the tests and benchmarks.
 
-Kernels are started through its REST API, and :meth:`JupyterServer.connect` gives a websocket
-client of one (:class:`harness.kernel_websocket.KernelWebsocket`)::
+Kernels are started through its REST API; :class:`harness.kernel_websocket.KernelWebsocket`
+is a websocket client of one (that module imports this one, not the other way round)::
 
     with JupyterServer() as server:                     # free port, token, curve required
         kernel_id = server.start_kernel("python3-ext")  # POST /api/kernels
-        with server.connect(kernel_id) as ws:           # v1.kernel.websocket.jupyter.org
+        with KernelWebsocket(server, kernel_id) as ws:  # v1.kernel.websocket.jupyter.org
             msg_id = ws.execute("1 + 1")
             reply, iopub = ws.collect_execution(msg_id)
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .kernel_websocket import KernelWebsocket
+    pass
 
 #: The folder of the test server extensions (``pause_extension``, ``outputs_extension``).
 SERVER_EXTENSIONS = Path(__file__).resolve().parent / "server_extensions"
@@ -327,20 +327,6 @@ class JupyterServer:
         """The kernel's connection file as the server wrote it (keys included)."""
         path = self.runtime_dir / f"kernel-{kernel_id}.json"
         return json.loads(path.read_text())
-
-    def connect(
-        self,
-        kernel_id: str,
-        session_id: str | None = None,
-        timeout: float = 60,
-        ready_on: str = "shell",
-    ) -> KernelWebsocket:
-        """A ready websocket client on ``kernel_id`` (see :class:`KernelWebsocket`)."""
-        from .kernel_websocket import KernelWebsocket  # it imports this module
-
-        return KernelWebsocket(
-            self, kernel_id, session_id=session_id, timeout=timeout, ready_on=ready_on
-        )
 
 
 class ServerPause:

@@ -24,6 +24,11 @@ from jupyter_server.services.kernels.connection.base import (
     serialize_msg_to_ws_v1,
 )
 
+
+class ProtocolError(RuntimeError):
+    """The server spoke the websocket protocol otherwise than a client agreed with it."""
+
+
 #: The websocket subprotocol JupyterLab uses; the server then frames messages in binary.
 WS_V1 = "v1.kernel.websocket.jupyter.org"
 
@@ -134,7 +139,7 @@ def decode_message(data: str | bytes, v1: bool = True) -> dict[str, Any]:
     """The message dict (see :func:`message_from_parts`) of one frame the server wrote."""
     if v1:
         if not isinstance(data, bytes):
-            raise ValueError(f"text frame on a v1 websocket: {data[:200]!r}")
+            raise ProtocolError(f"text frame on a v1 websocket: {data[:200]!r}")
         return message_from_parts(*decode_v1(data))
     # Legacy: JSON text, or jupyter_server's binary form for a message with buffers.
     msg = deserialize_binary_message(data) if isinstance(data, bytes) else json.loads(data)

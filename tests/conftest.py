@@ -76,5 +76,5 @@ def server_kernel(jupyter_server: JupyterServer) -> Iterator[str]:
 @pytest.fixture
 def ws(jupyter_server: JupyterServer, server_kernel: str) -> Iterator[KernelWebsocket]:
     """A ready websocket client on :func:`server_kernel`, through the server's kernel handler."""
-    with jupyter_server.connect(server_kernel) as client:
+    with KernelWebsocket(jupyter_server, server_kernel) as client:
         yield client

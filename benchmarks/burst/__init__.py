@@ -11,7 +11,7 @@ gateway_provisioners' launcher). One module per part:
 * :mod:`~benchmarks.burst.readers`: reading over a kernel client or a server's websocket,
   the kernel's memory;
 * :mod:`~benchmarks.burst.conditions` and :mod:`~benchmarks.burst.provisioners`: the
-  conditions, each real;
+  conditions, each real; :mod:`~benchmarks.burst.catalog`: each by its name;
 * :mod:`~benchmarks.burst.scenario`: the run, the table and the figure;
 * :mod:`~benchmarks.burst.presets`: the named runs ``python -m benchmarks --list`` shows
   (``burst``, ``iopub_burst``, ``through_server``, ``cluster_burst``, ``iopub_pause``).

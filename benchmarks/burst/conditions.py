@@ -1,4 +1,4 @@
-"""The conditions a burst is read under, each real, and :func:`parse` from their names.
+"""The conditions a burst is read under, each real, and :class:`Condition`, what each is.
 
 A condition is how the kernel is started and who reads, written on the command line as
 ``NAME`` or ``NAME:ARG``:
@@ -19,6 +19,7 @@ A condition is how the kernel is started and who reads, written on the command l
 
 Each condition's :meth:`Condition.opened` sets up what its trials share (a server, a
 namespace, kernelspecs) and yields the trial: ``trial(kernel, load) -> Outcome``.
+:mod:`benchmarks.burst.catalog` makes one from its name.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from benchmarks.burst.readers import (
 )
 from benchmarks.trials import EXT, kernel
 from harness.burst_reader import SCRIPT as BURST_READER
+from harness.kernel_websocket import KernelWebsocket
 from harness.kernels import shell_and_control_client
 from harness.netns import limit_rate, namespaces_missing, veth_namespace
 from harness.raw_subscriber import RawSubscriber
@@ -167,7 +169,7 @@ class ThroughServer(Condition):
         kernel_id = server.start_kernel(self.spec(kernel_name))
         pause = None if self.pause is None else (lambda: self.start_pause(server))
         try:
-            with server.connect(kernel_id) as ws:
+            with KernelWebsocket(server, kernel_id) as ws:
                 pid = server_kernel_pid(server, kernel_id) if settings.rss else None
                 read = read_websocket(ws, load, settings.timeout, pause, rss_pid=pid)
                 stats = websocket_stats(ws, kernel_name == EXT)
@@ -224,33 +226,3 @@ class Link(Condition):
         result = json.loads(out.stdout.splitlines()[-1])
         seconds = result["seconds"] if result["idle"] else None
         return Read(result["counts"], result["idle"], seconds, rss_growth_mb=rss.growth_mb)
-
-
-def parse(spec: str) -> Condition:
-    """The condition named ``spec`` (see the module docstring); ValueError if none is."""
-    from benchmarks.burst.provisioners import Cluster, Gateway
-
-    name, _, arg = spec.partition(":")
-    try:
-        if name in ("tcp", "curve", "cosub", "server", "link", "gateway") and not arg:
-            return {
-                "tcp": lambda: Direct(spec, curve=False),
-                "curve": lambda: Direct(spec),
-                "cosub": lambda: Direct(spec, co_subscriber=True),
-                "server": lambda: ThroughServer(spec),
-                "link": lambda: Link(spec),
-                "gateway": lambda: Gateway(spec),
-            }[name]()
-        if name == "sndhwm" and arg:
-            return Direct(spec, sndhwm=int(arg))
-        if name in ("block", "sigstop") and arg:
-            return ThroughServer(spec, pause=name, seconds=float(arg))
-        if name == "cluster" and arg:
-            setting, _, send_timeout = arg.partition(":")
-            return Cluster(spec, setting, int(send_timeout) if send_timeout else None)
-    except ValueError:
-        pass
-    raise ValueError(
-        f"unknown condition {spec!r}: one of tcp, curve, cosub, server, link, gateway,"
-        " sndhwm:N, block:S, sigstop:S, cluster:SETTING[:SEND_TIMEOUT_MS]"
-    )

@@ -21,7 +21,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.burst.conditions import Condition, Settings, Skipped, Trial, parse
+from benchmarks.burst.catalog import parse
+from benchmarks.burst.conditions import Condition, Settings, Skipped, Trial
 from benchmarks.burst.outcome import Load, Outcome, summarize
 from benchmarks.burst.presets import Preset
 from benchmarks.plot import figure, missing

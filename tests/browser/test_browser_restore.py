@@ -56,6 +56,7 @@ from harness.browser import (
     watch_restore,
     write_notebook,
 )
+from harness.kernel_websocket import KernelWebsocket
 from harness.page_websocket import Frame, WebsocketLog, format_requests, tracked_statuses
 from harness.server import JupyterServer
 
@@ -435,7 +436,7 @@ PAGE_VALUES_JS = """() => {
 
 def kernel_values(lab: JupyterServer, kernel_id: str) -> dict[str, Any]:
     """The widgets' values in the kernel, asked through a second websocket client."""
-    with lab.connect(kernel_id) as ws:
+    with KernelWebsocket(lab, kernel_id) as ws:
         _, iopub = ws.run(
             "import json; print(json.dumps({'progress': progress.value, 'max': progress.max,"
             " 'label': label.value, 'gated': snapshot_started.is_set()}))"

@@ -131,7 +131,7 @@ def ws(server: JupyterServer) -> Iterator[KernelWebsocket]:
     """A fresh ipykernel_ext kernel (default IOPub settings) and a websocket client on it."""
     kernel_id = server.start_kernel(EXT_KERNEL)
     try:
-        with server.connect(kernel_id) as client:
+        with KernelWebsocket(server, kernel_id) as client:
             client.run("import ipywidgets")  # the import is not part of the burst
             yield client
     finally:
@@ -198,7 +198,7 @@ def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
 ) -> None:
     kernel_id = gp_server.start_kernel(GP_KERNEL)
     try:
-        with gp_server.connect(kernel_id) as client:
+        with KernelWebsocket(gp_server, kernel_id) as client:
             client.run("import ipywidgets")
             before = ws_stats(client)
             assert before["socket"] == ADOPTED  # stock IPKernelApp with ExtKernel

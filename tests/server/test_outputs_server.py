@@ -206,7 +206,7 @@ def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
     server: JupyterServer, kernel: str
 ) -> None:
     nb = Notebook(server, f"closed-{kernel}.ipynb", kernel)
-    ws = server.connect(nb.kernel_id)
+    ws = KernelWebsocket(server, nb.kernel_id)
     msg_id = nb.run(ws)
     nb.release(K + 1)
     seen = until_line(ws, msg_id, K)
@@ -223,8 +223,8 @@ def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
     server: JupyterServer,
 ) -> None:
     nb = Notebook(server, "second_tab.ipynb")
-    other = server.connect(nb.kernel_id)  # another tab of the notebook stays
-    ws = server.connect(nb.kernel_id)
+    other = KernelWebsocket(server, nb.kernel_id)  # another tab of the notebook stays
+    ws = KernelWebsocket(server, nb.kernel_id)
     msg_id = nb.run(ws)
     nb.release(K + 1)
     count = execution_count_of(until_line(ws, msg_id, K), msg_id)
@@ -248,7 +248,7 @@ def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
 
 def test_kernel_restart_ends_an_owned_cell_with_what_it_had(server: JupyterServer) -> None:
     nb = Notebook(server, "restarted.ipynb")
-    ws = server.connect(nb.kernel_id)
+    ws = KernelWebsocket(server, nb.kernel_id)
     msg_id = nb.run(ws, resist=True)
     nb.release(K + 1)
     count = execution_count_of(until_line(ws, msg_id, K), msg_id)
@@ -266,13 +266,13 @@ def test_same_session_back_within_the_grace_gets_every_output_once() -> None:
     try:
         nb = Notebook(srv, "blip.ipynb")
         session = uuid.uuid4().hex
-        ws = srv.connect(nb.kernel_id, session_id=session)
+        ws = KernelWebsocket(srv, nb.kernel_id, session_id=session)
         msg_id = nb.run(ws)
         nb.release(K + 1)
         before = stdout_of(until_line(ws, msg_id, K), msg_id)
         ws.close()
         nb.release(K + 3)  # printed while the tab is away: the server's offline buffer
-        back = srv.connect(nb.kernel_id, session_id=session, ready_on="control")
+        back = KernelWebsocket(srv, nb.kernel_id, session_id=session, ready_on="control")
         nb.release(N)
         reply, iopub = back.collect_execution(msg_id)  # its reply and idle still come
         assert reply["content"]["status"] == "ok"
@@ -292,7 +292,7 @@ def close_mid_cell(server: JupyterServer, nb: Notebook, session: str | None = No
 ]:
     """Run the cell on a new websocket, read it up to ``line K``, close it (the tab leaves
     mid-cell); returns the request's msg_id and the cell's execution count."""
-    ws = server.connect(nb.kernel_id, session_id=session or uuid.uuid4().hex)
+    ws = KernelWebsocket(server, nb.kernel_id, session_id=session or uuid.uuid4().hex)
     msg_id = nb.run(ws)
     nb.release(K + 1)
     count = execution_count_of(until_line(ws, msg_id, K), msg_id)
@@ -413,7 +413,7 @@ def wait_doc(server: JupyterServer, nb: Notebook, text: str, state: str) -> dict
 def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServer) -> None:
     nb = Notebook(collab_server, "live.ipynb")
     collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
-    ws = collab_server.connect(nb.kernel_id)
+    ws = KernelWebsocket(collab_server, nb.kernel_id)
     msg_id = nb.run(ws)
     nb.release(K + 1)
     count = execution_count_of(until_line(ws, msg_id, K), msg_id)
@@ -439,7 +439,7 @@ def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
     nb = Notebook(collab_server, "back.ipynb")
     collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
     session = uuid.uuid4().hex
-    ws = collab_server.connect(nb.kernel_id, session_id=session)
+    ws = KernelWebsocket(collab_server, nb.kernel_id, session_id=session)
     msg_id = nb.run(ws)
     nb.release(K + 1)
     until_line(ws, msg_id, K)
@@ -447,7 +447,7 @@ def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
     nb.wait_log("takes over the outputs of cell")
     nb.release(K + 3)  # printed while away: buffered, and written into the document
     wait_doc(collab_server, nb, lines(K + 3), "running")
-    back = collab_server.connect(nb.kernel_id, session_id=session, ready_on="control")
+    back = KernelWebsocket(collab_server, nb.kernel_id, session_id=session, ready_on="control")
     nb.release(N)
     reply, iopub = back.collect_execution(msg_id)  # status and the reply still come
     assert reply["content"]["status"] == "ok"
@@ -460,7 +460,7 @@ def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
 def test_collab_restart_ends_an_owned_cell_idle(collab_server: JupyterServer) -> None:
     nb = Notebook(collab_server, "restart_live.ipynb")
     collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
-    ws = collab_server.connect(nb.kernel_id)
+    ws = KernelWebsocket(collab_server, nb.kernel_id)
     msg_id = nb.run(ws, resist=True)
     nb.release(K + 1)
     until_line(ws, msg_id, K)

@@ -123,7 +123,7 @@ def test_comm_echo_reaches_second_websocket_client(
     jupyter_server: JupyterServer, server_kernel: str, ws: KernelWebsocket
 ) -> None:
     ws.run(REGISTER_TARGET_CODE)
-    with jupyter_server.connect(server_kernel) as other:
+    with KernelWebsocket(jupyter_server, server_kernel) as other:
         comm_id = "e2e0comm0" + other.session_id[:8]
         sent = [
             other.send(
@@ -179,7 +179,7 @@ def test_comm_echo_precedes_handler_output(
         "import ipywidgets, json\nslider = ipywidgets.IntSlider()\n"
         "print(json.dumps(slider.model_id))",
     )
-    with jupyter_server.connect(server_kernel) as other:
+    with KernelWebsocket(jupyter_server, server_kernel) as other:
         update = other.send(
             "shell",
             "comm_msg",
@@ -221,7 +221,7 @@ def test_widget_state_request_on_control_through_websocket(
     jupyter_server: JupyterServer, server_kernel: str, ws: KernelWebsocket
 ) -> None:
     slider_id, button_id = printed_json(ws, WIDGETS_CODE)
-    with jupyter_server.connect(server_kernel) as other:
+    with KernelWebsocket(jupyter_server, server_kernel) as other:
         reply = ws.request(
             "control",
             "widget_state_request",
