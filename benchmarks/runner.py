@@ -6,7 +6,7 @@ with the first line of its description, read without importing it, so that listi
 none of a benchmark's optional dependencies. A benchmark is either
 
 * a module in this folder (all but ``__init__``, ``__main__``, this runner, ``trials`` and
-  ``plot``), or
+  ``plot``; the packages here hold a benchmark's parts and are never listed), or
 * a preset of the burst scenario (``benchmarks/burst/presets.py``: ``burst``,
   ``iopub_burst``, ``through_server``, ``cluster_burst``, ``iopub_pause``): one scenario,
   one cell's burst read under a condition, run by ``benchmarks/burst/scenario.py``.

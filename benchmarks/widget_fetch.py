@@ -19,6 +19,8 @@ interleaved on the same kernel. Another table times the kernel's own work (state
 JSON packing) in process, without the transport.
 
 Scenarios: a GridBox of 1000 Buttons (3002 models), 200 Image widgets of 100 kB (400 models).
+This module keeps the round trips and the run; the kernel-side and transport floors and the
+tables are in ``benchmarks/widget_fetching/``.
 
     python -m benchmarks widget_fetch            # 7 runs (3 for per-widget)
     python -m benchmarks widget_fetch --quick    # 3 runs (1 for per-widget)
@@ -29,24 +31,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from queue import Empty
 from typing import Any
 
-import zmq
 from jupyter_client import BlockingKernelClient
 
-from benchmarks.trials import EXT, STOCK, alternate, fmt, kernel, median, print_table, ratio
-from harness.messages import drain_iopub, send, shell_reply, wait_iopub
-from harness.widget_control import (
-    is_update_states,
-    open_control_comm,
-    request_states,
-    set_answer_while_busy,
-)
+from benchmarks.trials import EXT, STOCK, alternate, kernel
+from benchmarks.widget_fetching.floors import KERNEL_SIDE, frame_sizes, transport_floor
+from benchmarks.widget_fetching.tables import report
+from harness.messages import drain_iopub, send, shell_reply
+from harness.widget_control import ipywidgets_answering, open_control_comm, update_states
 from ipykernel_ext.client import fetch_widget_states, run_cell
 
 TRIALS, QUICK_TRIALS = 7, 3
@@ -99,9 +97,8 @@ def fetch_control_comm(
     kc: BlockingKernelClient, comm_id: str, timeout: float = 60
 ) -> dict[str, Any] | None:
     """``request_states`` on the control comm; the states with buffers in place (None: lost)."""
-    request_states(kc, comm_id)
     try:
-        msg = wait_iopub(kc, is_update_states(comm_id), "update_states", timeout)
+        msg = update_states(kc, comm_id, timeout)
     except AssertionError:  # none within the timeout
         return None
     data = msg["content"]["data"]
@@ -133,76 +130,6 @@ def fetch_per_widget(
                 waiting.discard(comm_id)
                 in_flight -= 1
     return 0
-
-
-KERNEL_SIDE = """
-import json as _json, time as _time
-from ipywidgets.widgets import widget as _wm
-from ipykernel_ext.kernel.widget_state import build_widget_state_reply as _build
-_pack = get_ipython().kernel.session.pack
-
-def _straightforward():
-    # get_state per widget, _remove_buffers, pack: what a plain handler would do.
-    full = {{}}
-    for w in _wm._instances.values():
-        full[w.model_id] = {{'model_name': w._model_name, 'model_module': w._model_module,
-            'model_module_version': w._model_module_version, 'state': w.get_state()}}
-    states, paths, buffers = _wm._remove_buffers(full)
-    _pack(dict(status='ok', states=states, buffer_paths=paths, missing=[]))
-
-def _comm_handler_work():
-    # The body of Widget._handle_control_comm_msg (ipywidgets 8.1.9), without the send.
-    _wm.Widget.get_manager_state()
-    full = {{}}
-    for w in _wm._instances.values():
-        full[w.model_id] = {{'model_name': w._model_name, 'model_module': w._model_module,
-            'model_module_version': w._model_module_version, 'state': w.get_state()}}
-    states, paths, buffers = _wm._remove_buffers(full)
-    _pack(dict(method='update_states', states=states, buffer_paths=paths))
-
-def _ours():
-    content, buffers = _build({{}})
-    _pack(content)
-
-_t = {{'comm': [], 'plain': [], 'ours': []}}
-for _i in range({runs}):
-    for _name, _f in (('comm', _comm_handler_work), ('plain', _straightforward), ('ours', _ours)):
-        _s = _time.perf_counter(); _f(); _t[_name].append(_time.perf_counter() - _s)
-print(_json.dumps(_t))
-"""
-
-
-def transport_floor(frames: list[int], runs: int, plain: bool) -> float | None:
-    """Median time to move frames of these sizes once over ROUTER/DEALER, no kernel involved.
-
-    The least any reply of that size can cost on this machine (with CurveZMQ unless plain).
-    """
-    ctx = zmq.Context()
-    server, client = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
-    if not plain:
-        server_public, server_secret = zmq.curve_keypair()
-        client_public, client_secret = zmq.curve_keypair()
-        server.curve_server = True
-        server.curve_secretkey, server.curve_publickey = server_secret, server_public
-        client.curve_serverkey = server_public
-        client.curve_publickey, client.curve_secretkey = client_public, client_secret
-    port = server.bind_to_random_port("tcp://127.0.0.1")
-    client.connect(f"tcp://127.0.0.1:{port}")
-    payload = [os.urandom(size) for size in frames]
-    times = []
-    try:
-        for _ in range(runs):
-            start = time.perf_counter()
-            client.send(b"request")
-            identity, _ = server.recv_multipart()
-            server.send_multipart([identity, *payload], copy=False)
-            client.recv_multipart()
-            times.append(time.perf_counter() - start)
-    finally:
-        server.close(linger=0)
-        client.close(linger=0)
-        ctx.term()
-    return median(times)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -249,12 +176,11 @@ def control_trials(
             times["ours"].append(seconds)
             states["ours"] = reply["states"]
             continue
-        if method == "theirs":
-            set_answer_while_busy(kc, False)
-            drain_iopub(kc, quiet=0.05)
-        seconds, got = timed(lambda: fetch_control_comm(kc, control_id))
-        if method == "theirs":
-            set_answer_while_busy(kc, True)
+        # "theirs": ipywidgets' handler answers; the switch cells are outside the timing.
+        with ipywidgets_answering(kc) if method == "theirs" else nullcontext():
+            if method == "theirs":
+                drain_iopub(kc, quiet=0.05)
+            seconds, got = timed(lambda: fetch_control_comm(kc, control_id))
         if got is None:
             lost += 1
         else:
@@ -298,21 +224,6 @@ def bench_kernel(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def frame_sizes(reply: dict[str, Any]) -> list[int]:
-    """Sizes of a reply's content frame and buffers, for the transport floor."""
-    return [len(json.dumps(reply, default=lambda _: None).encode())] + [
-        memoryview(b).nbytes for b in _buffers_of(reply["states"])
-    ]
-
-
-def _buffers_of(x: Any) -> list[Any]:
-    if isinstance(x, dict):
-        return [b for v in x.values() for b in _buffers_of(v)]
-    if isinstance(x, list | tuple):
-        return [b for v in x for b in _buffers_of(v)]
-    return [x] if isinstance(x, memoryview | bytes | bytearray) else []
-
-
 def _same_states(a: dict[str, Any], b: dict[str, Any]) -> bool:
     def plain(x: Any) -> Any:
         if isinstance(x, dict):
@@ -324,102 +235,6 @@ def _same_states(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return x
 
     return plain(a) == plain(b)
-
-
-def ms(values: list[float]) -> str:
-    """The median in milliseconds, ``-`` if there is none."""
-    seconds = median(values)
-    return fmt(None if seconds is None else seconds * 1000, 1)
-
-
-def ratio_of_medians(a: list[float], b: list[float], digits: int = 2, unit: str = "") -> str:
-    value = ratio(median(a), median(b))
-    return "" if value is None else fmt(value, digits) + unit
-
-
-SAME = {True: "yes", False: "NO", None: "-"}
-
-
-def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    print()
-    transport = "plain TCP" if args.plain else "CurveZMQ"
-    print(f"Client round trip, request sent to states usable (median ms; {transport})")
-    header = ["kernel", "scenario", "models", "per-widget", "lost", "ctrl comm", "lost"]
-    print_table(
-        [*header, "widget_state", "ours/comm", "per-widget/ours", "same"],
-        [
-            [
-                row["kernel"],
-                row["scenario"],
-                row["models"],
-                ms(row["per_widget"]),
-                row["per_widget_lost"],
-                ms(row["comm"]),
-                row["comm_lost"],
-                ms(row["ours"]),
-                # ours/comm: widget_state against ipywidgets' own handler, on the same kernel.
-                ratio_of_medians(row["ours"], row["theirs"]),
-                ratio_of_medians(row["per_widget"], row["ours"], 1, "x"),
-                SAME[row["equal"]],
-            ]
-            for row in rows
-        ],
-        align="llrrrrrrrrr",
-    )
-    print(
-        f"\nruns: {args.trials} (control comm, widget_state, interleaved), "
-        f"{args.per_widget_runs} (per-widget); ctrl comm on ipykernel_ext: our idle snapshot; "
-        "ours/comm and 'same': widget_state against ipywidgets' own handler on that kernel; "
-        "'lost' counts replies that never came "
-        "(per-widget: models; control comm: trials); "
-        f"per-widget keeps {args.window} requests in flight"
-    )
-    print(f"\nControl comm on an idle kernel, client round trip (median ms; {transport})")
-    print("(ipykernel_ext answers it with its snapshot on the main shell; stock and the")
-    print(" ext kernel with answer_while_busy off, with ipywidgets' own handler)")
-    stock_comm = {row["scenario"]: row["comm"] for row in rows if row["kernel"] == STOCK}
-    print_table(
-        ["scenario", "stock", "ext", "stock/ext", "ext, ipywidgets", "same"],
-        [
-            [
-                row["scenario"],
-                ms(stock_comm.get(row["scenario"], [])),
-                ms(row["comm"]),
-                ratio_of_medians(stock_comm.get(row["scenario"], []), row["comm"]),
-                ms(row["theirs"]),
-                SAME[row["comm_equal"]],
-            ]
-            for row in rows
-            if row["kernel"] == EXT
-        ],
-    )
-    print("('same': the ext kernel's two control comm answers carry the same states)")
-    print("\nTransport floor: the same bytes once over a bare ROUTER/DEALER pair (median ms)")
-    print_table(
-        ["scenario", "MB", "floor ms"],
-        [
-            [
-                row["scenario"],
-                fmt(sum(row["reply_frames"]) / 1e6, 1),
-                fmt(row["transport_floor_s"] * 1000, 1),
-            ]
-            for row in rows
-            if row.get("transport_floor_s") is not None
-        ],
-    )
-    print("\nIn the kernel, same process (median ms): state + buffers + JSON packing")
-    print("(straightforward: get_state per widget, ipywidgets' _remove_buffers, pack)")
-    header = ["scenario", "comm handler", "straightforward", "widget_state", "ours/comm"]
-    print_table(
-        [*header, "ours/straightforward"],
-        [kernel_side_row(row) for row in rows if row.get("kernel_side")],
-    )
-
-
-def kernel_side_row(row: dict[str, Any]) -> list[str]:
-    comm, plain, ours = (median(row["kernel_side"][k]) for k in ("comm", "plain", "ours"))
-    in_ms = [fmt(None if x is None else x * 1000, 1) for x in (comm, plain, ours)]
-    return [row["scenario"], *in_ms, fmt(ratio(ours, comm)), fmt(ratio(ours, plain))]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,13 +2,15 @@
 
 The requests a frontend sends to fetch every widget's state, and the predicates for the
 answer, for the tests of :mod:`ipykernel_ext.kernel.busy_answers` / ``control_comm`` and the
-widget-fetch benchmarks; and the run-time switch ``ExtKernel.answer_while_busy``.
+widget-fetch benchmarks; and the run-time switch ``ExtKernel.answer_while_busy`` (off:
+ipywidgets' own handler answers the comm).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from jupyter_client import BlockingKernelClient
@@ -63,15 +65,25 @@ def assert_closed_unanswered(
     assert not any(is_update_states(comm_id)(m) for m in seen)
 
 
+def update_states(kc: BlockingKernelClient, comm_id: str, timeout: float = 60) -> dict[str, Any]:
+    """``request_states`` on the open control comm ``comm_id``; the ``update_states`` answer.
+
+    The IOPub message as it came (buffers untouched). Raises AssertionError if none answers
+    this request within ``timeout`` seconds.
+    """
+    request_id = request_states(kc, comm_id)
+    msg = wait_iopub(kc, is_update_states(comm_id), what="update_states", timeout=timeout)
+    assert msg["parent_header"]["msg_id"] == request_id
+    return msg
+
+
 def fetch_update_states(kc: BlockingKernelClient, timeout: float = 60) -> dict[str, Any]:
     """The whole control-comm exchange as ipywidgets' manager does it (open, ask, close).
 
     Returns ``states``, ``buffer_paths``, ``buffers`` (bytes) and the IOPub ``msg``.
     """
     comm_id = open_control_comm(kc)
-    request_id = request_states(kc, comm_id)
-    msg = wait_iopub(kc, is_update_states(comm_id), what="update_states", timeout=timeout)
-    assert msg["parent_header"]["msg_id"] == request_id
+    msg = update_states(kc, comm_id, timeout)
     kc.shell_channel.send(kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}}))
     data = msg["content"]["data"]
     return {
@@ -89,6 +101,17 @@ def set_answer_while_busy(kc: BlockingKernelClient, on: bool) -> None:
     assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
 
 
+@contextmanager
+def ipywidgets_answering(kc: BlockingKernelClient) -> Iterator[None]:
+    """``answer_while_busy`` off inside (``kc`` sets it, a cell each way): an idle ExtKernel's
+    control comm is answered by ipywidgets' own handler, not by our snapshot."""
+    set_answer_while_busy(kc, False)
+    try:
+        yield
+    finally:
+        set_answer_while_busy(kc, True)
+
+
 def fetch_ipywidgets_update_states(
     kc: BlockingKernelClient, via: BlockingKernelClient | None = None
 ) -> dict[str, Any]:
@@ -97,8 +120,5 @@ def fetch_ipywidgets_update_states(
     ``answer_while_busy`` is off for the exchange (``kc`` sets it; ``via`` asks, default
     ``kc``), so the control comm is opened and answered by ipywidgets alone.
     """
-    set_answer_while_busy(kc, False)
-    try:
+    with ipywidgets_answering(kc):
         return fetch_update_states(via or kc)
-    finally:
-        set_answer_while_busy(kc, True)
