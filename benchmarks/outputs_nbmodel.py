@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -359,12 +360,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
     why = missing_requirement(("playwright", "jupyterlab"))
     if why:
-        print(f"outputs_nbmodel: cannot run: {why}")
-        return None
+        print(f"outputs_nbmodel: cannot run: {why}", file=sys.stderr)
+        raise SystemExit(2)  # a run that measured nothing must not look like one that did
     sides = args.sides.split(",")
     if "nbmodel" in sides and not (args.venv / "bin" / "python").exists():
-        print(f"outputs_nbmodel: no venv at {args.venv} (see --help for how to make one)")
-        return None
+        print(f"outputs_nbmodel: no venv at {args.venv} (see --help for how to make one)",
+              file=sys.stderr)
+        raise SystemExit(2)
     cases = "a" if args.quick and args.cases == ALL_CASES else args.cases.replace(",", "")
     results: list[Result] = []
     with chromium() as browser:
