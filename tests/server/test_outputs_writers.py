@@ -84,6 +84,8 @@ def sync_server() -> Any:
             *extension_args(False),
             "--ServerApp.contents_manager_class="
             "jupyter_server.services.contents.largefilemanager.LargeFileManager",
+            # does nothing unless a test leaves a marker (test_contents_writer_saves_again...)
+            "--FileContentsManager.post_save_hook=harness.server_extensions.lose_once.hook",
         ],
     ) as srv:
         yield srv
@@ -229,6 +231,28 @@ def test_contents_writer_saves_outputs_through_the_contents_manager(
     c2 = cell_of(saved, "c2")
     assert (c2["outputs"], c2["execution_count"]) == (outputs, 5)
     assert cell_of(saved, "c1")["outputs"] == []
+
+
+def test_contents_writer_saves_again_when_the_file_is_lost_after_its_save(
+    sync_server: JupyterServer,
+) -> None:
+    """A save whose file is gone right after it (what a client reading the notebook mid-save
+    can cause through jupyter_server's atomic-writing recovery) is made again, and the file
+    ends whole: every cell, with the outputs."""
+    path = sync_server.root_dir / "raced.ipynb"
+    nbformat.write(notebook("c1", "c2"), path)
+    marker = Path(f"{path}.lose-once")
+    marker.touch()  # the next save of this file loses it (harness/server_extensions/lose_once.py)
+    outputs = [S("line 0\n"), D("done")]
+    written = sync_server.api("POST", "outputs-test/contents",
+                              {"path": "raced.ipynb", "cells": {"c2": [outputs, 3]}})
+    assert written["written"] == ["c2"]
+    assert not marker.exists(), "the first save did not go through the hook"
+    saved = nbformat.read(path, as_version=4)
+    assert [c["id"] for c in saved["cells"]] == ["c1", "c2"]
+    c2 = cell_of(saved, "c2")
+    assert (c2["outputs"], c2["execution_count"]) == (outputs, 3)
+    assert "save 1 of raced.ipynb did not hold" in sync_server.log_text()
 
 
 def test_collab_writer_writes_nothing_without_a_room_or_a_cell(server: JupyterServer) -> None:
