@@ -20,6 +20,9 @@ import zmq.asyncio
 from ipykernel_ext.endpoints import connect_channel
 from ipykernel_ext.shared_channels.outbox import Outbox
 
+#: How long a wait may take before the test fails: a hang guard only, never a measure.
+HANG_MS = 30_000
+
 
 class WriteRecorder:
     def __init__(self, auto: bool = True) -> None:
@@ -145,9 +148,15 @@ def test_a_closed_websocket_stops_the_writer() -> None:
 
 def test_the_iopub_receive_queue_is_sized_before_connecting() -> None:
     """With RCVHWM set before connect(), libzmq queues a 5000-message burst the application
-    has not read (its default, 1000, or the same option set after connect(), does not)."""
+    has not read (its default, 1000, or the same option set after connect(), does not).
+
+    The sender is an XPUB with XPUB_NODROP, as the kernel's is: a message that finds no room
+    is retried, never dropped, so what arrives does not depend on how fast the I/O threads
+    run; with too small a receive queue the burst would not fit and the sender would stall.
+    """
     ctx = zmq.asyncio.Context()
-    pub = zmq.Context.shadow(ctx.underlying).socket(zmq.PUB)
+    pub = zmq.Context.shadow(ctx.underlying).socket(zmq.XPUB)
+    pub.setsockopt(zmq.XPUB_NODROP, 1)
     port = pub.bind_to_random_port("tcp://127.0.0.1")
     info = {
         "transport": "tcp",
@@ -164,24 +173,19 @@ def test_the_iopub_receive_queue_is_sized_before_connecting() -> None:
     sync = zmq.Socket.shadow(sub.underlying)
     try:
         assert sub.rcvhwm == 10000
-        # Subscribed and connected once a probe arrives.
-        while True:
-            pub.send(b"probe")
-            if sync.poll(50):
-                break
-        while sync.poll(0):
-            sync.recv()
+        assert pub.poll(HANG_MS) and pub.recv() == b"\x01"  # the subscription: connected
         for i in range(5000):
-            pub.send(b"x" * 1000)
-            if i % 100 == 99:
-                # A kernel publishes at Python speed, not in a C loop: the I/O threads move
-                # 100 kB in far less than this (and nobody reads the SUB meanwhile).
-                time.sleep(0.01)
-        received = 0
-        while sync.poll(1000):
+            deadline = time.monotonic() + HANG_MS / 1000
+            while True:
+                try:
+                    pub.send(b"x" * 1000, zmq.NOBLOCK)
+                    break
+                except zmq.Again:  # no room yet: the I/O threads are moving the queue
+                    assert time.monotonic() < deadline, f"sender stalled at message {i}"
+                    time.sleep(0.001)
+        for received in range(5000):
+            assert sync.poll(HANG_MS), f"only {received} of 5000 arrived"
             sync.recv()
-            received += 1
-        assert received == 5000
     finally:
         sub.close(linger=0)
         pub.close(linger=0)
