@@ -78,7 +78,9 @@ def test_twenty_clients_share_one_set_of_channels(
             assert reply["msg_type"] == "execute_reply"
             assert reply["content"]["status"] == "ok"
             assert reply["parent_header"]["msg_id"] == msg_id
-        await asyncio.gather(*(c.idle_after(ids[-1]) for c in clients))
+        # Every cell's idle, not the last id's: the kernel runs the 20 requests in the order
+        # they arrived, which need not be the order they were sent in.
+        await asyncio.gather(*(c.idle_after(msg_id) for c in clients for msg_id in ids))
         # Every client has had its reply, so any channels opened for it exist by now; the
         # shell and IOPub counts also hold jupyter_server's own sockets (some come and go), so
         # stdin, which only a websocket's channels connect to, tells: one set of channels.
