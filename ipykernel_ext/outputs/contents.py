@@ -25,6 +25,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from jupyter_core.utils import ensure_async
+
 log = logging.getLogger(__name__)
 
 #: Saves of one write at most (the first and the ones made again after a lost race).
@@ -43,7 +45,6 @@ class ContentsWriter:
         """Set ``outputs`` and ``execution_count`` of the cells ``{cell_id: (outputs,
         execution_count)}`` in the notebook at ``path``; returns the ids written."""
         import nbformat
-        from jupyter_core.utils import ensure_async
 
         cm = self.contents_manager
         model = await ensure_async(cm.get(path, content=True, type="notebook"))
@@ -77,8 +78,6 @@ class ContentsWriter:
         self, path: str, cells: Mapping[str, tuple[list[dict[str, Any]], int | None]]
     ) -> bool:
         """Whether the file at ``path`` has each cell's outputs and execution_count."""
-        from jupyter_core.utils import ensure_async
-
         model = await ensure_async(self.contents_manager.get(path, content=True, type="notebook"))
         found = {c.get("id"): c for c in model["content"].cells}
         return all(
