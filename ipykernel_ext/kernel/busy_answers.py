@@ -74,12 +74,15 @@ class BusyAnswers:
         status: MainShellStatus,
         publish_status: PublishStatus,
         enabled: Callable[[], bool],
+        comm_to_main: Callable[[list[Any]], bool] = lambda frames: False,
     ) -> None:
         self.kernel = kernel
         self.publish_status = publish_status
         #: control comms opened here: comm_id -> the states last sent on it (None: none yet)
         self._control_comms: dict[str, dict[str, Any] | None] = {}
-        self.routing = BusyRouting(kernel.session, kernel.comm_manager, status, self._control_comms)
+        self.routing = BusyRouting(
+            kernel.session, kernel.comm_manager, status, self._control_comms, comm_to_main
+        )
         self.adoption = ControlCommAdoption(kernel.comm_manager, kernel.log, enabled)
         self.widget_reconcile = WidgetReconcile(kernel.session, kernel.iopub_socket, kernel.log)
         #: What the kernel calls: whether the shell-channel thread answers a message

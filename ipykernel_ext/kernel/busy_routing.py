@@ -23,7 +23,7 @@ once. The main shell tells :meth:`BusyRouting.finished` as it goes idle for each
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ..protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
@@ -56,8 +56,12 @@ class BusyRouting:
         comm_manager: Any,
         status: MainShellStatus,
         opened_here: Collection[str],
+        comm_to_main: Callable[[list[Any]], bool] = lambda frames: False,
     ) -> None:
         self.session = session
+        #: whether a comm message goes to the main shell whatever subshell it names
+        #: (:class:`~.comm_routing.CommRouting`): then it is queued there like any other.
+        self.comm_to_main = comm_to_main
         self.comm_manager = comm_manager
         self.status = status
         self.opened_here = opened_here
@@ -80,7 +84,7 @@ class BusyRouting:
             return False
         claimed = self._claims(frames, header)
         if not claimed:
-            self._note_routed(header)
+            self._note_routed(header, frames)
         return claimed
 
     def _claims(self, frames: list[Any], header: dict[str, Any]) -> bool:
@@ -136,8 +140,8 @@ class BusyRouting:
         # Another major version: ipywidgets refuses it and closes the comm; leave that to it.
         return isinstance(version, str) and version.split(".")[0] == CONTROL_PROTOCOL_MAJOR
 
-    def _note_routed(self, header: dict[str, Any]) -> None:
-        if header.get("subshell_id"):
+    def _note_routed(self, header: dict[str, Any], frames: list[Any]) -> None:
+        if header.get("subshell_id") and not self.comm_to_main(frames):
             return
         session, msg_id = header.get("session"), header.get("msg_id")
         # An empty session names no client: it holds nobody back.

@@ -15,22 +15,28 @@ is still running (see PROTOCOL.md, "Queries publish no status").
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
+from contextvars import copy_context
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Bool, List, Unicode, observe
+from traitlets import Bool, List, Type, Unicode, observe
 
 from ..protocol import (
     COMM_MSG_TYPES,
     CONTROL_COMM_TARGET,
+    HEADER,
     QUERY_MSG_TYPES,
     error_content,
+    peek,
     peek_msg_type,
 )
 from .busy_answers import BusyAnswers
+from .cell_events import ExtShell, held_cell_events
 from .comm_echo import CommEcho
+from .comm_routing import CommInbox, CommRouting
 from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
 from .iopub_notice import MissedNotice
@@ -73,6 +79,26 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         control comm itself).""",
     ).tag(config=True)
 
+    comms_on_subshells = Bool(
+        False,
+        help="""Let comm messages run on the subshell a frontend sends them to (stock ipykernel
+        7), beside a running cell. Off (the default): every comm message is handled on the
+        main shell, in arrival order, never while a cell runs there, except while the cell
+        waits (an awaiting async cell, handle_waiting_comms(), jupyter-ui-poll). Also the
+        run-time switch: ``get_ipython().kernel.comms_on_subshells = True``.
+        Launcher flag: ``--comms-on-subshells``.""",
+    ).tag(config=True)
+
+    concurrent_comm_targets = List(
+        Unicode(),
+        help="""Comm targets whose messages may run on the frontend's subshell beside a cell
+        (stock's routing), for comms whose handlers are thread-safe and must answer mid-cell.""",
+    ).tag(config=True)
+
+    # A shell whose pre_execute/post_execute a comm message cannot fire mid-cell
+    # (cell_events.py); a subclass of stock's, so everything else is stock's.
+    shell_class = Type(ExtShell)
+
     control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -98,11 +124,20 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         # On the IOPub thread, after an adoption that may still be queued there.
         self._on_iopub_thread(self._watch_give_ups)
         self.main_shell_status = MainShellStatus()
+        # Comm messages on the main shell, whatever subshell they name (comm_routing.py).
+        self.comm_routing = CommRouting(
+            self.session,
+            self.comm_manager,
+            enabled=lambda: not self.comms_on_subshells,
+            concurrent_targets=lambda: frozenset(self.concurrent_comm_targets),
+        )
+        self.comm_inbox = CommInbox()
         self.busy_answers = BusyAnswers(
             self,
             self.main_shell_status,
             publish_status=self._publish_status,
             enabled=lambda: self.answer_while_busy,
+            comm_to_main=self.comm_routing.to_main_shell,
         )
         # An idle kernel answers ipywidgets' control comm with the same snapshot, on the main
         # shell in stock's order (control_comm.py, ControlCommAnswer).
@@ -177,13 +212,98 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             )
 
     async def shell_channel_thread_main(self, msg: list[Any]) -> None:
-        """Route as stock does, except what :class:`BusyAnswers` answers right here."""
-        if self.answer_while_busy and self.session is not None:
+        """Route as stock does, except what :class:`BusyAnswers` answers right here and the
+        comm messages :class:`CommRouting` sends to the main shell."""
+        if self.session is not None:
             idents, frames = self.session.feed_identities(msg, copy=False)
-            if self.busy_answers.claims(frames):
+            if self.answer_while_busy and self.busy_answers.claims(frames):
                 await self.busy_answers.answer(idents, frames)
                 return
+            if self.comm_routing.to_main_shell(frames):
+                # The message waits in the inbox; its marker takes its place in the main
+                # shell's queue, so the main shell meets it in arrival order.
+                marker = self.comm_inbox.put(msg)
+                manager = self.shell_channel_thread.manager
+                manager.get_shell_channel_to_subshell_socket(None).send_multipart(marker)
+                return
         await super().shell_channel_thread_main(msg)
+
+    # --- comm messages on the main shell (see comm_routing.py) ---------------------------
+
+    async def shell_main(self, subshell_id: str | None, msg: list[Any]) -> None:
+        """Handle a shell message as stock does; at a marker, the comm message it stands for."""
+        number = CommInbox.marker_number(msg) if subshell_id is None else None
+        if number is None:
+            await super().shell_main(subshell_id, msg)
+            return
+        waiting = self.comm_inbox.take(number)
+        if waiting is None:
+            return  # handled mid-cell already
+        lock = self._main_asyncio_lock
+        if isinstance(lock, asyncio.Lock) and lock.locked():
+            # An async cell is awaiting: handled now, as stock handles a comm message on the
+            # main shell then (a cell that awaits a widget change gets it).
+            await self._handle_comm_mid_cell(waiting)
+            return
+        async with lock:
+            msg, subshell_id = self._as_main_shell_message(waiting)
+            await self.dispatch_shell(msg, subshell_id=subshell_id)
+
+    async def do_one_iteration(self) -> int:
+        """Handle the comm messages waiting for the main shell now, mid-cell; return how many.
+
+        ipykernel 6's name, which jupyter-ui-poll's ``ui_events()`` calls from its own thread
+        while the cell waits for it; :func:`~.comm_routing.handle_waiting_comms` is the call for
+        user code.
+        """
+        handled = 0
+        for waiting in self.comm_inbox.take_all():
+            await self._handle_comm_mid_cell(waiting)
+            handled += 1
+        return handled
+
+    async def _handle_comm_mid_cell(self, waiting: list[Any]) -> None:
+        """Handle a comm message while the cell waits, then give the cell its parent back.
+
+        As stock handles a comm message beside an awaiting cell: no busy/idle of its own, in a
+        copy of the context (its parent is not the cell's); and the cell's
+        ``pre_execute``/``post_execute`` held, so the cell's figures stay in the cell.
+        """
+        parent = self.get_parent("shell")
+        ident = self._get_shell_context_var(self._shell_parent_ident)
+        msg, subshell_id = self._as_main_shell_message(waiting)
+
+        async def handle() -> None:
+            with held_cell_events():
+                await self.dispatch_shell(msg, subshell_id=subshell_id, concurrent=True)
+
+        try:
+            await asyncio.create_task(handle(), context=copy_context())
+        finally:
+            self.set_parent(ident, parent, channel="shell")
+
+    def _as_main_shell_message(self, msg: list[Any]) -> tuple[list[Any], str | None]:
+        """``msg`` and the subshell id to dispatch it with on the main shell.
+
+        Stock's ``dispatch_shell`` requires a ``comm_open``'s subshell id to be the one it is
+        dispatched with (``comm_msg`` and ``comm_close`` may come from any). The id only picks
+        the socket a reply would go to, and comm messages have no reply. A subshell deleted
+        since: the message is signed again without it, so that it is still handled.
+        """
+        assert self.session is not None
+        idents, frames = self.session.feed_identities(msg, copy=False)
+        header = peek(self.session, frames, HEADER)
+        subshell_id = header.get("subshell_id") if isinstance(header, dict) else None
+        if not subshell_id or header.get("msg_type") != "comm_open":
+            return msg, None
+        if subshell_id in self.shell_channel_thread.manager.list_subshell():
+            return msg, subshell_id
+        try:
+            request = self.session.deserialize(frames, content=True, copy=True)
+        except Exception:
+            return msg, subshell_id  # refused by dispatch_shell, which logs it as stock does
+        request["header"].pop("subshell_id", None)
+        return self.session.serialize(request, ident=idents), None
 
     # --- the IOPub socket's parts the missed-messages notice needs -------------------------
 

@@ -65,6 +65,11 @@ ext_flags = {
         {"ExtKernel": {"iopub_missed_notice": False}},
         "Do not tell a cell, on its stderr, that a frontend missed some of its IOPub messages.",
     ),
+    "comms-on-subshells": (
+        {"ExtKernel": {"comms_on_subshells": True}},
+        "Run comm messages on the subshell a frontend sends them to, beside a running cell "
+        "(stock ipykernel 7), instead of on the main shell.",
+    ),
     "no-answer-while-busy": (
         {"ExtKernel": {"answer_while_busy": False}},
         "While a cell runs, leave kernel_info, comm_info and the widget control comm queued "

@@ -376,6 +376,7 @@ BUSY_ANSWERS_PY = "ipykernel_ext/kernel/busy_answers.py"
 BUSY_ROUTING_PY = "ipykernel_ext/kernel/busy_routing.py"
 CONTROL_COMM_PY = "ipykernel_ext/kernel/control_comm.py"
 RECONCILE_PY = "ipykernel_ext/kernel/widget_reconcile.py"
+CELL_EVENTS_PY = "ipykernel_ext/kernel/cell_events.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -398,6 +399,36 @@ CONTRACT: list[Row] = [
         (KERNEL_PY,), "a property whose dict carries the supported_features we extend"),
     Row(f"{KERNEL}.shell_channel_thread_main", [Function(("self", "msg"), "async function")],
         (KERNEL_PY,), "overridden: sees every shell message before the main thread does"),
+    Row(f"{KERNEL}.shell_main", [Function(("self", "subshell_id", "msg"), "async function")],
+        (KERNEL_PY,),
+        "overridden: the main shell meets a comm marker here and handles its comm message"),
+    Row(f"{KERNEL}.start", [Source((r"set_on_recv_callback\(self\.shell_main\)",))],
+        (KERNEL_PY,), "every message of the main shell's queue reaches shell_main"),
+    Row(f"{KERNEL}.dispatch_shell",
+        [Function(("self", "msg", "subshell_id", "concurrent"), "async function"),
+         Source((r'msg_type not in \{"comm_msg", "comm_close"\}',))],
+        (KERNEL_PY,),
+        "comm messages dispatched on the main shell; a comm_open must be given its subshell id"),
+    Row(f"{KERNEL}.shell_main", [Source((r"asyncio_lock = self\._main_asyncio_lock",))],
+        (KERNEL_PY,),
+        "_main_asyncio_lock is held while the main shell runs a request: locked means a cell "
+        "awaits"),
+    Row(f"{KERNEL}._get_shell_context_var", [Function(("self", "var"))], (KERNEL_PY,),
+        "the cell's parent ident, given back after a comm message handled mid-cell"),
+    Row("ipykernel.subshell_manager:SubshellManager.get_shell_channel_to_subshell_socket",
+        [Function(("self", "subshell_id"))], (KERNEL_PY,),
+        "None: the main shell's queue, where a comm marker is sent"),
+    Row("ipykernel.subshell_manager:SubshellManager.list_subshell",
+        [Function(("self",))], (KERNEL_PY,), "whether a comm_open's subshell still exists"),
+    Row("IPython.core.interactiveshell:InteractiveShell.init_events",
+        [Function(("self",)), Source((r"self\.events\s*=\s*EventManager",))],
+        (CELL_EVENTS_PY,), "overridden to give the shell CellEvents with the same callbacks"),
+    Row("IPython.core.events:EventManager.__init__",
+        [Source((r"self\.callbacks\b",))], (CELL_EVENTS_PY,),
+        "the registered callbacks, carried over to CellEvents"),
+    Row("comm.base_comm:BaseComm.handle_msg",
+        [Source((r'trigger\("pre_execute"\)', r'trigger\("post_execute"\)'))],
+        (CELL_EVENTS_PY,), "what CellEvents holds back mid-cell"),
     Row(f"{KERNEL}._publish_status",
         [Function(("self", "status", "channel", "parent"))], (KERNEL_PY,),
         "overridden, and given to the busy answers: busy/idle exactly as stock publishes them"),

@@ -37,6 +37,8 @@ SHARED_LEAVES = {"__init__", "endpoints", "protocol"}
 
 KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp"}
 KERNEL_FEATURES = {
+    "kernel.cell_events",
+    "kernel.comm_routing",
     "kernel.comm_echo",
     "kernel.busy_answers",
     "kernel.busy_routing",

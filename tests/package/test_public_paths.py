@@ -14,6 +14,7 @@ import pytest
 PUBLIC = [
     "ipykernel_ext.kernel.ExtKernel",  # --kernel-class-name, kernel_class=, embed_kernel
     "ipykernel_ext.kernel.ExtKernelApp",
+    "ipykernel_ext.kernel.handle_waiting_comms",  # a blocking cell lets widget events through
     "ipykernel_ext.server.SharedChannelsConnection",  # kernel_websocket_connection_class
     "ipykernel_ext.shared_channels.SharedChannels",
     "ipykernel_ext.client.is_own_echo",

@@ -1,0 +1,61 @@
+"""The shell whose ``pre_execute``/``post_execute`` a comm message cannot fire in mid-cell.
+
+``comm``'s ``BaseComm.handle_msg`` triggers IPython's ``pre_execute`` and ``post_execute``
+around every comm callback, so that a figure the callback draws is shown. Whoever flushes on
+``post_execute`` (matplotlib-inline's ``flush_figures``, ipympl's) flushes *every* pending
+figure, the running cell's included, under the parent of the message being handled: a comm
+message, whose outputs no frontend shows. That is harmless between cells and wrong in the middle
+of one, which is where a comm message is handled while an async cell awaits or a blocking loop
+lets waiting comms through (:mod:`.comm_routing`).
+
+:class:`CellEvents` is IPython's ``EventManager`` with one addition: inside
+:func:`held_cell_events` (a context variable, so it holds only for the task or thread that set
+it) it skips ``pre_execute`` and ``post_execute``; the cell's own ``post_execute`` at its end
+then shows its figures in the cell, as it would have without the comm message. Every other
+event, and both of them everywhere else, run as stock runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from ipykernel.zmqshell import ZMQInteractiveShell
+from IPython.core.events import EventManager, available_events
+
+#: The events a comm message's handling triggers around its callback (comm's ``handle_msg``).
+CELL_EVENTS = frozenset({"pre_execute", "post_execute"})
+
+_held: ContextVar[bool] = ContextVar("ipykernel_ext_cell_events_held", default=False)
+
+
+@contextmanager
+def held_cell_events() -> Iterator[None]:
+    """Skip ``pre_execute``/``post_execute`` within this block, in this task or thread only."""
+    token = _held.set(True)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+
+
+class CellEvents(EventManager):
+    """IPython's events, except the cell's two while :func:`held_cell_events` holds them."""
+
+    def trigger(self, event: str, *args: Any, **kwargs: Any) -> None:
+        if event in CELL_EVENTS and _held.get():
+            return
+        super().trigger(event, *args, **kwargs)
+
+
+class ExtShell(ZMQInteractiveShell):
+    """ipykernel's shell with :class:`CellEvents` (``ExtKernel.shell_class``)."""
+
+    def init_events(self) -> None:
+        super().init_events()
+        # Same callbacks (EventManager.__init__ made them; IPython registered its own), our trigger.
+        events = CellEvents(self, available_events)
+        events.callbacks = self.events.callbacks
+        self.events = events

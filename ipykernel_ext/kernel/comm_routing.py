@@ -1,0 +1,178 @@
+"""Comm messages run on the main shell, in arrival order, never beside a cell.
+
+JupyterLab 4.4+ and Notebook 7 send every comm message (``comm_open``, ``comm_msg``,
+``comm_close``) to a kernel subshell, and ipykernel 7 runs each subshell on its own thread: a
+widget's callbacks then run at the same time as the cell on the main thread (garbled pyplot
+figures, a cell's figures flushed under a comm message that no frontend shows). The kernel is
+the one place that knows which code is the user's, so by default it routes them here:
+
+* :class:`CommRouting` decides, on the shell-channel thread, which comm messages go to the main
+  shell whatever subshell they name (all of them, but those of a comm target declared safe to
+  run concurrently; none with ``ExtKernel.comms_on_subshells``, stock's routing).
+* :class:`CommInbox` holds each such message for the main shell. The shell-channel thread puts
+  the message here and sends a one-frame *marker* down the main shell's own queue in its place,
+  so the main shell reaches it in arrival order among its other requests (a slider moved, then
+  a cell that reads it: the cell sees the move). A marker whose message was already taken is
+  passed over.
+* Before the main shell reaches the marker, the message may be handled in mid-cell, where it is
+  safe because the cell is waiting: when an async cell awaits (as stock handles comm messages
+  on the main shell then), and when a blocking loop asks for it (:func:`handle_waiting_comms`,
+  and ``ExtKernel.do_one_iteration``, which jupyter-ui-poll's ``ui_events()`` calls). There the
+  cell's ``pre_execute``/``post_execute`` are held (:mod:`.cell_events`).
+
+The markers are ours: they never leave the kernel, and a stock handler never sees one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from ..protocol import COMM_MSG_TYPES, CONTENT, HEADER, peek
+
+#: A marker is this prefix and the sequence number of the message it stands for.
+MARKER_PREFIX = b"ipykernel_ext:comm-waiting:"
+
+
+class CommRouting:
+    """Which comm messages the shell-channel thread sends to the main shell (read, unverified).
+
+    ``enabled`` says whether the routing is on now (``not ExtKernel.comms_on_subshells``),
+    ``concurrent_targets`` which comm targets keep stock's routing, and ``comm_manager`` is the
+    kernel's (a ``comm_msg`` or ``comm_close`` names its comm, not its target).
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        comm_manager: Any,
+        enabled: Callable[[], bool],
+        concurrent_targets: Callable[[], frozenset[str]],
+    ) -> None:
+        self.session = session
+        self.comm_manager = comm_manager
+        self.enabled = enabled
+        self.concurrent_targets = concurrent_targets
+
+    def to_main_shell(self, frames: list[Any]) -> bool:
+        """Whether the shell message in ``frames`` is a comm message the main shell handles.
+
+        Read before verification: only the path is chosen here. A comm message without a
+        subshell is the main shell's anyway; it comes through the inbox too, so that a blocking
+        loop can let it through mid-cell whichever frontend sent it.
+        """
+        if not self.enabled():
+            return False
+        header = peek(self.session, frames, HEADER)
+        if not isinstance(header, dict) or header.get("msg_type") not in COMM_MSG_TYPES:
+            return False
+        targets = self.concurrent_targets()
+        return not targets or self._target(header["msg_type"], frames) not in targets
+
+    def _target(self, msg_type: str, frames: list[Any]) -> str | None:
+        content = peek(self.session, frames, CONTENT)
+        if not isinstance(content, dict):
+            return None
+        if msg_type == "comm_open":
+            target = content.get("target_name")
+            return target if isinstance(target, str) else None
+        comm_id = content.get("comm_id")
+        comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
+        return getattr(comm, "target_name", None)
+
+
+class CommInbox:
+    """Comm messages waiting for the main shell, in arrival order; thread-safe.
+
+    Put by the shell-channel thread; taken by the main thread (at its marker, or mid-cell) or by
+    whichever thread a blocking loop polls from (jupyter-ui-poll's own). Each is taken once.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: OrderedDict[int, list[Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._numbers = itertools.count()
+
+    def put(self, msg: list[Any]) -> list[bytes]:
+        """Keep ``msg`` (its frames as received); return the marker to queue in its place."""
+        with self._lock:
+            number = next(self._numbers)
+            self._waiting[number] = msg
+        return [MARKER_PREFIX + str(number).encode("ascii")]
+
+    @staticmethod
+    def marker_number(msg: list[Any]) -> int | None:
+        """The number a marker stands for, or None if ``msg`` is not one of ours."""
+        if len(msg) != 1:
+            return None
+        frame = msg[0]
+        data = bytes(getattr(frame, "buffer", frame))
+        if not data.startswith(MARKER_PREFIX):
+            return None
+        try:
+            return int(data[len(MARKER_PREFIX) :])
+        except ValueError:
+            return None
+
+    def take(self, number: int) -> list[Any] | None:
+        """The message marker ``number`` stands for, unless it was taken already."""
+        with self._lock:
+            return self._waiting.pop(number, None)
+
+    def take_all(self) -> list[list[Any]]:
+        """Every waiting message, oldest first."""
+        with self._lock:
+            waiting = list(self._waiting.values())
+            self._waiting.clear()
+        return waiting
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+
+def handle_waiting_comms(kernel: Any = None) -> int:
+    """Handle the comm messages waiting for the main shell now; return how many.
+
+    For a cell that blocks (a loop waiting for a button, a long computation that wants to see
+    a slider): call it at the points where a widget callback may safely run. The callbacks run
+    while the cell waits here, one after another in arrival order, with the cell's
+    ``pre_execute``/``post_execute`` held, so the cell's figures stay the cell's. From an async
+    cell, ``await kernel.do_one_iteration()`` instead (or just ``await`` something: an awaiting
+    async cell lets them through by itself). Outside a kernel of ours (stock ipykernel,
+    ``comms_on_subshells`` set): returns 0, nothing is waiting here.
+    """
+    if kernel is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        kernel = getattr(shell, "kernel", None)
+    inbox = getattr(kernel, "comm_inbox", None)
+    if not isinstance(inbox, CommInbox) or not len(inbox):
+        return 0
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(kernel.do_one_iteration())
+    # A blocking cell on the main thread sits inside the running main loop, which cannot run
+    # another coroutine to its end here: the handlers run on a short-lived thread of their own
+    # while this one waits for them (a handoff, never two at once), as jupyter-ui-poll does.
+    result: list[int] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(asyncio.run(kernel.do_one_iteration()))
+        except BaseException as exc:  # handed to the caller below
+            errors.append(exc)
+
+    worker = threading.Thread(target=run, name="ipykernel_ext-handle-comms")
+    worker.start()
+    worker.join()
+    if errors:
+        raise errors[0]
+    return result[0]

@@ -1,0 +1,302 @@
+"""Comm messages a frontend sends on a subshell (as JupyterLab 4.4+ and Notebook 7 do) run on
+the main shell, never beside a cell, and a cell's figures stay in the cell (PROTOCOL.md section
+8). Real kernels; the comm messages carry ``header.subshell_id`` as JupyterLab sends them.
+
+Every test waits on barriers the kernel exposes: a marker the cell prints, the reply to a
+request sent on the same subshell after the comm messages (the shell-channel thread routes in
+arrival order, so by then every comm message has gone where it goes), a file the test writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client import BlockingKernelClient
+
+from harness.cells import evaluate, run
+from harness.kernels import EXT_KERNEL, running_kernel
+from harness.messages import control_request, get_reply, is_status, wait_iopub
+
+pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the test extra)")
+
+Message = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[BlockingKernelClient]:
+    with running_kernel(EXT_KERNEL) as (_, kc):
+        yield kc
+
+
+def create_subshell(kc: BlockingKernelClient) -> str:
+    reply = control_request(kc, "create_subshell_request")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return reply["content"]["subshell_id"]
+
+
+def send_on(kc: BlockingKernelClient, subshell_id: str, msg_type: str, content: Message) -> str:
+    """Send a shell message on ``subshell_id``, as JupyterLab's KernelConnection does."""
+    msg = kc.session.msg(msg_type, content)
+    msg["header"]["subshell_id"] = subshell_id
+    kc.shell_channel.send(msg)
+    return msg["header"]["msg_id"]
+
+
+def update(kc: BlockingKernelClient, subshell_id: str, model_id: str, **state: Any) -> str:
+    data = {"method": "update", "state": state, "buffer_paths": []}
+    return send_on(kc, subshell_id, "comm_msg", {"comm_id": model_id, "data": data})
+
+
+def click(kc: BlockingKernelClient, subshell_id: str, model_id: str) -> str:
+    data = {"method": "custom", "content": {"event": "click"}}
+    return send_on(kc, subshell_id, "comm_msg", {"comm_id": model_id, "data": data})
+
+
+def subshell_barrier(kc: BlockingKernelClient, subshell_id: str) -> None:
+    """Return once the subshell answered a request sent after everything before it.
+
+    The shell-channel thread routes in arrival order and a subshell handles its messages in
+    order: stock's routing has run every comm callback sent there before by now.
+    """
+    get_reply(kc, send_on(kc, subshell_id, "kernel_info_request", {}))
+
+
+def start_cell(kc: BlockingKernelClient, code: str, seen: list[Message]) -> str:
+    """Execute ``code`` (which prints CELL STARTED first) and return once it printed that."""
+    msg_id = kc.execute(code)
+    wait_iopub(
+        kc,
+        lambda m: m["msg_type"] == "stream"
+        and m["parent_header"].get("msg_id") == msg_id
+        and "CELL STARTED" in m["content"]["text"],
+        what="the cell's start marker",
+        seen=seen,
+    )
+    return msg_id
+
+
+def wait_idles(kc: BlockingKernelClient, msg_ids: list[str], seen: list[Message]) -> None:
+    for msg_id in msg_ids:
+        if not any(is_status("idle", msg_id)(m) for m in seen):
+            wait_iopub(kc, is_status("idle", msg_id), what=f"the idle of {msg_id}", seen=seen)
+
+
+def waiting_cell(release: Path, before: str = "") -> str:
+    """A cell that marks itself running, prints CELL STARTED and waits for ``release``."""
+    return (
+        f"import os as _os, time as _time\n{before}\nrunning = True\n"
+        "print('CELL STARTED', flush=True)\n"
+        f"while not _os.path.exists({str(release)!r}):\n    _time.sleep(0.01)\n"
+        "running = False\n"
+    )
+
+
+SLIDER = """
+import threading, ipywidgets as _w
+log, running = [], False
+s = _w.IntSlider(max=1000)
+s.observe(lambda ch: log.append((ch['new'], threading.current_thread().name, running)), 'value')
+"""
+
+
+def moved_while_running(
+    kc: BlockingKernelClient, tmp_path: Path, moves: int = 10
+) -> tuple[list[Any], list[Message], list[str]]:
+    """A slider moved once while idle, then ``moves`` times while a cell runs, on a subshell.
+
+    Returns what its observer logged (value, thread, whether the cell was running), every
+    IOPub message read, and the ids of the updates sent during the cell.
+    """
+    run(kc, SLIDER)
+    model_id = evaluate(kc, "s.model_id")
+    subshell = create_subshell(kc)
+    seen: list[Message] = []
+    # Once while idle: stock 7.4 then routes every later message of this widget to the
+    # subshell (its echo_update was published under a parent naming it).
+    wait_idles(kc, [update(kc, subshell, model_id, value=1)], seen)
+    release = tmp_path / "release"
+    cell = start_cell(kc, waiting_cell(release), seen)
+    sent = [update(kc, subshell, model_id, value=v) for v in range(2, 2 + moves)]
+    subshell_barrier(kc, subshell)
+    release.touch()
+    wait_idles(kc, [cell, *sent], seen)
+    return evaluate(kc, "log"), seen, sent
+
+
+def test_slider_callbacks_wait_for_the_cell_and_run_in_order_on_the_main_thread(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    log, _, _ = moved_while_running(kernel, tmp_path)
+    assert [value for value, _, _ in log] == list(range(1, 12))
+    assert {thread for _, thread, _ in log} == {"MainThread"}
+    assert [entry for entry in log if entry[2]] == [], "a callback ran while the cell ran"
+
+
+def test_comm_messages_that_waited_get_their_own_busy_and_idle_after_the_cells(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    _, seen, sent = moved_while_running(kernel, tmp_path, moves=3)
+    statuses = [
+        (m["parent_header"].get("msg_id"), m["content"]["execution_state"])
+        for m in seen
+        if m["msg_type"] == "status" and m["parent_header"].get("msg_id") in sent
+    ]
+    assert statuses == [(msg_id, state) for msg_id in sent for state in ("busy", "idle")]
+
+
+def test_the_switch_at_run_time_brings_back_stocks_routing(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    run(kernel, "get_ipython().kernel.comms_on_subshells = True")
+    try:
+        log, _, _ = moved_while_running(kernel, tmp_path, moves=5)
+    finally:
+        run(kernel, "get_ipython().kernel.comms_on_subshells = False")
+    during = [entry for entry in log if entry[2]]
+    # Stock's routing: every move sent during the cell ran during it, on the subshell's thread.
+    assert [value for value, _, _ in during] == list(range(2, 7))
+    assert "MainThread" not in {thread for _, thread, _ in during}
+
+
+def test_the_launcher_flag_sets_the_switch() -> None:
+    with running_kernel(EXT_KERNEL, ["--comms-on-subshells"]) as (_, kc):
+        assert evaluate(kc, "get_ipython().kernel.comms_on_subshells") is True
+
+
+def test_a_target_declared_concurrent_keeps_stocks_routing(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    run(
+        kernel,
+        "import threading\nopened = []\nget_ipython().kernel.concurrent_comm_targets = ['safe']\n"
+        "get_ipython().kernel.comm_manager.register_target('safe', lambda comm, msg: "
+        "opened.append((threading.current_thread().name, running)))\n"
+        "running = False",
+    )
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    release = tmp_path / "release"
+    cell = start_cell(kernel, waiting_cell(release), seen)
+    opened = send_on(kernel, subshell, "comm_open", {"comm_id": "c1", "target_name": "safe"})
+    subshell_barrier(kernel, subshell)
+    release.touch()
+    wait_idles(kernel, [cell, opened], seen)
+    (thread, running), = evaluate(kernel, "opened")
+    assert running and thread != "MainThread"
+    run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
+
+
+def test_a_cells_inline_figure_stays_in_the_cell_while_a_slider_moves(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib", reason="the figure test needs matplotlib (test extra)")
+    run(kernel, SLIDER + "\n%matplotlib inline\nimport matplotlib.pyplot as plt")
+    model_id = evaluate(kernel, "s.model_id")
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    wait_idles(kernel, [update(kernel, subshell, model_id, value=1)], seen)
+    release = tmp_path / "release"
+    cell = start_cell(kernel, waiting_cell(release, before="plt.plot([1, 2, 3])"), seen)
+    moved = update(kernel, subshell, model_id, value=2)
+    subshell_barrier(kernel, subshell)
+    release.touch()
+    wait_idles(kernel, [cell, moved], seen)
+    figures = [
+        m["parent_header"].get("msg_id")
+        for m in seen
+        if m["msg_type"] == "display_data" and "image/png" in m["content"]["data"]
+    ]
+    assert figures == [cell]
+
+
+def test_an_async_cell_that_awaits_a_slider_change_gets_it(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    run(kernel, SLIDER)
+    model_id = evaluate(kernel, "s.model_id")
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    wait_idles(kernel, [update(kernel, subshell, model_id, value=1)], seen)
+    code = (
+        "import asyncio\nfut = asyncio.get_running_loop().create_future()\n"
+        "s.observe(lambda ch: fut.done() or fut.set_result(ch['new']), 'value')\n"
+        "print('CELL STARTED', flush=True)\n"
+        # A hang guard, not a verdict: the value must come long before.
+        "print('GOT', await asyncio.wait_for(fut, 60))\n"
+    )
+    cell = start_cell(kernel, code, seen)
+    update(kernel, subshell, model_id, value=42)
+    wait_idles(kernel, [cell], seen)
+    printed = "".join(
+        m["content"]["text"]
+        for m in seen
+        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == cell
+    )
+    assert "GOT 42" in printed, printed
+
+
+@pytest.mark.parametrize(
+    "poll",
+    [
+        pytest.param(
+            "from jupyter_ui_poll import ui_events\nwith ui_events() as poll:\n"
+            "    while len(clicks) < 5 and _time.monotonic() < deadline:\n"
+            "        poll(10)\n        _time.sleep(0.01)\n",
+            id="jupyter-ui-poll",
+        ),
+        pytest.param(
+            "from ipykernel_ext.kernel import handle_waiting_comms\n"
+            "while len(clicks) < 5 and _time.monotonic() < deadline:\n"
+            "    handle_waiting_comms()\n    _time.sleep(0.01)\n",
+            id="handle_waiting_comms",
+        ),
+    ],
+)
+def test_a_blocking_loop_sees_every_click(
+    kernel: BlockingKernelClient, tmp_path: Path, poll: str
+) -> None:
+    if "jupyter_ui_poll" in poll:
+        pytest.importorskip("jupyter_ui_poll", reason="needs jupyter-ui-poll (test extra)")
+    run(
+        kernel,
+        "import threading, ipywidgets as _w\nclicks = []\nb = _w.Button()\n"
+        "b.on_click(lambda _: clicks.append(threading.current_thread().name))",
+    )
+    model_id = evaluate(kernel, "b.model_id")
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    code = (
+        "import time as _time\nprint('CELL STARTED', flush=True)\n"
+        # A hang guard, not a verdict: the clicks come long before.
+        "deadline = _time.monotonic() + 60\n" + poll + "print('CLICKS', len(clicks))\n"
+    )
+    cell = start_cell(kernel, code, seen)
+    for _ in range(5):
+        click(kernel, subshell, model_id)
+    wait_idles(kernel, [cell], seen)
+    printed = "".join(
+        m["content"]["text"]
+        for m in seen
+        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == cell
+    )
+    assert "CLICKS 5" in printed, printed
+
+
+def test_an_execute_request_on_a_subshell_still_runs_beside_the_main_cell(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    release = tmp_path / "release"
+    cell = start_cell(kernel, waiting_cell(release), seen)
+    # The subshell's cell releases the main one: it can only if it runs beside it.
+    beside = send_on(
+        kernel,
+        subshell,
+        "execute_request",
+        {"code": f"open({str(release)!r}, 'w').close()", "silent": False},
+    )
+    wait_idles(kernel, [beside, cell], seen)
