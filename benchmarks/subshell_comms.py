@@ -1,0 +1,140 @@
+"""Comm messages sent on a subshell as JupyterLab 4.4+ sends them: round trip, wait behind a cell.
+
+Stock ipykernel 7 (``python3``) runs them on the subshell's thread, beside a running cell;
+ipykernel_ext (``python3-ext``) runs them on the main shell, never beside a cell (PROTOCOL.md
+section 7). Two figures, ours against stock in one run, CurveZMQ on:
+
+* ``round trip``: an idle kernel; a ``comm_msg`` sent on a subshell to a comm whose handler
+  sends its data back, until that answer arrives on IOPub; the median of ``--messages`` round
+  trips per trial, then the median over the trials (the kernels take turns, trial by trial).
+  Ours goes through the main shell's queue instead of the subshell's thread: target <= 1.05x.
+* ``wait behind a cell of S s``: a cell that runs S seconds; the ``comm_msg`` sent as soon as
+  the cell has started; the time until its answer. Stock answers at once (beside the cell,
+  which is what garbles figures); ours after the cell: the price of safety, about S.
+
+    python -m benchmarks subshell_comms            # 9 trials, 50 messages, cells of 1 and 3 s
+    python -m benchmarks subshell_comms --quick    # 3 trials
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+from jupyter_client import BlockingKernelClient
+
+from benchmarks.trials import (
+    EXT,
+    KERNELS,
+    STOCK,
+    alternate,
+    fmt,
+    kernel,
+    median,
+    print_table,
+    ratio,
+)
+from harness.messages import control_request
+
+TRIALS, QUICK_TRIALS = 9, 3
+TIMEOUT = 60.0
+
+ECHO_TARGET = """
+from comm import create_comm
+echo = create_comm(target_name='bench-echo')
+echo.on_msg(lambda msg: echo.send(msg['content']['data']))
+echo.comm_id
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=int, default=50, help="round trips per trial")
+    parser.add_argument(
+        "--cells", type=float, nargs="+", default=[1.0, 3.0], help="cell lengths (s)"
+    )
+
+
+def _comm_id(kc: BlockingKernelClient) -> str:
+    reply = kc.execute_interactive(
+        "", user_expressions={"x": "echo.comm_id"}, timeout=TIMEOUT, output_hook=lambda m: None
+    )
+    return reply["content"]["user_expressions"]["x"]["data"]["text/plain"].strip("'")
+
+
+def _send(kc: BlockingKernelClient, subshell: str, comm_id: str, n: int) -> str:
+    msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"n": n}})
+    msg["header"]["subshell_id"] = subshell
+    kc.shell_channel.send(msg)
+    return msg["header"]["msg_id"]
+
+
+def _answer(kc: BlockingKernelClient, comm_id: str, n: int) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        content = msg["content"]
+        if (
+            msg["msg_type"] == "comm_msg"
+            and content.get("comm_id") == comm_id
+            and content.get("data") == {"n": n}
+        ):
+            return
+
+
+def _setup(kc: BlockingKernelClient) -> tuple[str, str]:
+    kc.execute_interactive(ECHO_TARGET, timeout=TIMEOUT, output_hook=lambda m: None)
+    subshell = control_request(kc, "create_subshell_request")["content"]["subshell_id"]
+    return subshell, _comm_id(kc)
+
+
+def round_trips(kc: BlockingKernelClient, subshell: str, comm_id: str, n: int) -> float:
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        _send(kc, subshell, comm_id, i)
+        _answer(kc, comm_id, i)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def wait_behind(kc: BlockingKernelClient, subshell: str, comm_id: str, seconds: float) -> float:
+    cell = kc.execute(f"print('STARTED', flush=True)\nimport time as _t\n_t.sleep({seconds})")
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+        if msg["msg_type"] == "stream" and msg["parent_header"].get("msg_id") == cell:
+            break
+    start = time.perf_counter()
+    _send(kc, subshell, comm_id, -1)
+    _answer(kc, comm_id, -1)
+    waited = time.perf_counter() - start
+    kc.get_shell_msg(timeout=TIMEOUT)  # the cell's reply, before the next trial
+    return waited
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, dict[str, list[float]]] = {k: {} for k in KERNELS}
+    with kernel(STOCK) as (_, stock), kernel(EXT) as (_, ours):
+        clients = {STOCK: stock, EXT: ours}
+        setups = {name: _setup(kc) for name, kc in clients.items()}
+        for _, name in alternate(args.trials):
+            kc, (subshell, comm_id) = clients[name], setups[name]
+            rows = results[name]
+            rows.setdefault("round trip", []).append(
+                round_trips(kc, subshell, comm_id, args.messages)
+            )
+            for seconds in args.cells:
+                rows.setdefault(f"wait behind a cell of {seconds:g} s", []).append(
+                    wait_behind(kc, subshell, comm_id, seconds)
+                )
+    table = []
+    for figure in results[EXT]:
+        theirs, ours = median(results[STOCK][figure]), median(results[EXT][figure])
+        digits = 2 if figure.startswith("wait") else 5
+        table.append([figure, fmt(theirs, digits, " s"), fmt(ours, digits, " s"),
+                      fmt(ratio(ours, theirs), 2, "x")])  # fmt: skip
+    print(f"comm messages on a subshell, {args.trials} trials, medians (CurveZMQ)")
+    print_table(["figure", "stock ipykernel", "ipykernel_ext", "ratio"], table)
+    return {"trials": args.trials, "messages": args.messages, "results": results}
