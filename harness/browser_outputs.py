@@ -74,6 +74,7 @@ class Notebook:
     name: str
     frontend: str = "lab"
     log: WebsocketLog | None = None  # the running tab's kernel websocket
+    kernel: str = "python3-ext"  # the notebook's kernelspec ("python3": stock ipykernel)
 
     @property
     def path(self) -> Path:
@@ -83,7 +84,7 @@ class Notebook:
         return Holds(self.lab.root_dir, f"{self.name}-c{cell}")
 
     def write(self, sources: list[str]) -> None:
-        write_notebook(self.path, sources, "python3-ext")
+        write_notebook(self.path, sources, self.kernel)
 
     def url(self, tab: int = 0) -> str:
         """The page's path on the server (JupyterLab: a workspace of its own per tab, since
@@ -123,8 +124,10 @@ class Notebook:
         return page
 
 
-def new_notebook(lab: JupyterServer, case: str, frontend: str = "lab") -> Notebook:
-    return Notebook(lab, f"{case}-{uuid.uuid4().hex[:6]}", frontend)
+def new_notebook(
+    lab: JupyterServer, case: str, frontend: str = "lab", kernel: str = "python3-ext"
+) -> Notebook:
+    return Notebook(lab, f"{case}-{uuid.uuid4().hex[:6]}", frontend, kernel=kernel)
 
 
 # --- the page ----------------------------------------------------------------------------

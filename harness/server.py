@@ -18,10 +18,20 @@ temporary one, so a developer's own configuration never leaks into a test. Kerne
 still found in ``sys.prefix`` (where ``python3`` and ``python3-ext`` are installed). The
 server extensions of ``harness/server_extensions/`` are importable in the server by their
 module names (that folder is on its ``PYTHONPATH``); none is loaded unless asked for.
+
+The package's own server extension (``ipykernel_ext``, enabled by the
+``jupyter_server_config.d`` file the install puts into ``sys.prefix``) makes
+``SharedChannelsConnection`` the class of every server of the environment. The suite's
+baseline is stock's class, so this launcher turns it off unless asked
+(``ipykernel_ext=True`` on, ``None`` as installed); a test or benchmark that wants our class
+names it with ``--ServerApp.kernel_websocket_connection_class``. Every
+``--ServerApp.jpserver_extensions=`` of ``extra_args`` is merged with the launcher's into one
+flag (on the command line the last one would replace the others).
 """
 
 from __future__ import annotations
 
+import ast
 import http.client
 import json
 import os
@@ -46,6 +56,23 @@ if TYPE_CHECKING:
 SERVER_EXTENSIONS = Path(__file__).resolve().parent / "server_extensions"
 
 
+#: The flag that enables or disables server extensions (one on a command line: the last wins).
+EXTENSIONS_FLAG = "--ServerApp.jpserver_extensions="
+
+
+def parse_extensions(value: str) -> dict[str, bool]:
+    """A ``jpserver_extensions`` value as the command line takes it (a Python dict literal)."""
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"{EXTENSIONS_FLAG}{value}: not a dict literal ({exc})") from None
+    if not isinstance(parsed, dict) or not all(
+        isinstance(k, str) and isinstance(v, bool) for k, v in parsed.items()
+    ):
+        raise ValueError(f"{EXTENSIONS_FLAG}{value}: not a dict of names to True/False")
+    return parsed
+
+
 class ServerError(RuntimeError):
     """The server did not start, or answered a REST call with an error."""
 
@@ -59,7 +86,9 @@ class JupyterServer:
     ``stop_timeout`` is how long :meth:`stop` waits after SIGTERM before it kills the server.
     The server's log is kept in ``self.log_path``; :meth:`log_text` reads it.
     ``pause_extension=True`` loads ``harness/server_extensions/pause_extension.py``, for
-    :meth:`block_event_loop`.
+    :meth:`block_event_loop`. ``ipykernel_ext``: the package's server extension off
+    (``False``, the default: stock's connection class unless ``extra_args`` names one), on
+    (``True``) or as the environment's config has it (``None``: a user's server).
     """
 
     def __init__(
@@ -74,6 +103,7 @@ class JupyterServer:
         startup_timeout: float = 90,
         stop_timeout: float = 30,
         pause_extension: bool = False,
+        ipykernel_ext: bool | None = False,
     ) -> None:
         if app not in ("server", "lab"):
             raise ValueError(f"app must be 'server' or 'lab', not {app!r}")
@@ -86,6 +116,7 @@ class JupyterServer:
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.pause_extension = pause_extension
+        self.ipykernel_ext = ipykernel_ext
         self.token = uuid.uuid4().hex
         self._tmp = Path(tempfile.mkdtemp(prefix="ipykernel-ext-server-"))
         self.root_dir = Path(root_dir) if root_dir is not None else self._tmp / "root"
@@ -117,9 +148,20 @@ class JupyterServer:
         ]
         if self.encryption:
             args.append("--KernelManager.transport_encryption=required")
+        extensions: dict[str, bool] = {}
+        if self.ipykernel_ext is not None:
+            extensions["ipykernel_ext"] = self.ipykernel_ext
         if self.pause_extension:
-            args.append('--ServerApp.jpserver_extensions={"pause_extension": True}')
-        return args + self.extra_args
+            extensions["pause_extension"] = True
+        extra = []
+        for arg in self.extra_args:
+            if arg.startswith(EXTENSIONS_FLAG):
+                extensions.update(parse_extensions(arg[len(EXTENSIONS_FLAG) :]))
+            else:
+                extra.append(arg)
+        if extensions:
+            args.append(EXTENSIONS_FLAG + repr(extensions))
+        return args + extra
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)

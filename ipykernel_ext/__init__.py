@@ -12,3 +12,10 @@ KERNEL_NAME = "python3-ext"
 
 #: The program as users type it; --help and usage errors name it (not ``__main__.py``).
 PROG = "python -m ipykernel_ext"
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """The server extension that installing the package enables (``jupyter_server_config.d/
+    ipykernel_ext.json``): :mod:`ipykernel_ext.server.extension`. Named, not imported, so the
+    kernel never loads jupyter_server."""
+    return [{"module": "ipykernel_ext.server.extension"}]

@@ -12,7 +12,10 @@ JupyterLab 4.6 and on Notebook 7.
 No verdict depends on speed: the cells stop at holds (harness/outputs_cells.py) until the test
 has looked; every wait is on what the page or the file shows, with a generous hang guard.
 Without collaboration the server writes the file once the cell ended with no tab open (the
-last test). A screenshot of each page as the test left it goes to artifacts/.
+solo tests). The last tests start the servers as a user of this venv would, with no flag
+(issue 30: the package's server extension, enabled by installing it, picks the class): the
+same cells survive, with stock ipykernel too, and with the off switch a reload loses the
+later lines as on stock. A screenshot of each page as the test left it goes to artifacts/.
 """
 
 from __future__ import annotations
@@ -81,9 +84,20 @@ def ready() -> None:
         pytest.skip("jupyter-collaboration missing (pip install 'ipykernel-ext[collab]')")
 
 
-def _server(factory: pytest.TempPathFactory, args: tuple[str, ...]) -> Iterator[JupyterServer]:
+#: Servers as installed (issue 30): no connection class named, the package's server extension
+#: as the environment's config has it (on), collaboration on or off, or the off switch.
+INSTALLED_ARGS = (*LAB_ARGS, "--YDocExtension.document_save_delay=0.5")
+INSTALLED_SOLO_ARGS = (*INSTALLED_ARGS, "--YDocExtension.disable_rtc=True")
+OFF_ARGS = (*INSTALLED_ARGS, "--ServerApp.jpserver_extensions={'ipykernel_ext': False}")
+
+
+def _server(
+    factory: pytest.TempPathFactory, args: tuple[str, ...], ipykernel_ext: bool | None = False
+) -> Iterator[JupyterServer]:
     root = factory.mktemp("root")
-    with JupyterServer(app="lab", root_dir=root, extra_args=args) as server:
+    with JupyterServer(
+        app="lab", root_dir=root, extra_args=args, ipykernel_ext=ipykernel_ext
+    ) as server:
         quiet_lab_settings(server)
         yield server
 
@@ -98,6 +112,21 @@ def lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jupyt
 def solo_lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     """The same, collaboration off (only the last test starts it)."""
     yield from _server(tmp_path_factory, SOLO_ARGS)
+
+
+@pytest.fixture(scope="module")
+def installed_lab(
+    ready: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JupyterServer]:
+    """``jupyter lab`` with no flag: the installed server extension picks our class."""
+    yield from _server(tmp_path_factory, INSTALLED_ARGS, ipykernel_ext=None)
+
+
+@pytest.fixture(scope="module")
+def installed_solo(
+    ready: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JupyterServer]:
+    yield from _server(tmp_path_factory, INSTALLED_SOLO_ARGS, ipykernel_ext=None)
 
 
 @pytest.fixture(scope="module")
@@ -394,7 +423,10 @@ def test_without_collaboration_reopened_after_the_cell_ended(
 ) -> None:
     """No shared document: the server writes the file once the cell ended with no tab open;
     the notebook reopened then shows every line and the count."""
-    nb = new_notebook(solo_lab, "solo")
+    solo_case(context, new_notebook(solo_lab, "solo"))
+
+
+def solo_case(context: Any, nb: Notebook) -> None:
     holds = nb.holds()
     nb.write([counting_cell(holds)])
     page = context.new_page()
@@ -413,4 +445,54 @@ def test_without_collaboration_reopened_after_the_cell_ended(
         assert outputs(shown[0]) == [(STDOUT, "\n".join(expected))], summary(shown)
     finally:
         holds.release_all()
-        shut_down_everything(solo_lab)
+        shut_down_everything(nb.lab)
+
+
+# --- as installed (issue 30): no flag ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("frontend", "kernel"),
+    [("lab", "python3-ext"), ("notebook7", "python3")],  # python3: stock ipykernel
+)
+def test_installed_no_flag_reload_keeps_the_cell_whole(
+    installed_lab: JupyterServer, context: Any, frontend: str, kernel: str
+) -> None:
+    assert "outputs survive the tab: on, written into the live document" in (
+        installed_lab.log_text()
+    )
+    nb = new_notebook(installed_lab, "i", frontend, kernel=kernel)
+    counting_case(context, nb, reload, lambda page: page)
+
+
+def test_installed_no_flag_without_collaboration_reopened_after_the_cell_ended(
+    installed_solo: JupyterServer, context: Any
+) -> None:
+    solo_case(context, new_notebook(installed_solo, "isolo"))
+
+
+def test_installed_with_the_off_switch_a_reload_loses_the_later_lines(
+    ready: None, tmp_path_factory: pytest.TempPathFactory, context: Any
+) -> None:
+    """Stock behaviour: nobody writes what the cell prints after the reload, so the page
+    shows no line the cell printed after hold 1 (read once the cell has ended)."""
+    for lab in _server(tmp_path_factory, OFF_ARGS, ipykernel_ext=None):
+        assert "ipykernel_ext" not in lab.log_text()
+        nb = new_notebook(lab, "off")
+        holds = nb.holds()
+        nb.write([counting_cell(holds)])
+        page = context.new_page()
+        try:
+            nb.run_all(page)
+            wait_page(page, "line 5 shown", shows_line(0, "line 5"))
+            holds.wait_held(1, page)
+            reload(page)
+            holds.release_all()
+            holds.wait_ended(page)
+            save(page)  # the document as the room holds it, into the file
+            shown = wait_page(page, "line 5 shown again", shows_line(0, "line 5"))
+            text = "\n".join(t for _, t in outputs(shown[0]))
+            assert "line 29" not in text and "done" not in text, summary(shown)
+        finally:
+            holds.release_all()
+            shut_down_everything(lab)

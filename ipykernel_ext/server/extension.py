@@ -1,0 +1,174 @@
+"""The server extension: installing the package turns the shared channels on (issue 30).
+
+``pip install ipykernel-ext`` puts ``etc/jupyter/jupyter_server_config.d/ipykernel_ext.json``
+into the environment (pyproject's shared-data; the file is ``jupyter-config/`` in the
+checkout), which enables the server extension ``ipykernel_ext`` in every jupyter_server app
+started there (JupyterLab, Notebook 7, ``jupyter server``), the way jupyter-collaboration
+and the other server extensions are switched on. jupyter_server finds it through
+``ipykernel_ext._jupyter_server_extension_points`` (which imports nothing) and calls
+:func:`_load_jupyter_server_extension` here once the web application is built.
+
+What loading does:
+
+* makes :class:`~ipykernel_ext.server.SharedChannelsConnection` the server's kernel
+  websocket connection class, **unless the user configured one** (command line or any config
+  file: ``ServerApp.kernel_websocket_connection_class`` is in the server's config), which
+  wins as it would without us;
+* in gateway mode (``--gateway-url``: kernels run behind a gateway, the server has no ZMQ
+  channels of theirs) it leaves jupyter_server's ``GatewayWebSocketConnection``; a
+  configured ``SharedChannelsConnection`` cannot reach a gateway kernel either (its cells
+  would show no output at all), so it is replaced by the gateway class with an error in the
+  log saying why;
+* logs, once the server has loaded every extension, what is on: the class, and whether
+  outputs survive the tab and where they are written.
+
+Off: ``jupyter server extension disable ipykernel_ext`` (kept in the user's config), or for
+one run ``--ServerApp.jpserver_extensions="{'ipykernel_ext': False}"``: the server is then
+stock (unless the class is configured explicitly).
+
+The class is read by jupyter_server in two places: ``init_webapp`` puts the trait's value into
+``web_app.settings`` (each kernel websocket handler reads it from there when it opens), and
+``_cleanup`` calls the trait's ``close_all`` at shutdown. Extensions are loaded after
+``init_webapp``, so both are set here; no websocket is open before the server listens.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from traitlets.config.loader import DeferredConfig
+
+from .connection import SharedChannelsConnection
+
+#: The name users enable and disable (``jpserver_extensions`` key, ``jupyter server extension``).
+EXTENSION_NAME = "ipykernel_ext"
+
+#: The trait of ServerApp this extension sets.
+CLASS_TRAIT = "kernel_websocket_connection_class"
+
+#: jupyter_server's class for kernels behind a gateway.
+GATEWAY_CLASS = "jupyter_server.gateway.connections.GatewayWebSocketConnection"
+
+#: What a user types to configure our class (the log quotes it).
+OUR_CLASS = "ipykernel_ext.server.SharedChannelsConnection"
+
+#: The settings key jupyter-collaboration's extension puts itself under.
+COLLAB_SETTINGS_KEY = "jupyter_server_ydoc"
+
+
+def _class_name(cls: Any) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}" if isinstance(cls, type) else str(cls)
+
+
+def configured_class(serverapp: Any) -> Any:
+    """The connection class the user configured (None: left to the default).
+
+    traitlets keeps what the command line and every config file set in ``serverapp.config``;
+    a default is never there.
+    """
+    section = serverapp.config.get("ServerApp")
+    if section is None or CLASS_TRAIT not in section:
+        return None
+    return section[CLASS_TRAIT]
+
+
+def gateway_enabled(serverapp: Any) -> bool:
+    """Whether the server runs its kernels through a gateway (``--gateway-url``)."""
+    gateway = getattr(serverapp, "gateway_config", None)
+    return bool(gateway is not None and gateway.gateway_enabled)
+
+
+def _set_class(serverapp: Any, cls: Any) -> None:
+    setattr(serverapp, CLASS_TRAIT, cls)  # validated (a BaseKernelWebsocketConnection)
+    serverapp.web_app.settings[CLASS_TRAIT] = getattr(serverapp, CLASS_TRAIT)
+
+
+def choose_class(serverapp: Any, log: logging.Logger | logging.LoggerAdapter[Any]) -> bool:
+    """Set the server's connection class (module docstring); whether ours is in use."""
+    configured = configured_class(serverapp)
+    current = getattr(serverapp, CLASS_TRAIT)
+    ours = isinstance(current, type) and issubclass(current, SharedChannelsConnection)
+    if gateway_enabled(serverapp):
+        if ours:
+            # Ours opens ZMQ channels to the kernel's ports; a gateway kernel has none here.
+            log.error(
+                "ipykernel_ext: %s=%s cannot serve kernels behind a gateway (--gateway-url: "
+                "the kernels' ZMQ channels are on the gateway's side, so its cells would "
+                "show no output); using jupyter_server's %s instead",
+                CLASS_TRAIT, _class_name(current), GATEWAY_CLASS,
+            )
+            _set_class(serverapp, GATEWAY_CLASS)
+        else:
+            log.info(
+                "ipykernel_ext: gateway mode (--gateway-url): kernel websockets stay "
+                "jupyter_server's %s; shared channels and outputs that survive the tab are "
+                "off here (docs/CLUSTER.md)", _class_name(current),
+            )
+        return False
+    if configured is not None:
+        return ours  # the user's choice (describe() says what it means)
+    _set_class(serverapp, SharedChannelsConnection)
+    return True
+
+
+def keep_outputs_setting(serverapp: Any) -> bool:
+    """``keep_outputs`` of the server's connection class as configured (default: on)."""
+    cls = getattr(serverapp, CLASS_TRAIT)
+    trait = cls.class_traits()["keep_outputs"]
+    value: Any = trait.default_value
+    config = serverapp.config
+    # traitlets applies a parent class's section, then the class's own (the subclass wins).
+    for klass in reversed(cls.mro()):
+        name = klass.__name__
+        if name in config and "keep_outputs" in config[name]:
+            value = config[name]["keep_outputs"]
+    if isinstance(value, DeferredConfig):
+        # The command line keeps a class the app does not know as a string until that
+        # class reads it ("False" is not false).
+        value = value.get_value(trait)
+    return bool(value)
+
+
+def collab_live(serverapp: Any) -> bool:
+    """Whether tabs open notebooks as live documents (jupyter-collaboration loaded, and not
+    turned off for the frontend with ``--YDocExtension.disable_rtc=True``)."""
+    settings = serverapp.web_app.settings
+    page_config = settings.get("page_config_data") or {}
+    return settings.get(COLLAB_SETTINGS_KEY) is not None and not page_config.get("disableRTC")
+
+
+def describe(serverapp: Any) -> str:
+    """What is on, in one line (logged once the server has loaded every extension)."""
+    cls = getattr(serverapp, CLASS_TRAIT)
+    if not (isinstance(cls, type) and issubclass(cls, SharedChannelsConnection)):
+        why = "configured" if configured_class(serverapp) is not None else "gateway mode"
+        return (
+            f"ipykernel_ext: shared channels and outputs that survive the tab are off "
+            f"(kernel websockets: {_class_name(cls)}, {why})"
+        )
+    name = OUR_CLASS if cls is SharedChannelsConnection else _class_name(cls)
+    if not keep_outputs_setting(serverapp):
+        outputs = "off (SharedChannelsConnection.keep_outputs=False)"
+    elif collab_live(serverapp):
+        outputs = "on, written into the live document (jupyter-collaboration)"
+    else:
+        outputs = "on, written into the .ipynb once the cell ended (no collaboration)"
+    return (
+        f"ipykernel_ext: every tab of a kernel on one set of channels ({name}); outputs "
+        f"survive the tab: {outputs}. Off: --ServerApp.jpserver_extensions="
+        f"\"{{'{EXTENSION_NAME}': False}}\""
+    )
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    """Called by jupyter_server once the web application is built (module docstring)."""
+    log = serverapp.log
+    choose_class(serverapp, log)
+    # jupyter-collaboration loads after us (extensions load in name order): say what is on
+    # once every extension is in, on the server's first loop turn.
+    serverapp.io_loop.add_callback(lambda: log.info(describe(serverapp)))
+
+
+# jupyter_server also accepts the name without the underscore (older servers).
+load_jupyter_server_extension = _load_jupyter_server_extension

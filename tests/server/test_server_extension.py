@@ -1,0 +1,172 @@
+"""On once installed (issue 30, part 1): the server extension the install enables.
+
+Real ``jupyter_server`` subprocesses of this venv, where the project is installed (``pip
+install -e .`` put ``etc/jupyter/jupyter_server_config.d/ipykernel_ext.json`` into it), each
+started as a user would start it (``ipykernel_ext=None``: the launcher leaves the extension
+as the environment's config has it): no flag gives our class and says so in the log; a class
+configured on the command line or in a config file wins; both off switches give stock; in
+gateway mode (a stub gateway that answers the few REST calls a starting server makes) the
+gateway class stays, and ours configured explicitly is replaced, with the reason in the log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from harness.kernel_websocket import KernelWebsocket
+from harness.server import JupyterServer
+from ipykernel_ext import KERNEL_NAME, __version__
+
+# Hang guard per test: up to three server starts (a few seconds each on 2 busy cores).
+pytestmark = pytest.mark.timeout(180)
+
+OURS = "ipykernel_ext.server.SharedChannelsConnection"
+STOCK = "jupyter_server.services.kernels.connection.channels.ZMQChannelsWebsocketConnection"
+GATEWAY = "jupyter_server.gateway.connections.GatewayWebSocketConnection"
+CONFIG_FILE = Path(sys.prefix, "etc/jupyter/jupyter_server_config.d/ipykernel_ext.json")
+#: The start line saying what is on (ipykernel_ext/server/extension.py, describe()).
+ON = "ipykernel_ext: every tab of a kernel on one set of channels"
+OFF = "ipykernel_ext: shared channels and outputs that survive the tab are off"
+
+
+def wait_for_log(server: JupyterServer, text: str, timeout: float = 60) -> str:
+    """The server's log once it has ``text`` (a hang guard, not a verdict on speed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = server.log_text()
+        if text in log:
+            return log
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in the server's log:\n{server.log_tail()}")
+
+
+def test_the_install_enables_the_extension() -> None:
+    assert CONFIG_FILE.is_file(), f"{CONFIG_FILE} missing: pip install -e . puts it there"
+    assert json.loads(CONFIG_FILE.read_text()) == {
+        "ServerApp": {"jpserver_extensions": {"ipykernel_ext": True}}
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "server", "extension", "list"],
+        capture_output=True, text=True, timeout=120,
+    )
+    out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)  # its colours
+    assert re.search(r"^\s*ipykernel_ext enabled$", out, re.M), out
+    assert re.search(rf"^\s*ipykernel_ext {re.escape(__version__)} OK$", out, re.M), out
+
+
+def test_no_flag_gives_shared_channels_and_says_so() -> None:
+    with JupyterServer(ipykernel_ext=None) as server:
+        log = wait_for_log(server, ON)
+        assert f"({OURS}); outputs survive the tab: on" in log
+        kernel_id = server.start_kernel(KERNEL_NAME)
+        with KernelWebsocket(server, kernel_id) as ws:
+            reply, _ = ws.collect_execution(ws.execute("1 + 1"))
+            assert reply["content"]["status"] == "ok"
+            session = ws.session_id
+        # SharedChannelsConnection logs what a websocket's outbox did when it closes.
+        wait_for_log(server, f"Websocket {session} of kernel {kernel_id} closed:")
+
+
+def test_keep_outputs_off_is_reported() -> None:
+    args = ["--SharedChannelsConnection.keep_outputs=False"]
+    with JupyterServer(ipykernel_ext=None, extra_args=args) as server:
+        log = wait_for_log(server, ON)
+        assert "outputs survive the tab: off (SharedChannelsConnection.keep_outputs=False)" in log
+
+
+@pytest.mark.parametrize("where", ["command line", "config file"])
+def test_a_configured_class_wins(where: str, tmp_path: Path) -> None:
+    args: list[str] = []
+    env: dict[str, str] = {}
+    if where == "command line":
+        args = [f"--ServerApp.kernel_websocket_connection_class={STOCK}"]
+    else:
+        (tmp_path / "jupyter_server_config.json").write_text(
+            json.dumps({"ServerApp": {"kernel_websocket_connection_class": STOCK}})
+        )
+        env = {"JUPYTER_CONFIG_DIR": str(tmp_path)}
+    with JupyterServer(ipykernel_ext=None, extra_args=args, env=env) as server:
+        log = wait_for_log(server, OFF)
+        assert f"(kernel websockets: {STOCK}, configured)" in log
+        assert ON not in log
+
+
+def test_off_for_one_run_is_stock() -> None:
+    args = ["--ServerApp.jpserver_extensions={'ipykernel_ext': False}"]
+    with JupyterServer(ipykernel_ext=None, extra_args=args) as server:
+        # Not loaded, and nothing configures a class: jupyter_server's default, stock's.
+        assert "ipykernel_ext" not in server.log_text(), server.log_text()
+
+
+def test_off_in_a_config_file_is_stock(tmp_path: Path) -> None:
+    # README's off switch as a user's config: it outranks the environment's config.d files.
+    # (``jupyter server extension disable ipykernel_ext`` rewrites sys.prefix's file instead,
+    # which would turn it off for this whole venv; jupyter_server's --user variant refuses an
+    # extension the user's own config does not name yet.)
+    (tmp_path / "jupyter_server_config.json").write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"ipykernel_ext": False}}})
+    )
+    with JupyterServer(ipykernel_ext=None, env={"JUPYTER_CONFIG_DIR": str(tmp_path)}) as server:
+        assert "ipykernel_ext" not in server.log_text(), server.log_text()
+
+
+# --- gateway mode ------------------------------------------------------------------------
+
+
+class StubGateway(BaseHTTPRequestHandler):
+    """What a starting server and its status endpoint ask a gateway: no kernels, no specs."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/api/kernels"):
+            body: object = []
+        elif path.endswith("/api/kernelspecs"):
+            body = {"default": "python3", "kernelspecs": {}}
+        else:
+            body = {}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def gateway_url() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), StubGateway)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_gateway_mode_keeps_the_gateway_class(gateway_url: str) -> None:
+    with JupyterServer(ipykernel_ext=None, extra_args=[f"--gateway-url={gateway_url}"]) as server:
+        log = wait_for_log(server, OFF)
+        assert "ipykernel_ext: gateway mode (--gateway-url)" in log
+        assert f"(kernel websockets: {GATEWAY}, gateway mode)" in log
+
+
+def test_gateway_mode_replaces_our_class_and_says_why(gateway_url: str) -> None:
+    args = [f"--gateway-url={gateway_url}", f"--ServerApp.kernel_websocket_connection_class={OURS}"]
+    with JupyterServer(ipykernel_ext=None, extra_args=args) as server:
+        log = wait_for_log(server, OFF)
+        assert "cannot serve kernels behind a gateway" in log
+        assert f"using jupyter_server's {GATEWAY} instead" in log
