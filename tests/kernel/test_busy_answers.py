@@ -259,6 +259,9 @@ def test_the_cells_own_client_gets_stocks_statuses_only_where_no_one_tracks_them
     the next request's."""
     kc = cells_client
     seen: list[dict[str, Any]] = []
+    # A comm message on a subshell runs beside the cell only with stock's routing (by default
+    # it waits for the cell on the main shell: PROTOCOL.md section 7, test_subshell_comms.py).
+    run(kc, "get_ipython().kernel.comms_on_subshells = True")
     with busy_cell(kc, tmp_path) as cell:
         # Untracked, on control: no busy after its idle (the next control request shows it).
         control_request(kc, "kernel_info_request")
@@ -284,6 +287,7 @@ def test_the_cells_own_client_gets_stocks_statuses_only_where_no_one_tracks_them
         control_request(kc, "delete_subshell_request", {"subshell_id": subshell_id})
         seen += iopub_until_barrier(kc)
         assert not cell.release_file.exists()
+    run(kc, "get_ipython().kernel.comms_on_subshells = False")
     names = {
         own_id: "own subshell cell",
         comm_id: "own subshell comm_msg",
