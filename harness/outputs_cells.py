@@ -125,3 +125,19 @@ for i in range(1, 41):
     else:
         time.sleep({PACE})
 _ended()"""
+
+
+def input_cell(holds: Holds, n: int = 10, at: tuple[int, ...] = (2, 7)) -> str:
+    """Print ``before``, ask ``input("name?")``, then print ``hello <answer> 0`` ..
+    ``hello <answer> n-1`` and ``done``; hold k+1 right after line ``at[k]``."""
+    return f"""{holds.prelude()}
+print("before", flush=True)
+name = input("name?")
+for i in range({n}):
+    print(f"hello {{name}} {{i}}", flush=True)
+    if i in {at!r}:
+        _hold({at!r}.index(i) + 1)
+    else:
+        time.sleep({PACE})
+print("done", flush=True)
+_ended()"""

@@ -59,7 +59,7 @@ class ContentsWriter:
             cell["execution_count"] = execution_count
             written.append(cell_id)
         if not written:
-            log.info("outputs: none of the cells %s is in %s any more", sorted(cells), path)
+            log.warning("outputs: none of the cells %s is in %s any more", sorted(cells), path)
             return []
         for attempt in range(1, SAVES + 1):
             try:

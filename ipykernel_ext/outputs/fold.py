@@ -104,6 +104,8 @@ class CellOutputs:
         self.execution_count: int | None = None
         #: the note output has been added; nothing more until a clear
         self.cut = False
+        #: the bound the last note quotes: (bytes, "cell" or "kernel"); None: never cut
+        self.cut_by: tuple[int, str] | None = None
 
     # what it holds -----------------------------------------------------------------------
 
@@ -244,6 +246,7 @@ class CellOutputs:
         if self.cut:
             return
         limit, scope = self._limit_and_scope()
+        self.cut_by = (limit, scope)
         self._end_stream()
         note = cut_note(limit, scope)
         self._outputs.append(note)

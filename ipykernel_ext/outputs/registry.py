@@ -16,7 +16,16 @@ the fold of one cell cannot know:
   and is then added as usual;
 * capture by an ipywidgets ``Output`` widget (:mod:`.capture`): such outputs are not the cell's;
 * the kernel's byte bound: all cells held together stay under ``max_kernel_bytes``; an ended
-  cell is let go (oldest first) before a running one is cut.
+  cell is let go (oldest first) before a running one is cut, but never one the caller still
+  has to write (``keep``: issue 30, a bound never drops outputs silently): then the running
+  cell is cut, with its note;
+* what the tab writes itself (issue 30): no kernel message carries the input echo that
+  JupyterLab 4.6 and Notebook 7 add to the cell when the user answers ``input()``
+  (``OutputArea.onInputRequest``: a ``stdin`` stream, the request's prompt, a space, the
+  answer, or eight middle dots for a password, and a newline). The server sees the kernel's
+  ``input_request`` (:meth:`~KernelOutputs.on_input_request`) and the tab's ``input_reply``
+  (:meth:`~KernelOutputs.on_input_reply`) and folds the same echo at the same place, so a cell
+  taken over keeps it, in order, in the document and the file.
 
 A cell *ends* with its request's ``status: idle`` (every output comes before it on IOPub), with
 an ``aborted`` reply (nothing ran), or idle with what it had when the kernel restarts or dies.
@@ -29,6 +38,7 @@ changed and write them (:mod:`.collab`, :mod:`.contents`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +52,16 @@ DEFAULT_MAX_CELL_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_KERNEL_BYTES = 64 * 1024 * 1024
 
 _COMM_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
+
+#: What JupyterLab's Stdin widget shows for a password's answer (and writes into the echo).
+PASSWORD_ECHO = "\u00b7" * 8
+
+
+def input_echo(prompt: str, answer: str, password: bool) -> str:
+    """The text of the ``stdin`` stream JupyterLab 4.6 adds when ``answer`` is given to an
+    ``input_request`` (its Stdin widget: ``prompt + " "``, then the answer or the dots; the
+    output area adds the newline)."""
+    return f"{prompt} {PASSWORD_ECHO if password else answer}\n"
 
 
 @dataclass
@@ -76,11 +96,18 @@ class KernelOutputs:
         self,
         max_cell_bytes: int = DEFAULT_MAX_CELL_BYTES,
         max_kernel_bytes: int = DEFAULT_MAX_KERNEL_BYTES,
+        keep: Callable[[str], bool] | None = None,
     ) -> None:
         self.max_cell_bytes = max_cell_bytes
         self.max_kernel_bytes = max_kernel_bytes
+        #: msg_id -> whether an ended cell must stay (its outputs are not written yet)
+        self.keep = keep
+        #: msg_ids the kernel's bound let go of (the caller may log them), oldest first
+        self.let_go: list[str] = []
         self.cells: dict[str, RunningCell] = {}  # msg_id -> cell, oldest first
         self._displays: dict[str, list[str]] = {}  # display_id -> msg_ids of cells showing it
+        #: input_request msg_id -> (the cell's msg_id, its prompt, password), until answered
+        self._input_requests: dict[str, tuple[str, str, bool]] = {}
         self.capture = OutputCapture()
 
     # queries -----------------------------------------------------------------------------
@@ -181,6 +208,37 @@ class KernelOutputs:
             changed.add(cell.msg_id)
         return changed
 
+    def on_input_request(self, msg: dict[str, Any]) -> None:
+        """The kernel asked a cell's client for input (stdin ``input_request``)."""
+        parent = (msg.get("parent_header") or {}).get("msg_id")
+        cell = self.cells.get(parent) if parent else None
+        if cell is None or not cell.running:
+            return
+        content = msg.get("content") or {}
+        prompt = content.get("prompt", "")
+        self._input_requests[msg["header"]["msg_id"]] = (
+            cell.msg_id, prompt if isinstance(prompt, str) else str(prompt),
+            bool(content.get("password")),
+        )
+
+    def on_input_reply(self, msg: dict[str, Any]) -> set[str]:
+        """A client answered an ``input_request`` (its ``input_reply``, whose parent is the
+        request): the echo its tab adds to the cell is folded in at this point."""
+        parent = (msg.get("parent_header") or {}).get("msg_id")
+        asked = self._input_requests.pop(parent, None) if parent else None
+        if asked is None:
+            return set()
+        msg_id, prompt, password = asked
+        cell = self.cells.get(msg_id)
+        content = msg.get("content") or {}
+        if cell is None or content.get("status", "ok") != "ok":
+            return set()
+        answer = content.get("value", "")
+        echo = input_echo(prompt, answer if isinstance(answer, str) else str(answer), password)
+        if cell.outputs.apply("stream", {"name": "stdin", "text": echo}):
+            return {msg_id}
+        return set()
+
     def end_all(self, reason: str) -> list[RunningCell]:
         """The kernel restarted (``"restart"``) or died (``"dead"``): running cells end idle
         with what they had; returns them. Output widgets and displays are forgotten."""
@@ -189,6 +247,7 @@ class KernelOutputs:
             self._end(cell, reason)
         self.capture.clear()
         self._displays.clear()
+        self._input_requests.clear()
         return ended
 
     def forget(self, msg_id: str) -> RunningCell | None:
@@ -221,9 +280,13 @@ class KernelOutputs:
         """What the kernel's bound lets a cell add now; to make ``needed`` bytes of room it
         lets ended cells go first, oldest first."""
         free = self.max_kernel_bytes - self.nbytes
+        keep = self.keep
         for cell in [c for c in self.cells.values() if not c.running]:
             if free >= needed:
                 break
+            if keep is not None and keep(cell.msg_id):
+                continue  # not written yet: the running cell is cut instead (with a note)
             self.forget(cell.msg_id)
+            self.let_go.append(cell.msg_id)
             free = self.max_kernel_bytes - self.nbytes
         return free

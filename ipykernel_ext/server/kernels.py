@@ -24,6 +24,8 @@ from .outputs import OutputsOwner
 #: jupyter_server's event for kernel actions through its API (``emit_kernel_action_event``:
 #: ``action`` is the method's name without ``_kernel``, "restart" or "shutdown").
 KERNEL_ACTIONS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
+#: jupyter_server's ContentsManager events: a rename (or move) names the old and new path.
+CONTENTS_ACTIONS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
 
 #: ``make(on_close)``: a new set for the kernel, not started, calling ``on_close`` once closed.
 MakeChannels = Callable[[Callable[[SharedChannels], None]], SharedChannels]
@@ -91,11 +93,22 @@ class OutputsOwners:
 
     def listen(self, event_logger: Any) -> None:
         """Learn of restarts and shutdowns through the API (jupyter_server's kernel action
-        events); the restarter's own restarts come as restart callbacks."""
+        events; the restarter's own restarts come as restart callbacks), and of notebooks
+        renamed or moved through the ContentsManager (its contents events), so the outputs
+        follow the notebook."""
         if event_logger is None or id(event_logger) in self._listening:
             return
         self._listening.add(id(event_logger))
         event_logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
+        event_logger.add_listener(schema_id=CONTENTS_ACTIONS, listener=self._on_contents_action)
+
+    async def _on_contents_action(
+        self, logger: Any, schema_id: str, data: dict[str, Any]
+    ) -> None:
+        if data.get("action") != "rename" or not data.get("source_path"):
+            return
+        for owner in self:
+            owner.renamed(str(data["source_path"]), str(data.get("path", "")))
 
     async def _on_kernel_action(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
         if data.get("status") != "success":

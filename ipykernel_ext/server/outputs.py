@@ -38,7 +38,7 @@ from jupyter_core.utils import ensure_async
 from ..outputs import Coalescer, KernelOutputs, RunningCell
 from ..outputs.collab import CollabWriter
 from ..outputs.contents import ContentsWriter
-from ..protocol import COMM_MSG_TYPES, CONTENT, HEADER, METADATA
+from ..protocol import COMM_MSG_TYPES, CONTENT, HEADER, METADATA, PARENT_HEADER
 from ..shared_channels import KernelMessage, SharedChannels, SharedClient
 
 #: The IOPub messages that change a cell's outputs (hidden from a returning session).
@@ -71,7 +71,9 @@ class OutputsOwner:
         self.grace = grace
         self.unpack = unpack
         self.log = log
-        self.cells = KernelOutputs(max_cell_bytes, max_kernel_bytes)
+        # The kernel's bound never lets go of an ended cell whose outputs are not written yet
+        # (issue 30: every cut is told): it cuts the running cell instead, with a note.
+        self.cells = KernelOutputs(max_cell_bytes, max_kernel_bytes, keep=self._unwritten)
         self.collab = CollabWriter(settings)
         manager = settings.get("contents_manager")
         self.contents = ContentsWriter(manager) if manager is not None else None
@@ -91,6 +93,10 @@ class OutputsOwner:
         self._writes = Coalescer()  # one write in flight per cell (msg_id)
         self._path_lookup: asyncio.Future[str | None] | None = None
         self._pending_files: set[str] = set()  # ended owned cells waiting for the file
+        #: ended cells whose outputs are where they belong (the document or the file), or
+        #: that can never be written (told in the log): the kernel's bound may let them go
+        self._settled: set[str] = set()
+        self._cut_told: set[str] = set()  # cells whose cut was logged
         self._tasks: set[asyncio.Future[Any]] = set()
 
     # --- the channels (Watcher) ----------------------------------------------------------
@@ -103,7 +109,11 @@ class OutputsOwner:
         channels.watcher = self
 
     def sent(self, channel: str, frames: list[Any]) -> None:
-        """A client's message to the kernel: a cell's request, or a comm message."""
+        """A client's message to the kernel: a cell's request, a comm message, or an answer
+        to ``input()`` (its tab writes the echo into the cell: the fold does too)."""
+        if channel == "stdin":
+            self._sent_stdin(frames)
+            return
         if channel != "shell":
             return
         start = frames.index(DELIM) + 1
@@ -125,6 +135,26 @@ class OutputsOwner:
             content = self.unpack(bytes(frames[start + CONTENT]))
             self.cells.on_shell({"header": header, "content": content})
 
+    def _sent_stdin(self, frames: list[Any]) -> None:
+        if not self.cells.cells:
+            return
+        start = frames.index(DELIM) + 1
+        raw = bytes(frames[start + HEADER])
+        if b"input_reply" not in raw:
+            return
+        header = self.unpack(raw)
+        if header.get("msg_type") != "input_reply":
+            return
+        changed = self.cells.on_input_reply(
+            {
+                "header": header,
+                "parent_header": self.unpack(bytes(frames[start + PARENT_HEADER])),
+                "content": self.unpack(bytes(frames[start + CONTENT])),
+            }
+        )
+        for msg_id in changed:
+            self._changed(msg_id)
+
     def received(self, msg: KernelMessage) -> None:
         """A kernel message, before any client: folded if it concerns a tracked cell."""
         if not self.cells.cells:
@@ -141,18 +171,38 @@ class OutputsOwner:
             changed = self.cells.on_iopub(_as_dict(msg))
         elif msg.channel == "shell" and msg_type == "execute_reply" and parent in self.cells.cells:
             changed = self.cells.on_shell(_as_dict(msg))
+        elif msg.channel == "stdin" and msg_type == "input_request" and parent in self.cells.cells:
+            self.cells.on_input_request(_as_dict(msg))
+            return
         else:
             return
         for msg_id in changed:
             self._changed(msg_id)
 
+    def _unwritten(self, msg_id: str) -> bool:
+        """Whether an ended cell must stay: its outputs are not written yet (its session may
+        still be in its grace, or the write is pending)."""
+        return msg_id not in self._settled
+
     def _prune(self) -> None:
-        """Forget what is said of cells the fold let go (a rerun, its byte bound)."""
+        """Forget what is said of cells the fold let go (a rerun, its byte bound). Which
+        messages a departed session is not given is kept until it comes back: its offline
+        buffer may still replay an ended cell's outputs, which the document already has."""
         held = self.cells.cells
+        for msg_id in self.cells.let_go:
+            self.log.info(
+                "Kernel %s: the outputs of an ended cell (request %s), already written, "
+                "were let go to make room (keep_outputs_kernel_bytes=%d)",
+                self.kernel_id, msg_id, self.cells.max_kernel_bytes,
+            )
+        self.cells.let_go.clear()
         self.owned &= held.keys()
         self._pending_files &= held.keys()
+        self._settled &= held.keys()
+        self._cut_told &= held.keys()
         for msg_id in [m for m in self.hidden if m not in held]:
-            del self.hidden[msg_id]
+            if self.hidden[msg_id] in self.open:
+                del self.hidden[msg_id]
 
     def hides(self, msg: KernelMessage, session: str) -> bool:
         """Whether ``session``'s websocket must not get ``msg``: an output of one of its
@@ -165,6 +215,11 @@ class OutputsOwner:
 
     def opened(self, session: str) -> None:
         self.open[session] = self.open.get(session, 0) + 1
+        # Its replay is over (the connection tells us after it): what was hidden from it of
+        # cells let go is of no more use.
+        for msg_id in [m for m, s in self.hidden.items() if s == session]:
+            if msg_id not in self.cells.cells:
+                del self.hidden[msg_id]
         timer = self._grace_timers.pop(session, None)
         if timer is not None:
             timer.cancel()  # back within the grace: its tab goes on writing
@@ -219,6 +274,42 @@ class OutputsOwner:
             self.unattended = True
             self._spawn(self._write_files())
 
+    # --- the notebook's path ------------------------------------------------------------
+
+    def renamed(self, old: str, new: str) -> None:
+        """The ContentsManager renamed or moved ``old`` (a notebook, or a folder holding it)
+        to ``new``: cells of that notebook are written at the new path from now on."""
+        old, new = old.strip("/"), new.strip("/")
+        for cell in self.cells.cells.values():
+            path = (cell.path or "").strip("/")
+            if not path:
+                continue
+            if path == old:
+                moved = new
+            elif path.startswith(old + "/"):
+                moved = new + path[len(old):]
+            else:
+                continue
+            self.log.info(
+                "Kernel %s: cell %s follows its notebook from %s to %s",
+                self.kernel_id, cell.cell_id, cell.path, moved,
+            )
+            cell.path = moved
+            if cell.msg_id in self.owned:
+                self._write_soon(cell)  # the document at the new path may be open
+
+    async def _current_path(self, cell: RunningCell) -> str | None:
+        """The kernel's notebook as its session names it now (after a rename that did not go
+        through this server's ContentsManager events, the session is the one to ask)."""
+        path = await self._notebook_path()
+        if path and path != cell.path:
+            self.log.info(
+                "Kernel %s: cell %s's notebook is now %s (was %s)",
+                self.kernel_id, cell.cell_id, path, cell.path,
+            )
+            cell.path = path
+        return path
+
     # --- the kernel ----------------------------------------------------------------------
 
     def kernel_ended(self, reason: str) -> None:
@@ -231,6 +322,8 @@ class OutputsOwner:
         self._update_hold()
 
     def _changed(self, msg_id: str) -> None:
+        if self.cells.let_go:
+            self._prune()
         cell = self.cells.cells.get(msg_id)
         if cell is None:
             return
@@ -251,14 +344,25 @@ class OutputsOwner:
     async def _write(self, cell: RunningCell) -> None:
         if cell.msg_id not in self.owned or cell.msg_id not in self.cells.cells:
             return  # handed back, or let go
+        self._tell_cut(cell)
         path = cell.path or await self._find_path(cell)
         if not path:
+            if not cell.running and cell.msg_id not in self._settled:
+                self._settled.add(cell.msg_id)
+                self.log.warning(
+                    "Kernel %s: the outputs of cell %s are not written anywhere: no single "
+                    "notebook session names the kernel (%s)",
+                    self.kernel_id, cell.cell_id, "/api/sessions",
+                )
             return
+        ended = not cell.running  # before the write: the document then has the end too
         if self.collab.available and await self.collab.write(
             path, cell.cell_id, cell.outputs.to_nbformat(), cell.execution_count, cell.state
         ):
             self.hidden[cell.msg_id] = cell.session
             self._pending_files.discard(cell.msg_id)
+            if ended:
+                self._settled.add(cell.msg_id)
             return
         # No live document (no collaboration, or no room open): the file, once the cell
         # ended and no tab of the kernel is connected.
@@ -271,6 +375,20 @@ class OutputsOwner:
                     "Kernel %s: cell %s ended; its outputs go into %s once no tab of the "
                     "kernel is connected", self.kernel_id, cell.cell_id, path,
                 )
+
+    def _tell_cut(self, cell: RunningCell) -> None:
+        """Log, once per cell the server writes, that a bound cut it (its note says so in
+        the cell)."""
+        cut_by = cell.outputs.cut_by
+        if cut_by is None or cell.msg_id in self._cut_told:
+            return
+        self._cut_told.add(cell.msg_id)
+        limit, scope = cut_by
+        self.log.warning(
+            "Kernel %s: the outputs of cell %s were cut at %d bytes per %s "
+            "(SharedChannelsConnection.keep_outputs_%s_bytes); a note in the cell says so",
+            self.kernel_id, cell.cell_id, limit, scope, scope,
+        )
 
     async def _write_files(self) -> None:
         """Write the ended owned cells waiting for the file, if no tab is connected."""
@@ -290,11 +408,40 @@ class OutputsOwner:
         for path, cells in by_path.items():
             if self.collab.available and await self.collab.document(path) is not None:
                 continue  # a room opened meanwhile: its next change brings them there
+            held = [c for c in self.cells.cells.values() if c.path == path and c.cell_id in cells]
+            await self._write_file(path, cells, held)
+            # Written, or told: either way nothing more will come of them.
+            self._settled.update(c.msg_id for c in held)
+
+    async def _write_file(
+        self,
+        path: str,
+        cells: dict[str, tuple[list[dict[str, Any]], int | None]],
+        held: list[RunningCell],
+    ) -> None:
+        """Write ``cells`` into ``path``; if the file is not there (renamed or moved in a way
+        this server did not see), into the notebook the kernel's session names now; if that
+        fails too, say so in the log (nothing else can be told: no tab is open)."""
+        assert self.contents is not None
+        tried = [path]
+        while True:
             try:
                 written = await self.contents.write(path, cells)
                 self.log.info("Kernel %s: wrote cells %s into %s", self.kernel_id, written, path)
-            except Exception:
-                self.log.exception("Writing outputs into %s failed", path)
+                return
+            except Exception as exc:
+                error = exc
+            current = await self._current_path(held[0]) if held else None
+            if not current or current in tried:
+                break
+            for cell in held:
+                cell.path = current
+            path = current
+            tried.append(path)
+        self.log.error(
+            "Kernel %s: the outputs of cells %s could not be written anywhere (tried %s): %r",
+            self.kernel_id, sorted(cells), ", ".join(tried), error,
+        )
 
     async def _find_path(self, cell: RunningCell) -> str | None:
         """The notebook of the kernel's session (None: no notebook session, or several)."""

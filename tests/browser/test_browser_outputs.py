@@ -55,7 +55,7 @@ from harness.browser_outputs import (
     wait_file,
     wait_page,
 )
-from harness.outputs_cells import HANG, counting_cell, rich_cell, widget_cell
+from harness.outputs_cells import HANG, counting_cell, input_cell, rich_cell, widget_cell
 from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a JupyterLab server with jupyter-collaboration,
@@ -413,6 +413,68 @@ def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None
         ]
         wait_file(nb.path, {"cell-0": {"count": count, "outputs": saved}}, page)
         assert mid is None, mid
+    finally:
+        holds.release_all()
+        shut_down_everything(nb.lab)
+
+
+@FRONTENDS
+def test_h_input_echo_stays_after_a_reload(
+    lab: JupyterServer, context: Any, frontend: str
+) -> None:
+    """The tab answers ``input()`` (its echo ``name? world`` is written by the tab, carried by
+    no kernel message), then reloads mid-cell: the echo stays, once, in place."""
+    input_case(context, new_notebook(lab, "h", frontend), solo=False)
+
+
+def test_input_echo_without_collaboration_closed_then_reopened(
+    solo_lab: JupyterServer, context: Any
+) -> None:
+    """The same without a live document: the tab closes after the answer, the server writes
+    the file once the cell ended, the notebook reopened shows the echo in place."""
+    input_case(context, new_notebook(solo_lab, "hsolo"), solo=True)
+
+
+def input_case(context: Any, nb: Notebook, solo: bool) -> None:
+    holds = nb.holds()
+    nb.write([input_cell(holds)])
+    hello = [*lines("hello world", 10), "done"]
+    page = context.new_page()
+    try:
+        nb.run_all(page)
+        answer = page.locator(".jp-Stdin-input")
+        answer.wait_for(state="visible")
+        answer.fill("world")
+        answer.press("Enter")
+        holds.wait_held(1, page)
+        if solo:
+            page.close()
+        else:
+            reload(page)
+        holds.release_all()
+        count = nb.count(holds)
+        want = [
+            ("stream:stdout", "before\n"),
+            ("stream:stdin", "name? world\n"),
+            ("stream:stdout", "".join(f"{line}\n" for line in hello)),
+        ]
+        if solo:  # written once the cell ended and no tab is open; then opened again
+            wait_file(nb.path, {"cell-0": {"count": count, "outputs": want}})
+            page = nb.open(context)
+        shown = wait_page(
+            page,
+            f"done and [{count}]",
+            lambda s: shows_prompt(0, f"[{count}]:")(s) and shows_line(0, "done")(s),
+        )
+        # Three outputs (JupyterLab draws a stdin stream as stdout; the file names it).
+        assert outputs(shown[0]) == [
+            (STDOUT, "before"),
+            (STDOUT, "name? world"),
+            (STDOUT, "\n".join(hello)),
+        ], summary(shown)
+        if not solo:
+            save(page)
+            wait_file(nb.path, {"cell-0": {"count": count, "outputs": want}}, page)
     finally:
         holds.release_all()
         shut_down_everything(nb.lab)

@@ -370,6 +370,7 @@ ECHO_PY = "ipykernel_ext/kernel/comm_echo.py"
 WIDGET_STATE_PY = "ipykernel_ext/kernel/widget_state.py"
 SERVER_PY = "ipykernel_ext/server/connection.py"
 SERVER_KERNELS_PY = "ipykernel_ext/server/kernels.py"
+EXTENSION_PY = "ipykernel_ext/server/extension.py"
 STREAMS_PY = "ipykernel_ext/shared_channels/clients.py"
 IOPUB_ADOPT_PY = "ipykernel_ext/kernel/iopub_adopt.py"
 BUSY_ANSWERS_PY = "ipykernel_ext/kernel/busy_answers.py"
@@ -644,6 +645,25 @@ CONTRACT: list[Row] = [
         (SERVER_KERNELS_PY,),
         "restart/shutdown through the API end the running cells the server owns: the event's "
         "action is the method name without _kernel"),
+    Row("jupyter_server.services.contents.manager:AsyncContentsManager.rename",
+        [Source((r'"action": "rename", "path": new_path, "source_path": old_path',))],
+        (SERVER_KERNELS_PY,),
+        "a notebook renamed or moved: its followed cells go to the new path (issue 30)"),
+    Row("jupyter_server.services.contents.manager:ContentsManager.rename",
+        [Source((r'"action": "rename", "path": new_path, "source_path": old_path',))],
+        (SERVER_KERNELS_PY,), "the same for a synchronous ContentsManager"),
+    Row("jupyter_server.serverapp:ServerApp.kernel_websocket_connection_class", [Trait("Type")],
+        (EXTENSION_PY,), "set by the server extension unless configured (issue 30)"),
+    Row("jupyter_server.serverapp:ServerApp.init_webapp",
+        [Source((r"kernel_websocket_connection_class=self\.kernel_websocket_connection_class",))],
+        (EXTENSION_PY,), "puts the class into web_app.settings before extensions load, so "
+        "the extension sets the setting too"),
+    Row("jupyter_server.services.kernels.websocket:KernelWebsocketHandler."
+        "kernel_websocket_connection_class",
+        [Source((r'self\.settings\.get\("kernel_websocket_connection_class"\)',))],
+        (EXTENSION_PY,), "each websocket reads the class from the settings when it opens"),
+    Row("jupyter_server.gateway.gateway_client:GatewayClient.gateway_enabled", [IsProperty()],
+        (EXTENSION_PY,), "gateway mode keeps the gateway class"),
     Row(f"{MKM}.notify_connect", [Function(("self", "kernel_id"))], (SERVER_PY,),
         "called as the stock connect() does"),
     Row(f"{MKM}.allow_tracebacks", [Trait("Bool")], (SERVER_PY,),

@@ -498,3 +498,87 @@ def test_collab_without_a_room_the_file_gets_the_cell(collab_server: JupyterServ
     nb = Notebook(collab_server, "no_room.ipynb")
     msg_id = file_gets_the_closed_tabs_cell(collab_server, nb)
     assert not buffer_probe(collab_server, nb, msg_id)["hidden"]
+
+
+# --- every cut is told (issue 30) ------------------------------------------------------------
+
+
+def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
+    """The per-cell bound (here 80 bytes) cuts the cell the server writes: the file has the
+    lines that fit, then the note (``metadata.ipykernel_ext_cut``) saying why; the log says
+    so too."""
+    srv = start_server(grace=0.5, collab=False, extra=(
+        "--SharedChannelsConnection.keep_outputs_cell_bytes=80",))
+    try:
+        nb = Notebook(srv, "cut.ipynb")
+        close_mid_cell(srv, nb)
+        nb.wait_log("takes over the outputs of cell")
+        nb.release(N)
+        cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+        text, note = cell.outputs[0], cell.outputs[-1]
+        assert len(cell.outputs) == 2 and text.output_type == "stream", cell.outputs
+        assert lines(N).startswith(text.text) and len(text.text) < len(lines(N))
+        assert note.output_type == "display_data" and note.metadata["ipykernel_ext_cut"] is True
+        assert "at most 80 bytes of output per cell" in note.data["text/plain"]
+        assert nb.log_says(f"the outputs of cell {CELL_ID} were cut at 80 bytes per cell")
+    finally:
+        srv.stop()
+
+
+# --- the outputs follow the notebook (issue 30) ----------------------------------------------
+
+
+def rename(server: JupyterServer, nb: Notebook, new_name: str) -> None:
+    """As JupyterLab renames or moves an open notebook: the file through the contents API,
+    then the kernel's session path."""
+    (server.root_dir / new_name).parent.mkdir(parents=True, exist_ok=True)
+    server.api("PATCH", f"api/contents/{nb.name}", {"path": new_name})
+    session = next(
+        s["id"] for s in server.api("GET", "api/sessions") if s["kernel"]["id"] == nb.kernel_id
+    )
+    server.api("PATCH", f"api/sessions/{session}", {"path": new_name, "name": new_name})
+    nb.name, nb.path = new_name, server.root_dir / new_name
+
+
+@pytest.mark.parametrize("new_name", ["renamed.ipynb", "moved/into/folder.ipynb"])
+def test_a_notebook_renamed_while_the_server_owns_its_cell_gets_it_at_its_new_path(
+    server: JupyterServer, new_name: str
+) -> None:
+    nb = Notebook(server, f"before-{new_name.count('/')}.ipynb")
+    old = nb.path
+    _, count = close_mid_cell(server, nb)
+    nb.wait_log("takes over the outputs of cell")
+    rename(server, nb, new_name)
+    nb.wait_log(f"follows its notebook from {old.name} to {new_name}")
+    nb.release(N)
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell at the new path")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
+    assert cell.execution_count == count
+    assert not old.exists()
+
+
+def test_a_write_that_cannot_be_made_anywhere_is_told(server: JupyterServer) -> None:
+    nb = Notebook(server, "deleted.ipynb")
+    close_mid_cell(server, nb)
+    nb.wait_log("takes over the outputs of cell")
+    server.api("DELETE", f"api/contents/{nb.name}")
+    nb.release(N)
+    nb.wait_log(f"could not be written anywhere (tried {nb.name})")
+    assert not nb.path.exists()  # not made again from nothing
+
+
+def test_collab_a_renamed_notebook_gets_the_cell_in_its_document(
+    collab_server: JupyterServer,
+) -> None:
+    nb = Notebook(collab_server, "live_before.ipynb")
+    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    _, count = close_mid_cell(collab_server, nb)
+    nb.wait_log("takes over the outputs of cell")
+    wait_doc(collab_server, nb, lines(K + 1), "running")
+    rename(collab_server, nb, "live_after.ipynb")
+    nb.wait_log("follows its notebook from live_before.ipynb to live_after.ipynb")
+    nb.release(N)
+    cell = wait_doc(collab_server, nb, lines(N), "idle")
+    assert len(cell["outputs"]) == 1 and cell["execution_count"] == count
+    saved = nb.wait_on_disk(lambda c: c.execution_count is not None, "the room's save")
+    assert [dict(o) for o in saved.outputs] == [stream(lines(N))]

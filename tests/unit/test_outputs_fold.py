@@ -422,3 +422,91 @@ def test_the_kernel_bound_lets_ended_cells_go_then_cuts_the_running_one() -> Non
     outputs = outputs_of(kernel, new)
     assert is_note(outputs[-1]) and "per kernel" in outputs[-1]["data"]["text/plain"]
     assert kernel.nbytes <= 3000
+
+
+def test_the_kernel_bound_never_lets_go_of_a_cell_not_yet_written() -> None:
+    """Issue 30: an ended cell the server still has to write stays; the running cell is cut,
+    with a note that names the kernel's bound."""
+    unwritten: set[str] = set()
+    kernel = KernelOutputs(max_cell_bytes=10**6, max_kernel_bytes=3000,
+                           keep=lambda msg_id: msg_id in unwritten)
+    old = request(kernel, "cell-1")
+    unwritten.add(old)
+    stream(kernel, old, "o" * 1500)
+    iopub(kernel, old, "status", execution_state="idle")
+    new = request(kernel, "cell-2")
+    stream(kernel, new, "n" * 2000)
+    assert old in kernel.cells and outputs_of(kernel, old) == [S("o" * 1500)]
+    outputs = outputs_of(kernel, new)
+    assert is_note(outputs[-1]) and "3000 bytes of output per kernel" in (
+        outputs[-1]["data"]["text/plain"]
+    )
+    assert kernel.cells[new].outputs.cut_by == (3000, "kernel")
+    assert kernel.let_go == [] and kernel.nbytes <= 3000
+    # Once written, the next run may have its room: the old cell goes, and is reported.
+    unwritten.clear()
+    newer = request(kernel, "cell-3")
+    stream(kernel, newer, "m" * 1000)
+    assert old not in kernel.cells and kernel.let_go == [old]
+    assert outputs_of(kernel, newer) == [S("m" * 1000)]
+
+
+def test_the_cell_bound_is_recorded_for_the_log() -> None:
+    kernel = KernelOutputs(max_cell_bytes=500, max_kernel_bytes=10**6)
+    cell = request(kernel)
+    assert kernel.cells[cell].outputs.cut_by is None
+    stream(kernel, cell, "x" * 600)
+    assert kernel.cells[cell].outputs.cut_by == (500, "cell")
+
+
+# --- what the tab writes itself: the input echo (issue 30) -----------------------------------
+
+
+def input_request(kernel, parent, prompt, password=False, msg_id=None):
+    msg_id = msg_id or f"ask-{next(_ids)}"
+    kernel.on_input_request(
+        {"header": {"msg_type": "input_request", "msg_id": msg_id},
+         "parent_header": {"msg_id": parent}, "content": {"prompt": prompt,
+                                                          "password": password}}
+    )
+    return msg_id
+
+
+def input_reply(kernel, asked, value, status="ok"):
+    return kernel.on_input_reply(
+        {"header": {"msg_type": "input_reply", "msg_id": f"ans-{next(_ids)}"},
+         "parent_header": {"msg_id": asked}, "content": {"status": status, "value": value}}
+    )
+
+
+def test_the_input_echo_is_folded_where_the_tab_writes_it(kernel) -> None:
+    msg_id = request(kernel)
+    stream(kernel, msg_id, "before\n")
+    asked = input_request(kernel, msg_id, "name?")
+    assert input_reply(kernel, asked, "world") == {msg_id}
+    stream(kernel, msg_id, "hello world 0\n")
+    stream(kernel, msg_id, "hello world 1\n")
+    # JupyterLab 4.6: a stdin stream (prompt, space, answer, newline) between two stdouts,
+    # which therefore do not merge.
+    assert outputs_of(kernel, msg_id) == [
+        S("before\n"), S("name? world\n", "stdin"), S("hello world 0\nhello world 1\n")
+    ]
+
+
+def test_a_password_echo_shows_dots_never_the_answer(kernel) -> None:
+    msg_id = request(kernel)
+    asked = input_request(kernel, msg_id, "secret:", password=True)
+    input_reply(kernel, asked, "hunter2")
+    assert outputs_of(kernel, msg_id) == [S("secret: " + "\u00b7" * 8 + "\n", "stdin")]
+    assert "hunter2" not in str(outputs_of(kernel, msg_id))
+
+
+def test_replies_to_no_known_request_or_not_ok_add_nothing(kernel) -> None:
+    msg_id = request(kernel)
+    assert input_reply(kernel, "never-asked", "x") == set()
+    asked = input_request(kernel, msg_id, "q")
+    assert input_reply(kernel, asked, "x", status="error") == set()
+    assert input_reply(kernel, asked, "again") == set()  # answered once only
+    other = input_request(kernel, "not-a-cell", "q")
+    assert input_reply(kernel, other, "x") == set()
+    assert outputs_of(kernel, msg_id) == []
