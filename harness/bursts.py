@@ -43,6 +43,31 @@ def widget_grid_code(buttons: int) -> str:
     )
 
 
+def gated_widget_grid_code(buttons: int, gate_after: int, release: str) -> str:
+    """:func:`widget_grid_code`'s burst, stopped after ``gate_after`` Buttons until the file
+    ``release`` exists (its comm_opens are the same: 3 per Button, 2 more for the grid).
+
+    For a test that pauses the reader mid-burst and needs the rest of the burst made while it
+    is paused, however fast the kernel and the reader are: the reader starts its pause at
+    the ``3 * gate_after``-th comm_open and makes ``release`` once it is paused. Waiting for
+    a file is a barrier; the 10 ms only paces the look.
+    """
+    return textwrap.dedent(
+        f"""
+        import os as _os, time as _time
+        import ipywidgets as w
+        from IPython.display import display
+        _buttons = []
+        for i in range({buttons}):
+            if i == {gate_after}:
+                while not _os.path.exists({release!r}):
+                    _time.sleep(0.01)
+            _buttons.append(w.Button(description=str(i)))
+        display(w.GridBox(_buttons))
+        """
+    )
+
+
 def comm_loop_code(count: int, pad: int = 0) -> str:
     """A cell that opens ``count`` comms to a target nobody registered (one comm_open each)."""
     return textwrap.dedent(

@@ -43,6 +43,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
@@ -270,41 +271,63 @@ class JupyterServer:
 
     # pauses -------------------------------------------------------------------------
 
-    def block_event_loop(self, seconds: float) -> ServerPause:
-        """Block the server's event loop for ``seconds`` (``pause_extension=True`` needed).
+    def block_event_loop(
+        self,
+        seconds: float,
+        until: Callable[[], bool] | None = None,
+        on_started: Callable[[], None] | None = None,
+    ) -> ServerPause:
+        """Block the server's event loop for ``seconds`` (``pause_extension=True`` needed),
+        and then, if ``until`` is given, until ``until()`` is true (see :func:`hold_until`).
 
         Returns at once; the pause runs in a thread. ``started`` is set once the server has
-        answered, i.e. its loop is blocked from then on.
+        answered, i.e. its loop is blocked from then on; ``on_started()`` is called then (in
+        that thread), so a cell can be told to go on only once the server is paused.
         """
         if not self.pause_extension:
             raise ServerError("start the server with pause_extension=True")
-        from .server_extensions.pause_extension import BLOCK_PATH
+        from .server_extensions.pause_extension import BLOCK_PATH, MAX_SECONDS
+
+        # The loop is blocked until this file exists (the extension looks for it), so the
+        # pause can end on a condition this process checks, not on a length set in advance.
+        release = self._tmp / f"release-{uuid.uuid4().hex}"
+        query = urllib.parse.urlencode({"seconds": MAX_SECONDS, "release": str(release)})
 
         def block(pause: ServerPause) -> None:
-            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=seconds + 60)
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=MAX_SECONDS + 60)
             try:
-                conn.request(
-                    "GET",
-                    f"/{BLOCK_PATH}?seconds={seconds}",
-                    headers={"Authorization": f"token {self.token}"},
-                )
+                auth = {"Authorization": f"token {self.token}"}
+                conn.request("GET", f"/{BLOCK_PATH}?{query}", headers=auth)
                 response = conn.getresponse()
-                body = response.read()  # sent before the sleep (Content-Length)
+                body = response.read()  # sent before the block (Content-Length)
                 if response.status != 200:
                     raise ServerError(f"block: HTTP {response.status}: {body[:200]!r}")
                 pause.started.set()
+                try:
+                    if on_started is not None:
+                        on_started()
+                    hold_until(seconds, until, pause.what)
+                finally:
+                    release.touch()
                 # The loop handles requests one at a time: this one is answered only once
-                # the sleep is over.
-                self.api("GET", "api/status", timeout=seconds + 60)
+                # the block is over.
+                self.api("GET", "api/status", timeout=MAX_SECONDS + 60)
             finally:
                 conn.close()
 
-        return ServerPause.run(f"block the event loop {seconds} s", block)
+        return ServerPause.run(_pause_name("block the event loop", seconds, until), block)
 
-    def stop_process(self, seconds: float) -> ServerPause:
-        """SIGSTOP the server process (not its kernels) for ``seconds``, then SIGCONT.
+    def stop_process(
+        self,
+        seconds: float,
+        until: Callable[[], bool] | None = None,
+        on_started: Callable[[], None] | None = None,
+    ) -> ServerPause:
+        """SIGSTOP the server process (not its kernels) for ``seconds``, and then, if ``until``
+        is given, until ``until()`` is true (see :func:`hold_until`); then SIGCONT.
 
-        Returns at once; the pause runs in a thread, ``started`` is set after SIGSTOP.
+        Returns at once; the pause runs in a thread, ``started`` is set after SIGSTOP, and
+        ``on_started()`` is called then (in that thread).
         """
         assert self.proc is not None
         pid = self.proc.pid
@@ -313,11 +336,13 @@ class JupyterServer:
             os.kill(pid, signal.SIGSTOP)
             try:
                 pause.started.set()
-                time.sleep(seconds)
+                if on_started is not None:
+                    on_started()
+                hold_until(seconds, until, pause.what)
             finally:
                 os.kill(pid, signal.SIGCONT)
 
-        return ServerPause.run(f"SIGSTOP {seconds} s", stop_then_continue)
+        return ServerPause.run(_pause_name("SIGSTOP", seconds, until), stop_then_continue)
 
     # REST ---------------------------------------------------------------------------
 
@@ -369,6 +394,32 @@ class JupyterServer:
         """The kernel's connection file as the server wrote it (keys included)."""
         path = self.runtime_dir / f"kernel-{kernel_id}.json"
         return json.loads(path.read_text())
+
+
+#: How long a pause may wait for its ``until`` before it is over anyway and fails: a hang guard.
+UNTIL_TIMEOUT = 120.0
+
+
+def hold_until(seconds: float, until: Callable[[], bool] | None, what: str) -> None:
+    """Wait ``seconds``, then until ``until()`` is true (asked every 50 ms; None: no wait).
+
+    What a pause whose point is its effect waits for: a test that needs the kernel to have
+    held messages back for the paused server asks the kernel's own counters, so the pause
+    lasts as long as this machine needs, never a length guessed for it. Raises after
+    :data:`UNTIL_TIMEOUT` s (the caller's pause then ends as usual, and ``join`` re-raises).
+    """
+    time.sleep(seconds)
+    if until is None:
+        return
+    deadline = time.monotonic() + UNTIL_TIMEOUT
+    while not until():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: its condition did not hold in {UNTIL_TIMEOUT} s")
+        time.sleep(0.05)  # paces the polls
+
+
+def _pause_name(what: str, seconds: float, until: Callable[[], bool] | None) -> str:
+    return f"{what} {seconds} s" + ("" if until is None else f" and until {until.__name__}")
 
 
 class ServerPause:

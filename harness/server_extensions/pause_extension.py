@@ -1,5 +1,8 @@
 """A jupyter_server extension for tests: ``GET /ext-test/block?seconds=N`` blocks the event loop.
 
+With ``&release=PATH`` the block ends as soon as that file exists (``seconds`` is then the
+most it lasts): the test's side decides when the pause has done what it is for.
+
 A server whose event loop is busy for a few seconds (a slow handler, a synchronous extension,
 a big notebook save) stops reading every kernel's IOPub for that long, then carries on. This
 handler makes that happen on request, for real: ``time.sleep`` on the event loop's own thread.
@@ -18,6 +21,7 @@ tests.
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -40,13 +44,19 @@ class BlockHandler(JupyterHandler):
         seconds = float(self.get_argument("seconds"))
         if not 0 <= seconds <= MAX_SECONDS:
             raise web.HTTPError(400, f"seconds must be in [0, {MAX_SECONDS}]")
+        release = self.get_argument("release", "")
         self.set_header("Content-Type", "application/json")
         body = json.dumps({"blocking": seconds}).encode()
         self.set_header("Content-Length", str(len(body)))
         self.write(body)
         self.flush()
         # On purpose: nothing else on this loop runs until the sleep is over.
-        time.sleep(seconds)
+        if release:
+            deadline = time.monotonic() + seconds
+            while not os.path.exists(release) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:
+            time.sleep(seconds)
         self.finish()
 
     def check_xsrf_cookie(self) -> None:
