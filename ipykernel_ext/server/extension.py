@@ -168,7 +168,3 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     # jupyter-collaboration loads after us (extensions load in name order): say what is on
     # once every extension is in, on the server's first loop turn.
     serverapp.io_loop.add_callback(lambda: log.info(describe(serverapp)))
-
-
-# jupyter_server also accepts the name without the underscore (older servers).
-load_jupyter_server_extension = _load_jupyter_server_extension
