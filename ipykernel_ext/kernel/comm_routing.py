@@ -30,12 +30,24 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..protocol import COMM_MSG_TYPES, CONTENT, HEADER, peek
 
+#: A comm message waiting for the main shell (its frames as received) and how to dispatch it.
+Waiting = tuple[list[Any], "Routed"]
+
 #: A marker is this prefix and the sequence number of the message it stands for.
 MARKER_PREFIX = b"ipykernel_ext:comm-waiting:"
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A comm message for the main shell: the subshell id to dispatch it with (a
+    ``comm_open``'s own, else None)."""
+
+    subshell_id: str | None
 
 
 class CommRouting:
@@ -59,19 +71,29 @@ class CommRouting:
         self.concurrent_targets = concurrent_targets
 
     def to_main_shell(self, frames: list[Any]) -> bool:
-        """Whether the shell message in ``frames`` is a comm message the main shell handles.
+        """Whether the shell message in ``frames`` is a comm message the main shell handles."""
+        return self.route(frames) is not None
+
+    def route(self, frames: list[Any]) -> Routed | None:
+        """How the main shell dispatches the comm message in ``frames``; None: not its own.
 
         Read before verification: only the path is chosen here. A comm message without a
         subshell is the main shell's anyway; it comes through the inbox too, so that a blocking
         loop can let it through mid-cell whichever frontend sent it.
         """
         if not self.enabled():
-            return False
+            return None
         header = peek(self.session, frames, HEADER)
         if not isinstance(header, dict) or header.get("msg_type") not in COMM_MSG_TYPES:
-            return False
+            return None
         targets = self.concurrent_targets()
-        return not targets or self._target(header["msg_type"], frames) not in targets
+        if targets and self._target(header["msg_type"], frames) in targets:
+            return None
+        subshell_id = header.get("subshell_id")
+        # Stock's dispatch_shell requires a comm_open's subshell id to be the one it is
+        # dispatched with; comm_msg and comm_close may come from any (dispatched with None).
+        opened_on = subshell_id if header["msg_type"] == "comm_open" else None
+        return Routed(opened_on if isinstance(opened_on, str) and opened_on else None)
 
     def _target(self, msg_type: str, frames: list[Any]) -> str | None:
         content = peek(self.session, frames, CONTENT)
@@ -93,15 +115,15 @@ class CommInbox:
     """
 
     def __init__(self) -> None:
-        self._waiting: OrderedDict[int, list[Any]] = OrderedDict()
+        self._waiting: OrderedDict[int, Waiting] = OrderedDict()
         self._lock = threading.Lock()
         self._numbers = itertools.count()
 
-    def put(self, msg: list[Any]) -> list[bytes]:
+    def put(self, msg: list[Any], routed: Routed) -> list[bytes]:
         """Keep ``msg`` (its frames as received); return the marker to queue in its place."""
         with self._lock:
             number = next(self._numbers)
-            self._waiting[number] = msg
+            self._waiting[number] = (msg, routed)
         return [MARKER_PREFIX + str(number).encode("ascii")]
 
     @staticmethod
@@ -118,12 +140,12 @@ class CommInbox:
         except ValueError:
             return None
 
-    def take(self, number: int) -> list[Any] | None:
+    def take(self, number: int) -> Waiting | None:
         """The message marker ``number`` stands for, unless it was taken already."""
         with self._lock:
             return self._waiting.pop(number, None)
 
-    def take_all(self) -> list[list[Any]]:
+    def take_all(self) -> list[Waiting]:
         """Every waiting message, oldest first."""
         with self._lock:
             waiting = list(self._waiting.values())

@@ -21,22 +21,21 @@ from collections.abc import Callable
 from contextvars import copy_context
 from typing import Any
 
+import zmq
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Type, Unicode, observe
 
 from ..protocol import (
     COMM_MSG_TYPES,
     CONTROL_COMM_TARGET,
-    HEADER,
     QUERY_MSG_TYPES,
     error_content,
-    peek,
     peek_msg_type,
 )
 from .busy_answers import BusyAnswers
 from .cell_events import ExtShell, held_cell_events
 from .comm_echo import CommEcho
-from .comm_routing import CommInbox, CommRouting
+from .comm_routing import CommInbox, CommRouting, Routed, Waiting
 from .iopub import NoDropXPubSocket
 from .iopub_adopt import IOPubOptions
 from .iopub_notice import MissedNotice
@@ -219,10 +218,11 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             if self.answer_while_busy and self.busy_answers.claims(frames):
                 await self.busy_answers.answer(idents, frames)
                 return
-            if self.comm_routing.to_main_shell(frames):
+            routed = self.comm_routing.route(frames)
+            if routed is not None:
                 # The message waits in the inbox; its marker takes its place in the main
                 # shell's queue, so the main shell meets it in arrival order.
-                marker = self.comm_inbox.put(msg)
+                marker = self.comm_inbox.put(msg, routed)
                 manager = self.shell_channel_thread.manager
                 manager.get_shell_channel_to_subshell_socket(None).send_multipart(marker)
                 return
@@ -246,7 +246,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             await self._handle_comm_mid_cell(waiting)
             return
         async with lock:
-            msg, subshell_id = self._as_main_shell_message(waiting)
+            msg, subshell_id = self._as_main_shell_message(*waiting)
             await self.dispatch_shell(msg, subshell_id=subshell_id)
 
     async def do_one_iteration(self) -> int:
@@ -262,7 +262,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             handled += 1
         return handled
 
-    async def _handle_comm_mid_cell(self, waiting: list[Any]) -> None:
+    async def _handle_comm_mid_cell(self, waiting: Waiting) -> None:
         """Handle a comm message while the cell waits, then give the cell its parent back.
 
         As stock handles a comm message beside an awaiting cell: no busy/idle of its own, in a
@@ -271,7 +271,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         """
         parent = self.get_parent("shell")
         ident = self._get_shell_context_var(self._shell_parent_ident)
-        msg, subshell_id = self._as_main_shell_message(waiting)
+        msg, subshell_id = self._as_main_shell_message(*waiting)
 
         async def handle() -> None:
             with held_cell_events():
@@ -282,28 +282,27 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         finally:
             self.set_parent(ident, parent, channel="shell")
 
-    def _as_main_shell_message(self, msg: list[Any]) -> tuple[list[Any], str | None]:
+    def _as_main_shell_message(
+        self, msg: list[Any], routed: Routed
+    ) -> tuple[list[Any], str | None]:
         """``msg`` and the subshell id to dispatch it with on the main shell.
 
-        Stock's ``dispatch_shell`` requires a ``comm_open``'s subshell id to be the one it is
-        dispatched with (``comm_msg`` and ``comm_close`` may come from any). The id only picks
-        the socket a reply would go to, and comm messages have no reply. A subshell deleted
-        since: the message is signed again without it, so that it is still handled.
+        The id (a ``comm_open``'s own, :class:`Routed`) only picks the socket a reply would go
+        to, and comm messages have no reply. A subshell deleted since: the message is signed
+        again without it, so that it is still handled.
         """
+        subshell_id = routed.subshell_id
+        if subshell_id is None or subshell_id in self.shell_channel_thread.manager.list_subshell():
+            return msg, subshell_id
         assert self.session is not None
         idents, frames = self.session.feed_identities(msg, copy=False)
-        header = peek(self.session, frames, HEADER)
-        subshell_id = header.get("subshell_id") if isinstance(header, dict) else None
-        if not subshell_id or header.get("msg_type") != "comm_open":
-            return msg, None
-        if subshell_id in self.shell_channel_thread.manager.list_subshell():
-            return msg, subshell_id
         try:
-            request = self.session.deserialize(frames, content=True, copy=True)
+            request = self.session.deserialize(frames, content=True, copy=False)
         except Exception:
-            return msg, subshell_id  # refused by dispatch_shell, which logs it as stock does
+            return msg, None  # refused by dispatch_shell's own check, logged as stock does
         request["header"].pop("subshell_id", None)
-        return self.session.serialize(request, ident=idents), None
+        # As the main shell's stream delivers them (copy=False): frames, not bytes.
+        return [zmq.Frame(part) for part in self.session.serialize(request, ident=idents)], None
 
     # --- the IOPub socket's parts the missed-messages notice needs -------------------------
 

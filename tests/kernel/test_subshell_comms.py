@@ -300,3 +300,25 @@ def test_an_execute_request_on_a_subshell_still_runs_beside_the_main_cell(
         {"code": f"open({str(release)!r}, 'w').close()", "silent": False},
     )
     wait_idles(kernel, [beside, cell], seen)
+
+
+def test_a_comm_open_whose_subshell_was_deleted_while_it_waited_is_still_handled(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    """Stock would answer UnknownSubshellError, which no frontend reads for a comm."""
+    run(
+        kernel,
+        "import threading\nlate = []\nget_ipython().kernel.comm_manager.register_target("
+        "'late', lambda comm, msg: late.append(threading.current_thread().name))",
+    )
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    release = tmp_path / "release"
+    cell = start_cell(kernel, waiting_cell(release), seen)
+    opened = send_on(kernel, subshell, "comm_open", {"comm_id": "c2", "target_name": "late"})
+    subshell_barrier(kernel, subshell)  # routed: it waits in the main shell's inbox now
+    deleted = control_request(kernel, "delete_subshell_request", {"subshell_id": subshell})
+    assert deleted["content"]["status"] == "ok", deleted["content"]
+    release.touch()
+    wait_idles(kernel, [cell, opened], seen)
+    assert evaluate(kernel, "late") == ["MainThread"]
