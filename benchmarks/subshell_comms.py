@@ -4,6 +4,9 @@ Stock ipykernel 7 (``python3``) runs them on the subshell's thread, beside a run
 ipykernel_ext (``python3-ext``) runs them on the main shell, never beside a cell (PROTOCOL.md
 section 7). Two figures, ours against stock in one run, CurveZMQ on:
 
+Ours runs twice: as installed, and with ``--no-comm-echo`` (comm_echo publishes one IOPub
+message more per comm message: the routing's own cost is the second column).
+
 * ``round trip``: an idle kernel; a ``comm_msg`` sent on a subshell to a comm whose handler
   sends its data back, until that answer arrives on IOPub; the median of ``--messages`` round
   trips per trial, then the median over the trials (the kernels take turns, trial by trial).
@@ -114,12 +117,22 @@ def wait_behind(kc: BlockingKernelClient, subshell: str, comm_id: str, seconds: 
     return waited
 
 
+#: Ours without comm_echo (one IOPub message more per comm message a client sends): what the
+#: routing itself costs, apart from that feature.
+NO_ECHO = f"{EXT} --no-comm-echo"
+VARIANTS = (*KERNELS, NO_ECHO)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, dict[str, list[float]]] = {k: {} for k in KERNELS}
-    with kernel(STOCK) as (_, stock), kernel(EXT) as (_, ours):
-        clients = {STOCK: stock, EXT: ours}
+    results: dict[str, dict[str, list[float]]] = {k: {} for k in VARIANTS}
+    with (
+        kernel(STOCK) as (_, stock),
+        kernel(EXT) as (_, ours),
+        kernel(EXT, ["--no-comm-echo"]) as (_, quiet),
+    ):
+        clients = {STOCK: stock, EXT: ours, NO_ECHO: quiet}
         setups = {name: _setup(kc) for name, kc in clients.items()}
-        for _, name in alternate(args.trials):
+        for _, name in alternate(args.trials, VARIANTS):
             kc, (subshell, comm_id) = clients[name], setups[name]
             rows = results[name]
             rows.setdefault("round trip", []).append(
@@ -131,10 +144,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
     table = []
     for figure in results[EXT]:
-        theirs, ours = median(results[STOCK][figure]), median(results[EXT][figure])
+        theirs = median(results[STOCK][figure])
+        ours, quiet = median(results[EXT][figure]), median(results[NO_ECHO][figure])
         digits = 2 if figure.startswith("wait") else 5
         table.append([figure, fmt(theirs, digits, " s"), fmt(ours, digits, " s"),
-                      fmt(ratio(ours, theirs), 2, "x")])  # fmt: skip
+                      fmt(ratio(ours, theirs), 2, "x"), fmt(quiet, digits, " s"),
+                      fmt(ratio(quiet, theirs), 2, "x")])  # fmt: skip
     print(f"comm messages on a subshell, {args.trials} trials, medians (CurveZMQ)")
-    print_table(["figure", "stock ipykernel", "ipykernel_ext", "ratio"], table)
+    print_table(
+        ["figure", "stock ipykernel", "ipykernel_ext", "ratio", "--no-comm-echo", "ratio"], table
+    )
     return {"trials": args.trials, "messages": args.messages, "results": results}
