@@ -200,11 +200,19 @@ def kernelspec_with_args(folder: Path, name: str, base: str, extra_args: Iterabl
 # --- what a user does in JupyterLab and Notebook 7 -------------------------------------
 
 
-def open_and_run_all(
+def notebook_url(lab: JupyterServer, frontend: str, name: str, path: Path) -> tuple[str, str]:
+    """The URL that opens notebook ``path`` in ``frontend`` (``lab``: in a workspace of its own
+    named ``name``; else Notebook 7), and the JS that reads that page's kernel status."""
+    if frontend == "lab":
+        # A fresh workspace: a reused one would bring back another run's layout.
+        return f"lab/workspaces/{name}/tree/{path.name}?token={lab.token}", LAB_STATUS_JS
+    return f"notebooks/{path.name}?token={lab.token}", INDICATOR_STATUS_JS
+
+
+def open_connected(
     page: Any, lab: JupyterServer, log: WebsocketLog, url: str, status_js: str
 ) -> None:
-    """Open ``url``; once the page's kernel is connected and idle, run all cells (without
-    waiting for them to finish)."""
+    """Open ``url``; return once the page's kernel is connected and idle."""
     page.goto(lab.http_url(url))
     # Notebook 7's indicator says "idle" before any kernel is there; the page is connected
     # once its kernel_info_request has been answered over its websocket.
@@ -215,6 +223,14 @@ def open_and_run_all(
         page=page,
     )
     page.wait_for_function(f"() => ({status_js})().toLowerCase() === 'idle'", timeout=180_000)
+
+
+def open_and_run_all(
+    page: Any, lab: JupyterServer, log: WebsocketLog, url: str, status_js: str
+) -> None:
+    """Open ``url``; once the page's kernel is connected and idle, run all cells (without
+    waiting for them to finish)."""
+    open_connected(page, lab, log, url, status_js)
     # commands.execute returns a promise that resolves when every cell has finished:
     # do not hand it back to Playwright, which would wait for it.
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")

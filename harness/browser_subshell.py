@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .browser import INDICATOR_STATUS_JS, LAB_STATUS_JS, open_and_run_all, wait_for, write_notebook
+from .browser import (
+    notebook_url,
+    open_and_run_all,
+    open_connected,
+    wait_for,
+    write_notebook,
+)
 from .page_websocket import WebsocketLog
 from .server import JupyterServer
 
@@ -65,25 +71,12 @@ def open_notebook(
     connected and idle, and run none. Returns the page's websocket log and its status JS."""
     path = lab.root_dir / f"{name}.ipynb"
     write_notebook(path, cells, kernel)
-    if frontend == "lab":
-        # A fresh workspace: a reused one would bring back another run's layout.
-        url = f"lab/workspaces/{name}/tree/{path.name}?token={lab.token}"
-        status_js = LAB_STATUS_JS
-    else:
-        url = f"notebooks/{path.name}?token={lab.token}"
-        status_js = INDICATOR_STATUS_JS
+    url, status_js = notebook_url(lab, frontend, name, path)
     log = WebsocketLog(page)
     if run_all:
         open_and_run_all(page, lab, log, url, status_js)
     else:
-        page.goto(lab.http_url(url))
-        wait_for(
-            lambda: any(f.msg_type == "kernel_info_reply" for f in log.frames()),
-            180,
-            what="the page's kernel connected",
-            page=page,
-        )
-        wait_idle(page, status_js)
+        open_connected(page, lab, log, url, status_js)
     session = wait_for(
         lambda: next((s for s in lab.api("GET", "api/sessions") if s["path"] == path.name), None),
         60,
@@ -251,6 +244,45 @@ class SliderRun:
         return json.dumps({**self.__dict__, "figure_right": self.figure_right})
 
 
+def move_during_the_cell(
+    page: Any, log: Any, status_js: str, record: Path, started: Path, moves: int
+) -> Any:
+    """Run cell 0 (the slider) and move it once while idle; run cell 1 and, once it has
+    started, drag the slider ``moves`` steps; return the page's readout once the first
+    mid-cell move went out. Cell 1 then still waits for its release file.
+
+    The idle move is what a user does before running the next cell: from then on stock
+    ipykernel 7.4 runs every message of this widget on the subshell's thread.
+    """
+    run_cell(page, 0)
+    handle = page.locator(SLIDER_HANDLE)
+    wait_for(lambda: handle.count() == 1, 60, what="the slider rendered", page=page)
+    wait_idle(page, status_js)
+    drag_slider(page, 0, 1)
+    wait_for(lambda: read_records(record), 60, what="the idle move's callback", page=page)
+    wait_idle(page, status_js)
+    moves_before_cell = len(comm_msgs_sent(log, "update"))
+    run_cell(page, 1)
+    wait_for(started.exists, 60, what="cell 1 started", page=page)
+    drag_slider(page, 1, moves)
+    readout = page.locator(SLIDER_READOUT)
+    wait_for(
+        lambda: readout.inner_text().strip() == str(1 + moves),
+        30,
+        what=f"the page's slider at {1 + moves}",
+        page=page,
+    )
+    # The page sends its first move at once and holds the rest (ipywidgets sends the next
+    # state once the kernel is idle for the previous one): wait until the first went out.
+    wait_for(
+        lambda: len(comm_msgs_sent(log, "update")) > moves_before_cell,
+        30,
+        what="a move sent to the kernel mid-cell",
+        page=page,
+    )
+    return readout
+
+
 def run_slider_scenario(page: Any, lab: JupyterServer, frontend: str, kernel: str) -> SliderRun:
     """Open a fresh notebook for ``kernel`` in ``frontend``, show the slider, move it once while
     idle, run the drawing cell, drag the slider :data:`MOVES` steps while it draws, release the
@@ -267,34 +299,7 @@ def run_slider_scenario(page: Any, lab: JupyterServer, frontend: str, kernel: st
         log, status_js = open_notebook(
             page, lab, frontend, name, slider_cells(record, started, release), kernel, False
         )
-        run_cell(page, 0)
-        handle = page.locator(SLIDER_HANDLE)
-        wait_for(lambda: handle.count() == 1, 60, what="the slider rendered", page=page)
-        wait_idle(page, status_js)
-        # One move while idle, as a user plays with a slider before running the next cell: from
-        # then on stock ipykernel 7.4 runs every message of this widget on the subshell's thread.
-        drag_slider(page, 0, 1)
-        wait_for(lambda: read_records(record), 60, what="the idle move's callback", page=page)
-        wait_idle(page, status_js)
-        moves_before_cell = len(comm_msgs_sent(log, "update"))
-        run_cell(page, 1)
-        wait_for(started.exists, 60, what="the drawing cell started", page=page)
-        drag_slider(page, 1, MOVES)
-        readout = page.locator(SLIDER_READOUT)
-        wait_for(
-            lambda: readout.inner_text().strip() == str(1 + MOVES),
-            30,
-            what=f"the page's slider at {1 + MOVES}",
-            page=page,
-        )
-        # The page sends its first move at once and holds the rest (ipywidgets sends the next
-        # state once the kernel is idle for the previous one): wait until the first went out.
-        wait_for(
-            lambda: len(comm_msgs_sent(log, "update")) > moves_before_cell,
-            30,
-            what="a move sent to the kernel mid-cell",
-            page=page,
-        )
+        readout = move_during_the_cell(page, log, status_js, record, started, MOVES)
         before_release = len(read_records(record)[1:])
         release.touch()
         page_value = int(readout.inner_text().strip())

@@ -11,13 +11,16 @@ builds on them with its own fixture.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
+from harness.browser import ARTIFACTS, chromium, shut_down_everything
 from harness.kernel_websocket import KernelWebsocket
 from harness.kernels import EXT_KERNEL, STOCK_KERNEL, running_kernel
 from harness.server import JupyterServer
@@ -78,3 +81,29 @@ def ws(jupyter_server: JupyterServer, server_kernel: str) -> Iterator[KernelWebs
     """A ready websocket client on :func:`server_kernel`, through the server's kernel handler."""
     with KernelWebsocket(jupyter_server, server_kernel) as client:
         yield client
+
+
+# --- the browser layer: pages in headless Chromium on a module's own ``lab`` server ----------
+
+
+@pytest.fixture(scope="module")
+def browser(lab: JupyterServer) -> Iterator[Any]:
+    with chromium() as chromium_browser:
+        yield chromium_browser
+
+
+@pytest.fixture
+def page(browser: Any, lab: JupyterServer, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser context; a screenshot of the page as the test left it goes to
+    ``artifacts/``; the kernels it started are shut down afterwards."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    new_page = context.new_page()
+    new_page.set_default_timeout(120_000)
+    try:
+        yield new_page
+    finally:
+        ARTIFACTS.mkdir(exist_ok=True)
+        with contextlib.suppress(Exception):
+            new_page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
+        context.close()
+        shut_down_everything(lab)

@@ -27,7 +27,6 @@ per test, what the page sent after the reload and when each message was answered
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -42,16 +41,14 @@ import pytest
 
 from harness.browser import (
     ARTIFACTS,
-    INDICATOR_STATUS_JS,
     LAB_ARGS,
     LAB_STATUS_JS,
-    chromium,
     kernelspec_with_args,
+    notebook_url,
     open_and_run_all,
     quiet_lab_settings,
     require_browser,
     save_notebook,
-    shut_down_everything,
     wait_for,
     watch_restore,
     write_notebook,
@@ -132,29 +129,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     with JupyterServer(app="lab", root_dir=root, extra_args=LAB_ARGS, env=env) as server:
         quiet_lab_settings(server)
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser(lab: JupyterServer) -> Iterator[Any]:
-    with chromium() as chromium_browser:
-        yield chromium_browser
-
-
-@pytest.fixture
-def page(browser: Any, lab: JupyterServer, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A fresh browser context; a screenshot of the page as the test left it goes to
-    ``artifacts/``; the kernels it started are shut down afterwards."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    new_page = context.new_page()
-    new_page.set_default_timeout(120_000)
-    try:
-        yield new_page
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        with contextlib.suppress(Exception):
-            new_page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
-        context.close()
-        shut_down_everything(lab)
 
 
 # --- watching the server and the page ----------------------------------------------------
@@ -264,13 +238,7 @@ def reload_mid_cell(page: Any, lab: JupyterServer, frontend: str) -> None:
     path = lab.root_dir / f"{name}.ipynb"
     stop = lab.root_dir / f"{name}.stop"
     write_notebook(path, [SLIDERS_CELL, wait_cell(stop)], KERNEL)
-    if frontend == "lab":
-        # A fresh workspace: a reused one would bring back another trial's layout.
-        url = f"lab/workspaces/{name}/tree/{path.name}?token={lab.token}"
-        status_js = LAB_STATUS_JS
-    else:
-        url = f"notebooks/{path.name}?token={lab.token}"
-        status_js = INDICATOR_STATUS_JS
+    url, status_js = notebook_url(lab, frontend, name, path)
     log = WebsocketLog(page)
     open_and_run_all(page, lab, log, url, status_js)
     kernel_id = notebook_kernel(page, lab, path)

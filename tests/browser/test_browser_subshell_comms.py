@@ -35,12 +35,9 @@ from typing import Any
 import pytest
 
 from harness.browser import (
-    ARTIFACTS,
     LAB_ARGS,
-    chromium,
     quiet_lab_settings,
     require_browser,
-    shut_down_everything,
     wait_for,
 )
 from harness.browser_subshell import (
@@ -48,14 +45,11 @@ from harness.browser_subshell import (
     FRONTENDS,
     MOVES,
     RECORD_HELPER,
-    SLIDER_HANDLE,
-    SLIDER_READOUT,
     cell_output_text,
     comm_msgs_sent,
-    drag_slider,
+    move_during_the_cell,
     open_notebook,
     read_records,
-    run_cell,
     run_slider_scenario,
     wait_idle,
 )
@@ -84,29 +78,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     with JupyterServer(app="lab", root_dir=root, extra_args=LAB_ARGS) as server:
         quiet_lab_settings(server)  # no news toast; commsOverSubshells stays the default
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser(lab: JupyterServer) -> Iterator[Any]:
-    with chromium() as chromium_browser:
-        yield chromium_browser
-
-
-@pytest.fixture
-def page(browser: Any, lab: JupyterServer, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A fresh browser context; a screenshot of the page as the test left it goes to
-    ``artifacts/``; the kernels it started are shut down afterwards."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    new_page = context.new_page()
-    new_page.set_default_timeout(120_000)
-    try:
-        yield new_page
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        with contextlib.suppress(Exception):
-            new_page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
-        context.close()
-        shut_down_everything(lab)
 
 
 # --- 1. a slider moved while a cell draws with pyplot ------------------------------------------
@@ -249,36 +220,7 @@ def test_ipympl_figure_shown_in_its_cell_while_a_slider_moves(
     cells = ipympl_cells(record, started, release)
     try:
         log, status_js = open_notebook(page, lab, frontend, name, cells, KERNEL, run_all=False)
-        run_cell(page, 0)
-        wait_for(
-            lambda: page.locator(SLIDER_HANDLE).count() == 1,
-            60,
-            what="the slider rendered",
-            page=page,
-        )
-        wait_idle(page, status_js)
-        # One move while idle first: from then on stock ipykernel runs this widget's messages
-        # on the subshell's thread.
-        drag_slider(page, 0, 1)
-        wait_for(lambda: read_records(record), 60, what="the idle move's callback", page=page)
-        wait_idle(page, status_js)
-        moves_before_cell = len(comm_msgs_sent(log, "update"))
-        run_cell(page, 1)
-        wait_for(started.exists, 60, what="the ipympl cell started", page=page)
-        drag_slider(page, 1, IPYMPL_MOVES)
-        readout = page.locator(SLIDER_READOUT)
-        wait_for(
-            lambda: readout.inner_text().strip() == str(1 + IPYMPL_MOVES),
-            30,
-            what=f"the page's slider at {1 + IPYMPL_MOVES}",
-            page=page,
-        )
-        wait_for(
-            lambda: len(comm_msgs_sent(log, "update")) > moves_before_cell,
-            30,
-            what="a move sent to the kernel mid-cell",
-            page=page,
-        )
+        move_during_the_cell(page, log, status_js, record, started, IPYMPL_MOVES)
         release.touch()
         wait_for(
             lambda: (records := read_records(record)) and records[-1]["value"] == 1 + IPYMPL_MOVES,

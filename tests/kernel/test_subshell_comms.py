@@ -166,27 +166,41 @@ def test_the_launcher_flag_sets_the_switch() -> None:
         assert evaluate(kc, "get_ipython().kernel.comms_on_subshells") is True
 
 
+def comm_open_during_a_cell(
+    kc: BlockingKernelClient, tmp_path: Path, target: str, before_release: str = ""
+) -> list[Any]:
+    """Register ``target`` (its callback records its thread and whether a cell ran), open a
+    comm to it on a subshell while a cell runs, then (``before_release="delete"``) delete the
+    subshell; release the cell; return the records."""
+    run(
+        kc,
+        f"import threading\nrecords = []\nrunning = False\n"
+        f"get_ipython().kernel.comm_manager.register_target({target!r}, lambda comm, msg: "
+        "records.append((threading.current_thread().name, running)))",
+    )
+    subshell = create_subshell(kc)
+    seen: list[Message] = []
+    release = tmp_path / "release"
+    cell = start_cell(kc, waiting_cell(release), seen)
+    opened = send_on(kc, subshell, "comm_open", {"comm_id": target, "target_name": target})
+    subshell_barrier(kc, subshell)  # routed by now: on the subshell, or in the main inbox
+    if before_release == "delete":
+        deleted = control_request(kc, "delete_subshell_request", {"subshell_id": subshell})
+        assert deleted["content"]["status"] == "ok", deleted["content"]
+    release.touch()
+    wait_idles(kc, [cell, opened], seen)
+    return evaluate(kc, "records")
+
+
 def test_a_target_declared_concurrent_keeps_stocks_routing(
     kernel: BlockingKernelClient, tmp_path: Path
 ) -> None:
-    run(
-        kernel,
-        "import threading\nopened = []\nget_ipython().kernel.concurrent_comm_targets = ['safe']\n"
-        "get_ipython().kernel.comm_manager.register_target('safe', lambda comm, msg: "
-        "opened.append((threading.current_thread().name, running)))\n"
-        "running = False",
-    )
-    subshell = create_subshell(kernel)
-    seen: list[Message] = []
-    release = tmp_path / "release"
-    cell = start_cell(kernel, waiting_cell(release), seen)
-    opened = send_on(kernel, subshell, "comm_open", {"comm_id": "c1", "target_name": "safe"})
-    subshell_barrier(kernel, subshell)
-    release.touch()
-    wait_idles(kernel, [cell, opened], seen)
-    (thread, running), = evaluate(kernel, "opened")
+    run(kernel, "get_ipython().kernel.concurrent_comm_targets = ['safe']")
+    try:
+        (thread, running), = comm_open_during_a_cell(kernel, tmp_path, "safe")
+    finally:
+        run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
     assert running and thread != "MainThread"
-    run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
 
 
 def test_a_cells_inline_figure_stays_in_the_cell_while_a_slider_moves(
@@ -306,19 +320,5 @@ def test_a_comm_open_whose_subshell_was_deleted_while_it_waited_is_still_handled
     kernel: BlockingKernelClient, tmp_path: Path
 ) -> None:
     """Stock would answer UnknownSubshellError, which no frontend reads for a comm."""
-    run(
-        kernel,
-        "import threading\nlate = []\nget_ipython().kernel.comm_manager.register_target("
-        "'late', lambda comm, msg: late.append(threading.current_thread().name))",
-    )
-    subshell = create_subshell(kernel)
-    seen: list[Message] = []
-    release = tmp_path / "release"
-    cell = start_cell(kernel, waiting_cell(release), seen)
-    opened = send_on(kernel, subshell, "comm_open", {"comm_id": "c2", "target_name": "late"})
-    subshell_barrier(kernel, subshell)  # routed: it waits in the main shell's inbox now
-    deleted = control_request(kernel, "delete_subshell_request", {"subshell_id": subshell})
-    assert deleted["content"]["status"] == "ok", deleted["content"]
-    release.touch()
-    wait_idles(kernel, [cell, opened], seen)
-    assert evaluate(kernel, "late") == ["MainThread"]
+    records = comm_open_during_a_cell(kernel, tmp_path, "late", before_release="delete")
+    assert records == [("MainThread", False)]
