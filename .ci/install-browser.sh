@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the browser tests (tests/browser/) and
 # benchmarks/browser_restore.py need: Debian's chromium (apt) and the Python packages that
-# serve and drive the pages (the "browser" extra: jupyterlab, notebook, voila, playwright).
+# serve and drive the pages (the "browser" extra: jupyterlab, notebook, voila, playwright, and
+# ipympl for the %matplotlib widget test).
 #
 # Playwright's Python wheel ships its own driver (node + the playwright library), so nothing
 # else is fetched: we never run `playwright install`; the test launches /usr/bin/chromium.
@@ -18,6 +19,6 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 chromium --version
 
-"$PYTHON" -m pip install --quiet "jupyterlab>=4.2" "notebook>=7.2" "voila>=0.5" "playwright>=1.45"
+"$PYTHON" -m pip install --quiet "jupyterlab>=4.2" "notebook>=7.2" "voila>=0.5" "playwright>=1.45" "ipympl>=0.10"
 "$PYTHON" -c "import jupyterlab, notebook, voila, playwright
 print('jupyterlab', jupyterlab.__version__, 'notebook', notebook.__version__, 'voila', voila.__version__)"
