@@ -59,22 +59,26 @@ class KernelWebsocket:
         session_id: str | None = None,
         timeout: float = 60,
         ready_on: str = "shell",
+        legacy: bool = False,
     ) -> None:
         self.server = server
         self.kernel_id = kernel_id
         self.session = Session(session=session_id or uuid.uuid4().hex, username="e2e-test")
         self.backlog: list[dict[str, Any]] = []
+        #: the legacy JSON protocol (a server in gateway mode speaks no other)
+        self.legacy = legacy
         self.ws = websocket.create_connection(
             server.ws_url(channels_path(kernel_id, self.session.session)),
-            subprotocols=[WS_V1],
+            subprotocols=None if legacy else [WS_V1],
             header=[": ".join(auth_header(server.token))],
             timeout=timeout,
             enable_multithread=True,
         )
         selected = self.ws.getsubprotocol()
-        if selected != WS_V1:
+        if selected != (None if legacy else WS_V1):
             self.ws.close()
-            raise ProtocolError(f"server chose websocket subprotocol {selected!r}, not {WS_V1}")
+            wanted = "none (legacy)" if legacy else WS_V1
+            raise ProtocolError(f"server chose websocket subprotocol {selected!r}, not {wanted}")
         # One thread reads blocking and queues whole messages: a socket timeout in the middle
         # of a frame would leave websocket-client's framing out of step, so callers wait on
         # the queue instead. It also keeps reading while a test does something else.
@@ -116,12 +120,18 @@ class KernelWebsocket:
         content: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         buffers: list[bytes] | None = None,
+        parent: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Send one message; returns it (its ``header.msg_id`` identifies the replies)."""
+        """Send one message; returns it (its ``header.msg_id`` identifies the replies).
+        ``parent``: the header it answers (an ``input_reply``'s ``input_request``)."""
         if channel not in CHANNELS:
             raise ValueError(f"unknown channel {channel!r}")
-        msg = new_message(self.session, msg_type, content, metadata=metadata, buffers=buffers)
-        self.ws.send(encode_message(channel, msg), opcode=websocket.ABNF.OPCODE_BINARY)
+        msg = new_message(
+            self.session, msg_type, content, metadata=metadata, buffers=buffers, parent=parent
+        )
+        data = encode_message(channel, msg, v1=not self.legacy)
+        opcode = websocket.ABNF.OPCODE_TEXT if self.legacy else websocket.ABNF.OPCODE_BINARY
+        self.ws.send(data, opcode=opcode)
         return msg
 
     def execute(self, code: str, **content: Any) -> str:
@@ -150,12 +160,14 @@ class KernelWebsocket:
             if opcode == websocket.ABNF.OPCODE_CLOSE:
                 self._inbox.put(ConnectionError("websocket closed by the server"))
                 return
-            if opcode == websocket.ABNF.OPCODE_TEXT:
+            if opcode == websocket.ABNF.OPCODE_TEXT and not self.legacy:
                 # The server writes JSON text only for the legacy protocol; never with v1.
                 self._inbox.put(ProtocolError(f"text frame on a v1 websocket: {data[:200]!r}"))
                 continue
+            if opcode == websocket.ABNF.OPCODE_TEXT:
+                data = data.decode()
             try:
-                msg = decode_message(data)
+                msg = decode_message(data, v1=not self.legacy)
             except ValueError as exc:
                 self._inbox.put(exc)
                 continue

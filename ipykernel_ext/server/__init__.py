@@ -46,6 +46,12 @@ What changes:
   is closed with code 1013 and a logged warning (the frontend reconnects), so what it costs
   the server is bounded by the limit plus one message.
 
+Kernels behind a gateway (``--gateway-url``) have no ZMQ channels on this server:
+:class:`GatewayOutputsConnection` (:mod:`.gateway`) is jupyter_server's gateway websocket
+whose tabs' outputs survive the tab too. The settings of outputs that survive the tab are
+one mixin of both classes, :class:`KeepOutputs` (:mod:`.keep_outputs`), and the installed
+server extension (:mod:`.extension`) picks the class.
+
 The package: :mod:`.connection` is the connection class (the websocket's side: attach,
 relay, encode, its outgoing queue); :mod:`.kernels` keeps one channel set per kernel of the
 server process. Both build on :mod:`ipykernel_ext.shared_channels`, which knows nothing of
@@ -59,11 +65,15 @@ from .connection import (
     V1_PROTOCOL,
     SharedChannelsConnection,
 )
+from .gateway import GatewayOutputsConnection
+from .keep_outputs import KeepOutputs
 
 __all__ = [
     "CLOSE_INTERNAL_ERROR",
     "CLOSE_TOO_SLOW",
     "MAX_CLOSE_REASON",
     "V1_PROTOCOL",
+    "GatewayOutputsConnection",
+    "KeepOutputs",
     "SharedChannelsConnection",
 ]

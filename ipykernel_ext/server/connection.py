@@ -24,7 +24,6 @@ from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from traitlets import Bool, Float, Int
 
-from ..outputs.registry import DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_KERNEL_BYTES
 from ..shared_channels import (
     CHANNELS,
     DEFAULT_BUDGET,
@@ -37,7 +36,8 @@ from ..shared_channels import (
     SharedChannels,
     SharedClient,
 )
-from .kernels import KernelChannels, OutputsOwners, server_context, status_rule
+from .keep_outputs import KeepOutputs
+from .kernels import KernelChannels, server_context, status_rule
 from .outputs import OutputsOwner
 
 V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
@@ -53,7 +53,7 @@ CLOSE_TOO_SLOW = 1013
 MAX_CLOSE_REASON = 123
 
 
-class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
+class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
     """A kernel websocket connection that shares one set of ZMQ channels per kernel."""
 
     shared_channels_grace_period = Float(
@@ -101,39 +101,8 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
         activity monitor reads one message per turn, and overflows).""",
     )
 
-    keep_outputs = Bool(
-        True,
-        config=True,
-        help="""Keep the outputs of a notebook cell whose tab went away mid-cell (closed,
-        reloaded, network lost) and write them: into the live collaborative document when
-        jupyter-collaboration is on, else into the .ipynb once the cell ended and no tab of
-        the kernel is connected. Cells run as before; the server only watches.""",
-    )
-
-    keep_outputs_grace = Float(
-        2.0,
-        min=0,
-        config=True,
-        help="""Seconds a session whose websocket closed has to come back (a network blip)
-        before the server takes over the outputs of its running cells; also how long no tab
-        of a kernel must be connected before the server writes the .ipynb.""",
-    )
-
-    keep_outputs_cell_bytes = Int(
-        DEFAULT_MAX_CELL_BYTES, min=1, config=True,
-        help="Bytes of outputs the server keeps per cell (a note marks where it cut).",
-    )
-
-    keep_outputs_kernel_bytes = Int(
-        DEFAULT_MAX_KERNEL_BYTES, min=1, config=True,
-        help="Bytes of outputs the server keeps per kernel, all its cells together.",
-    )
-
     #: kernel id -> its shared channels (one per kernel in this server process).
     _shared: ClassVar[KernelChannels] = KernelChannels()
-
-    #: kernel id -> the owner of its cells' outputs (with ``keep_outputs``).
-    _owners: ClassVar[OutputsOwners] = OutputsOwners()
 
     #: The channel-set class (a subclass may add behaviour, e.g. fault injection in tests).
     channels_class: ClassVar[type[SharedChannels]] = SharedChannels
@@ -259,22 +228,13 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection):
 
     def _outputs_owner(self) -> OutputsOwner:
         """The kernel's outputs owner (made, with its restart callbacks, on first use)."""
-        settings = self.websocket_handler.settings
-        kernel_id = self.kernel_id
-
-        def make() -> OutputsOwner:
-            return OutputsOwner(
-                kernel_id,
-                settings,
-                grace=self.keep_outputs_grace,
-                unpack=self.session.unpack,
-                log=self.log,
-                max_cell_bytes=self.keep_outputs_cell_bytes,
-                max_kernel_bytes=self.keep_outputs_kernel_bytes,
-            )
-
-        self._owners.listen(settings.get("event_logger"))
-        return self._owners.get(kernel_id, make, self.multi_kernel_manager)
+        return self.outputs_owner(
+            self.kernel_id,
+            self.websocket_handler.settings,
+            self.session.unpack,
+            self.log,
+            self.multi_kernel_manager,
+        )
 
     def connect(self) -> asyncio.Future[None] | None:  # type: ignore[override]
         """Join the kernel's shared channels; the future is done once they are live."""

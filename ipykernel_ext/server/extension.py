@@ -1,4 +1,5 @@
-"""The server extension: installing the package turns the shared channels on (issue 30).
+"""The server extension: installing the package turns the shared channels and the outputs
+that survive the tab on.
 
 ``pip install ipykernel-ext`` puts ``etc/jupyter/jupyter_server_config.d/ipykernel_ext.json``
 into the environment (pyproject's shared-data; the file is ``jupyter-config/`` in the
@@ -15,10 +16,11 @@ What loading does:
   file: ``ServerApp.kernel_websocket_connection_class`` is in the server's config), which
   wins as it would without us;
 * in gateway mode (``--gateway-url``: kernels run behind a gateway, the server has no ZMQ
-  channels of theirs) it leaves jupyter_server's ``GatewayWebSocketConnection``; a
-  configured ``SharedChannelsConnection`` cannot reach a gateway kernel either (its cells
-  would show no output at all), so it is replaced by the gateway class with an error in the
-  log saying why;
+  channels of theirs) makes :class:`~ipykernel_ext.server.GatewayOutputsConnection`
+  (jupyter_server's ``GatewayWebSocketConnection``, whose tabs' outputs survive the tab) the
+  class, unless the user configured one; a configured ``SharedChannelsConnection`` cannot
+  reach a gateway kernel (its cells would show no output at all), so it is replaced by its
+  gateway counterpart, with a warning in the log saying why;
 * logs, once the server has loaded every extension, what is on: the class, and whether
   outputs survive the tab and where they are written.
 
@@ -40,6 +42,7 @@ from typing import Any
 from traitlets.config.loader import DeferredConfig
 
 from .connection import SharedChannelsConnection
+from .gateway import GatewayOutputsConnection
 
 #: The name users enable and disable (``jpserver_extensions`` key, ``jupyter server extension``).
 EXTENSION_NAME = "ipykernel_ext"
@@ -47,11 +50,9 @@ EXTENSION_NAME = "ipykernel_ext"
 #: The trait of ServerApp this extension sets.
 CLASS_TRAIT = "kernel_websocket_connection_class"
 
-#: jupyter_server's class for kernels behind a gateway.
-GATEWAY_CLASS = "jupyter_server.gateway.connections.GatewayWebSocketConnection"
-
-#: What a user types to configure our class (the log quotes it).
+#: What a user types to configure our classes (the log quotes them).
 OUR_CLASS = "ipykernel_ext.server.SharedChannelsConnection"
+OUR_GATEWAY_CLASS = "ipykernel_ext.server.GatewayOutputsConnection"
 
 #: The settings key jupyter-collaboration's extension puts itself under.
 COLLAB_SETTINGS_KEY = "jupyter_server_ydoc"
@@ -84,30 +85,31 @@ def _set_class(serverapp: Any, cls: Any) -> None:
     serverapp.web_app.settings[CLASS_TRAIT] = getattr(serverapp, CLASS_TRAIT)
 
 
+def _is_ours(cls: Any, ours: type) -> bool:
+    return isinstance(cls, type) and issubclass(cls, ours)
+
+
 def choose_class(serverapp: Any, log: logging.Logger | logging.LoggerAdapter[Any]) -> bool:
-    """Set the server's connection class (module docstring); whether ours is in use."""
+    """Set the server's connection class (module docstring); whether one of ours is in use."""
     configured = configured_class(serverapp)
     current = getattr(serverapp, CLASS_TRAIT)
-    ours = isinstance(current, type) and issubclass(current, SharedChannelsConnection)
     if gateway_enabled(serverapp):
-        if ours:
+        if _is_ours(current, SharedChannelsConnection):
             # Ours opens ZMQ channels to the kernel's ports; a gateway kernel has none here.
-            log.error(
+            log.warning(
                 "ipykernel_ext: %s=%s cannot serve kernels behind a gateway (--gateway-url: "
                 "the kernels' ZMQ channels are on the gateway's side, so its cells would "
-                "show no output); using jupyter_server's %s instead",
-                CLASS_TRAIT, _class_name(current), GATEWAY_CLASS,
+                "show no output); using %s, its gateway counterpart, instead",
+                CLASS_TRAIT, _class_name(current), OUR_GATEWAY_CLASS,
             )
-            _set_class(serverapp, GATEWAY_CLASS)
-        else:
-            log.info(
-                "ipykernel_ext: gateway mode (--gateway-url): kernel websockets stay "
-                "jupyter_server's %s; shared channels and outputs that survive the tab are "
-                "off here (docs/CLUSTER.md)", _class_name(current),
-            )
-        return False
+            _set_class(serverapp, GatewayOutputsConnection)
+            return True
+        if configured is not None:
+            return _is_ours(current, GatewayOutputsConnection)
+        _set_class(serverapp, GatewayOutputsConnection)
+        return True
     if configured is not None:
-        return ours  # the user's choice (describe() says what it means)
+        return _is_ours(current, SharedChannelsConnection)  # the user's choice
     _set_class(serverapp, SharedChannelsConnection)
     return True
 
@@ -141,23 +143,29 @@ def collab_live(serverapp: Any) -> bool:
 def describe(serverapp: Any) -> str:
     """What is on, in one line (logged once the server has loaded every extension)."""
     cls = getattr(serverapp, CLASS_TRAIT)
-    if not (isinstance(cls, type) and issubclass(cls, SharedChannelsConnection)):
-        why = "configured" if configured_class(serverapp) is not None else "gateway mode"
+    off = f"Off: --ServerApp.jpserver_extensions=\"{{'{EXTENSION_NAME}': False}}\""
+    gateway = _is_ours(cls, GatewayOutputsConnection)
+    if not (gateway or _is_ours(cls, SharedChannelsConnection)):
         return (
-            f"ipykernel_ext: shared channels and outputs that survive the tab are off "
-            f"(kernel websockets: {_class_name(cls)}, {why})"
+            f"ipykernel_ext: outputs that survive the tab are off (kernel websockets: "
+            f"{_class_name(cls)}, configured)"
         )
-    name = OUR_CLASS if cls is SharedChannelsConnection else _class_name(cls)
     if not keep_outputs_setting(serverapp):
-        outputs = "off (SharedChannelsConnection.keep_outputs=False)"
+        outputs = "off (KeepOutputs.keep_outputs=False)"
     elif collab_live(serverapp):
         outputs = "on, written into the live document (jupyter-collaboration)"
     else:
         outputs = "on, written into the .ipynb once the cell ended (no collaboration)"
+    if gateway:
+        name = OUR_GATEWAY_CLASS if cls is GatewayOutputsConnection else _class_name(cls)
+        return (
+            f"ipykernel_ext: kernels behind the gateway ({name}); outputs survive the tab: "
+            f"{outputs}. {off}"
+        )
+    name = OUR_CLASS if cls is SharedChannelsConnection else _class_name(cls)
     return (
         f"ipykernel_ext: every tab of a kernel on one set of channels ({name}); outputs "
-        f"survive the tab: {outputs}. Off: --ServerApp.jpserver_extensions="
-        f"\"{{'{EXTENSION_NAME}': False}}\""
+        f"survive the tab: {outputs}. {off}"
     )
 
 

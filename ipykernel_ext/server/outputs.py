@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from jupyter_client.session import DELIM
 from jupyter_core.utils import ensure_async
@@ -46,7 +46,41 @@ OUTPUT_MSG_TYPES = frozenset(
     {"stream", "display_data", "execute_result", "error", "clear_output", "update_display_data"}
 )
 
+#: The keys of a decoded message's parts, by their index in the frames after the delimiter.
+_PARTS = {
+    HEADER: "header", PARENT_HEADER: "parent_header", METADATA: "metadata", CONTENT: "content"
+}
+
 Unpack = Callable[[bytes], Any]
+
+
+class HeardMessage(Protocol):
+    """A kernel message as the owner reads it: a shared channels' ``KernelMessage``, or a
+    gateway websocket's decoded JSON (:mod:`.gateway`)."""
+
+    channel: str
+
+    @property
+    def header(self) -> dict[str, Any]: ...
+
+    @property
+    def parent_header(self) -> dict[str, Any]: ...
+
+    @property
+    def msg_type(self) -> str: ...
+
+    def content_once(self) -> Any: ...
+
+
+class Feed(Protocol):
+    """What keeps the server hearing a kernel behind a gateway (:mod:`.gateway`): its own
+    websocket to the gateway, open while a tab of the kernel is (so it hears a cell from its
+    first message) or a followed cell runs; closed otherwise (an open websocket would keep
+    the gateway from culling the idle kernel)."""
+
+    def update(self, tabs_open: bool, following: bool) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class OutputsOwner:
@@ -85,6 +119,9 @@ class OutputsOwner:
         #: msg_id -> session, of owned cells written into a live document
         self.hidden: dict[str, str] = {}
         self.channels: SharedChannels | None = None
+        #: in gateway mode, the server's own websocket to the kernel (set by
+        #: :class:`~.gateway.GatewayOutputsConnection`; the shared channels need none)
+        self.feed: Feed | None = None
         self._hold: SharedClient | None = None
         self._grace_timers: dict[str, asyncio.TimerHandle] = {}
         self._unattended_timer: asyncio.TimerHandle | None = None
@@ -109,22 +146,42 @@ class OutputsOwner:
         channels.watcher = self
 
     def sent(self, channel: str, frames: list[Any]) -> None:
-        """A client's message to the kernel: a cell's request, a comm message, or an answer
-        to ``input()`` (its tab writes the echo into the cell: the fold does too)."""
-        if channel == "stdin":
-            self._sent_stdin(frames)
-            return
-        if channel != "shell":
+        """A client's message to the kernel, as ZMQ frames (the shared channels): a cell's
+        request, a comm message, or an answer to ``input()`` (its tab writes the echo into
+        the cell: the fold does too)."""
+        if channel not in ("shell", "stdin"):
             return
         start = frames.index(DELIM) + 1
         raw = bytes(frames[start + HEADER])
-        # Cheap byte tests first: most of what a client sends is neither.
-        if b"execute_request" not in raw and b"comm_" not in raw:
+        # Cheap byte tests first: most of what a client sends is none of these.
+        if channel == "stdin":
+            if not self.cells.cells or b"input_reply" not in raw:
+                return
+        elif b"execute_request" not in raw and b"comm_" not in raw:
             return
-        header = self.unpack(raw)
+        self._sent(channel, self.unpack(raw), lambda i: self.unpack(bytes(frames[start + i])))
+
+    def sent_message(self, channel: str, msg: dict[str, Any]) -> None:
+        """A client's message to the kernel, decoded (the gateway's JSON): as :meth:`sent`."""
+        if channel not in ("shell", "stdin") or not isinstance(msg.get("header"), dict):
+            return
+        self._sent(channel, msg["header"], lambda i: msg.get(_PARTS[i]) or {})
+
+    def _sent(self, channel: str, header: dict[str, Any], part: Callable[[int], Any]) -> None:
+        """``part(i)``: the message's decoded part ``i`` (``METADATA``, ``CONTENT``, ...)."""
         msg_type = header.get("msg_type")
-        if msg_type == "execute_request":
-            metadata = self.unpack(bytes(frames[start + METADATA]))
+        if channel == "stdin":
+            if msg_type == "input_reply" and self.cells.cells:
+                reply = {
+                    "header": header,
+                    "parent_header": part(PARENT_HEADER),
+                    "content": part(CONTENT),
+                }
+                changed = self.cells.on_input_reply(reply)
+                for msg_id in changed:
+                    self._changed(msg_id)
+        elif msg_type == "execute_request":
+            metadata = part(METADATA)
             if not isinstance(metadata, dict) or not metadata.get("cellId"):
                 return  # a console, a script: not a notebook cell
             cell = self.cells.on_execute_request({"header": header, "metadata": metadata})
@@ -132,30 +189,9 @@ class OutputsOwner:
             if cell is not None:
                 self._spawn(self._find_path(cell))
         elif msg_type in COMM_MSG_TYPES and self.cells.cells:
-            content = self.unpack(bytes(frames[start + CONTENT]))
-            self.cells.on_shell({"header": header, "content": content})
+            self.cells.on_shell({"header": header, "content": part(CONTENT)})
 
-    def _sent_stdin(self, frames: list[Any]) -> None:
-        if not self.cells.cells:
-            return
-        start = frames.index(DELIM) + 1
-        raw = bytes(frames[start + HEADER])
-        if b"input_reply" not in raw:
-            return
-        header = self.unpack(raw)
-        if header.get("msg_type") != "input_reply":
-            return
-        changed = self.cells.on_input_reply(
-            {
-                "header": header,
-                "parent_header": self.unpack(bytes(frames[start + PARENT_HEADER])),
-                "content": self.unpack(bytes(frames[start + CONTENT])),
-            }
-        )
-        for msg_id in changed:
-            self._changed(msg_id)
-
-    def received(self, msg: KernelMessage) -> None:
+    def received(self, msg: HeardMessage) -> None:
         """A kernel message, before any client: folded if it concerns a tracked cell."""
         if not self.cells.cells:
             return  # nothing followed: nothing decoded
@@ -204,7 +240,7 @@ class OutputsOwner:
             if self.hidden[msg_id] in self.open:
                 del self.hidden[msg_id]
 
-    def hides(self, msg: KernelMessage, session: str) -> bool:
+    def hides(self, msg: HeardMessage, session: str) -> bool:
         """Whether ``session``'s websocket must not get ``msg``: an output of one of its
         cells that the server wrote into the live document (the tab shows it from there)."""
         if not self.hidden or msg.channel != "iopub" or msg.msg_type not in OUTPUT_MSG_TYPES:
@@ -386,7 +422,7 @@ class OutputsOwner:
         limit, scope = cut_by
         self.log.warning(
             "Kernel %s: the outputs of cell %s were cut at %d bytes per %s "
-            "(SharedChannelsConnection.keep_outputs_%s_bytes); a note in the cell says so",
+            "(KeepOutputs.keep_outputs_%s_bytes); a note in the cell says so",
             self.kernel_id, cell.cell_id, limit, scope, scope,
         )
 
@@ -490,6 +526,9 @@ class OutputsOwner:
     def _update_hold(self) -> None:
         """Hold the kernel's channels while a followed cell runs and no websocket is open
         (without an offline buffer they would close under it)."""
+        if self.feed is not None:
+            self.feed.update(bool(self.open), bool(self.cells.running()))
+            return
         want = not self.open and bool(self.cells.running())
         if want and self._hold is None and self.channels is not None and not self.channels.closed:
             self._hold = self.channels.attach(
@@ -516,6 +555,8 @@ class OutputsOwner:
         if self._unattended_timer is not None:
             self._unattended_timer.cancel()
         self._release()
+        if self.feed is not None:
+            self.feed.close()
         if self.channels is not None and self.channels.watcher is self:
             self.channels.watcher = None
 
@@ -524,7 +565,7 @@ def _ignore(msg: KernelMessage) -> None:
     """The hold client's delivery: the owner saw the message already, as the watcher."""
 
 
-def _as_dict(msg: KernelMessage) -> dict[str, Any]:
+def _as_dict(msg: HeardMessage) -> dict[str, Any]:
     """The message as the fold reads it. The content is decoded for the fold alone, not kept
     on the message (``msg.content`` would memoize it): a message jupyter_server's offline
     buffer holds for a departed session would then hold its text twice, as bytes and as the

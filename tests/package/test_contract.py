@@ -363,6 +363,8 @@ APP = "ipykernel.kernelapp:IPKernelApp"
 WIDGET = "ipywidgets.widgets.widget"
 WS = "jupyter_server.services.kernels.connection.channels:ZMQChannelsWebsocketConnection"
 MKM = "jupyter_server.services.kernels.kernelmanager:MappingKernelManager"
+GWS = "jupyter_server.gateway.connections:GatewayWebSocketConnection"
+GATEWAY_PY = "ipykernel_ext/server/gateway.py"
 
 KERNEL_PY = "ipykernel_ext/kernel/ipkernel.py"
 APP_PY = "ipykernel_ext/kernel/kernelapp.py"
@@ -630,6 +632,24 @@ CONTRACT: list[Row] = [
         "channel name to stream; we put ChannelStream objects there"),
     Row(f"{WS}.kernel_info_timeout", [Trait("Float")], (SERVER_PY,),
         "how long the nudge tries"),
+    Row(f"{GWS}.connect", [Function(("self",), "async function"),
+                           Source((r"self\.ws_future", r"self\._read_messages\(\)"))],
+        (GATEWAY_PY,), "extended: the gateway websocket of a tab, or of the server's own feed"),
+    Row(f"{GWS}.disconnect", [Function(("self",)), Source((r"self\.disconnected = True",))],
+        (GATEWAY_PY,), "extended: the owner is told the tab closed"),
+    Row(f"{GWS}._connection_done", [Function(("self", "fut")),
+                                    Source((r"not self\.disconnected",))],
+        (GATEWAY_PY,), "extended: a websocket made after its tab closed is closed, not leaked"),
+    Row(f"{GWS}.handle_incoming_message", [Function(("self", "message"))], (GATEWAY_PY,),
+        "extended: what a tab sends is told to the owner, after the feed is live"),
+    Row(f"{GWS}.handle_outgoing_message", [Function(("self", "incoming_msg"))], (GATEWAY_PY,),
+        "extended: the tab's replies are told to the owner; the feed's messages go to it"),
+    Row(f"{GWS}._read_messages", [Source((r"self\.handle_outgoing_message\(",
+                                          r"loop\.spawn_callback\(self\.connect\)"))],
+        (GATEWAY_PY,), "every gateway message reaches handle_outgoing_message; a lost "
+        "connection reconnects through connect() (which probes again)"),
+    Row(f"{GWS}.disconnected", [Trait("Bool")], (GATEWAY_PY,),
+        "set by disconnect(); a deferred connection sets it too"),
     Row("jupyter_server.services.kernels.connection.base:serialize_msg_to_ws_v1",
         [Function(("msg_or_list", "channel"))], (SERVER_PY,), "the v1 websocket encoding"),
     Row(f"{MKM}.get_buffer", [Function(("self", "kernel_id", "session_key")),

@@ -16,6 +16,8 @@ PUBLIC = [
     "ipykernel_ext.kernel.ExtKernelApp",
     "ipykernel_ext.kernel.handle_waiting_comms",  # a blocking cell lets widget events through
     "ipykernel_ext.server.SharedChannelsConnection",  # kernel_websocket_connection_class
+    "ipykernel_ext.server.GatewayOutputsConnection",  # the same, with --gateway-url
+    "ipykernel_ext.server.KeepOutputs",  # c.KeepOutputs.keep_outputs (config of both)
     # jpserver_extensions {"ipykernel_ext": ...} (jupyter_server_config.d/ipykernel_ext.json)
     "ipykernel_ext._jupyter_server_extension_points",
     "ipykernel_ext.server.extension._load_jupyter_server_extension",

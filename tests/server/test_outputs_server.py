@@ -19,59 +19,34 @@ come, ``[*]`` then the count; a session back after the server took over is not g
 from __future__ import annotations
 
 import importlib.util
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from harness.kernel_websocket import KernelWebsocket
+from harness.outputs_notebook import (
+    CELL_ID,
+    K,
+    N,
+    Notebook,
+    doc_cell,
+    execution_count_of,
+    lines,
+    stdout_of,
+    stream,
+    until,
+    until_line,
+    wait_doc,
+)
 from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a jupyter_server, kernels, cells whose tab went away
 # and the notebook file read back.
 pytestmark = pytest.mark.timeout(400)
 
-nbformat = pytest.importorskip("nbformat")
-
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
-CELL_ID = "cell-a"
-N = 8  # lines the cell prints
-K = 2  # the tab goes away after this line
-
-CELL_CODE = """\
-import time
-from pathlib import Path
-_go = Path(r"{barriers}")
-for _i in range({n}):
-    while not (_go / f"go-{{_i}}").exists():
-        try:
-            time.sleep(0.005)
-        except KeyboardInterrupt:
-            if not {resist}:
-                raise
-    print(f"line {{_i}}", flush=True)
-"""
-
-
-def lines(upto: int) -> str:
-    """``line 0`` ... ``line upto-1``, one per line."""
-    return "".join(f"line {i}\n" for i in range(upto))
-
-
-def until(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
-    """Poll ``check()`` until truthy (a hang guard, not a verdict)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not in {timeout} s: {what}")
-        time.sleep(0.05)
-
-
 def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> JupyterServer:
     """A server with the connection class and outputs_buffer_extension (the offline buffer's
     counts); collaboration and outputs_room_extension if asked (harness/server_extensions/)."""
@@ -101,101 +76,6 @@ def server() -> Iterator[JupyterServer]:
         yield srv
     finally:
         srv.stop()
-
-
-class Notebook:
-    """A real .ipynb with one code cell, its notebook session and kernel, and the barriers."""
-
-    def __init__(self, server: JupyterServer, name: str, kernel: str = "python3-ext") -> None:
-        self.server = server
-        self.name = name
-        self.path = server.root_dir / name
-        nb = nbformat.v4.new_notebook()
-        cell = nbformat.v4.new_code_cell(source="# prints lines")
-        cell.id = CELL_ID
-        nb.cells.append(cell)
-        nbformat.write(nb, self.path)
-        self.barriers = server.root_dir / f"{self.path.stem}-go"
-        self.barriers.mkdir()
-        model = server.api(
-            "POST",
-            "api/sessions",
-            {"path": name, "type": "notebook", "name": name, "kernel": {"name": kernel}},
-            timeout=120,
-        )
-        self.kernel_id: str = model["kernel"]["id"]
-
-    def run(self, ws: KernelWebsocket, resist: bool = False) -> str:
-        """What JupyterLab sends for the cell; returns the request's msg_id. ``resist``: the
-        cell ignores interrupts (a restart must then end it by killing the kernel)."""
-        content = {
-            "code": CELL_CODE.format(barriers=self.barriers, n=N, resist=resist),
-            "silent": False,
-            "store_history": True,
-            "user_expressions": {},
-            "allow_stdin": False,
-            "stop_on_error": True,
-        }
-        msg = ws.send("shell", "execute_request", content, metadata={"cellId": CELL_ID})
-        return msg["header"]["msg_id"]
-
-    def release(self, upto: int) -> None:
-        """Let the cell print lines up to ``upto - 1``."""
-        for i in range(upto):
-            (self.barriers / f"go-{i}").touch()
-
-    def cell_on_disk(self) -> Any:
-        try:
-            nb = nbformat.reads(self.path.read_text(), as_version=4)
-        except (OSError, ValueError):
-            return None  # being written
-        return next(c for c in nb.cells if c.get("id") == CELL_ID)
-
-    def wait_on_disk(self, check: Callable[[Any], bool], what: str) -> Any:
-        return until(lambda: (c := self.cell_on_disk()) is not None and check(c) and c, what)
-
-    def log_says(self, text: str) -> bool:
-        return any(
-            self.kernel_id in line and text in line for line in self.server.log_text().splitlines()
-        )
-
-    def wait_log(self, text: str) -> None:
-        until(lambda: self.log_says(text), f"the server log saying {text!r} for {self.name}")
-
-
-def stdout_of(messages: list[dict[str, Any]], msg_id: str) -> str:
-    return "".join(
-        m["content"]["text"]
-        for m in messages
-        if m["channel"] == "iopub"
-        and m["msg_type"] == "stream"
-        and m["parent_header"].get("msg_id") == msg_id
-    )
-
-
-def until_line(ws: KernelWebsocket, msg_id: str, k: int) -> list[dict[str, Any]]:
-    """Read ``ws`` up to the stream that prints ``line k``; returns what it read (backlog
-    included), in order."""
-    last = ws.recv_until(
-        lambda m: m["msg_type"] == "stream"
-        and m["parent_header"].get("msg_id") == msg_id
-        and f"line {k}\n" in m["content"]["text"],
-        timeout=120,
-    )
-    read, ws.backlog = [*ws.backlog, last], []
-    return read
-
-
-def execution_count_of(messages: list[dict[str, Any]], msg_id: str) -> int:
-    return next(
-        m["content"]["execution_count"]
-        for m in messages
-        if m["msg_type"] == "execute_input" and m["parent_header"].get("msg_id") == msg_id
-    )
-
-
-def stream(text: str) -> dict[str, Any]:
-    return {"output_type": "stream", "name": "stdout", "text": text}
 
 
 # --- without collaboration ---------------------------------------------------------------------
@@ -386,28 +266,6 @@ def collab_server() -> Iterator[JupyterServer]:
         yield srv
     finally:
         srv.stop()
-
-
-def doc_cell(server: JupyterServer, nb: Notebook) -> dict[str, Any]:
-    doc = server.api("GET", f"outputs-room/doc?path={nb.name}")
-    return next(c for c in doc["cells"] if c.get("id") == CELL_ID)
-
-
-def doc_text(cell: dict[str, Any]) -> str:
-    return "".join(o.get("text", "") for o in cell["outputs"] if o["output_type"] == "stream")
-
-
-def wait_doc(server: JupyterServer, nb: Notebook, text: str, state: str) -> dict[str, Any]:
-    """Until the document's cell shows ``text`` and ``state``; every read must be a prefix
-    of the whole output (a duplicated or reordered line fails at once)."""
-
-    def check() -> dict[str, Any] | None:
-        cell = doc_cell(server, nb)
-        assert lines(N).startswith(doc_text(cell)), cell["outputs"]
-        ok = doc_text(cell) == text and cell.get("execution_state") == state
-        return cell if ok else None
-
-    return until(check, f"the document showing {text!r}, {state}")
 
 
 def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServer) -> None:

@@ -5,8 +5,9 @@ install -e .`` put ``etc/jupyter/jupyter_server_config.d/ipykernel_ext.json`` in
 started as a user would start it (``ipykernel_ext=None``: the launcher leaves the extension
 as the environment's config has it): no flag gives our class and says so in the log; a class
 configured on the command line or in a config file wins; both off switches give stock; in
-gateway mode (a stub gateway that answers the few REST calls a starting server makes) the
-gateway class stays, and ours configured explicitly is replaced, with the reason in the log.
+gateway mode (a real Enterprise Gateway, harness/gateway.py) our gateway class is used, ours
+for local kernels configured explicitly is replaced by it with the reason in the log, and
+jupyter_server's own gateway class configured explicitly wins.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from harness.gateway import EnterpriseGateway, gateway_command
 from harness.kernel_websocket import KernelWebsocket
 from harness.server import JupyterServer
 from ipykernel_ext import KERNEL_NAME, __version__
@@ -36,7 +36,9 @@ GATEWAY = "jupyter_server.gateway.connections.GatewayWebSocketConnection"
 CONFIG_FILE = Path(sys.prefix, "etc/jupyter/jupyter_server_config.d/ipykernel_ext.json")
 #: The start line saying what is on (ipykernel_ext/server/extension.py, describe()).
 ON = "ipykernel_ext: every tab of a kernel on one set of channels"
-OFF = "ipykernel_ext: shared channels and outputs that survive the tab are off"
+OFF = "ipykernel_ext: outputs that survive the tab are off"
+GATEWAY_ON = "ipykernel_ext: kernels behind the gateway"
+OURS_GATEWAY = "ipykernel_ext.server.GatewayOutputsConnection"
 
 
 def wait_for_log(server: JupyterServer, text: str, timeout: float = 60) -> str:
@@ -81,7 +83,7 @@ def test_keep_outputs_off_is_reported() -> None:
     args = ["--SharedChannelsConnection.keep_outputs=False"]
     with JupyterServer(ipykernel_ext=None, extra_args=args) as server:
         log = wait_for_log(server, ON)
-        assert "outputs survive the tab: off (SharedChannelsConnection.keep_outputs=False)" in log
+        assert "outputs survive the tab: off (KeepOutputs.keep_outputs=False)" in log
 
 
 @pytest.mark.parametrize("where", ["command line", "config file"])
@@ -123,50 +125,38 @@ def test_off_in_a_config_file_is_stock(tmp_path: Path) -> None:
 # --- gateway mode ------------------------------------------------------------------------
 
 
-class StubGateway(BaseHTTPRequestHandler):
-    """What a starting server and its status endpoint ask a gateway: no kernels, no specs."""
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if path.endswith("/api/kernels"):
-            body: object = []
-        elif path.endswith("/api/kernelspecs"):
-            body = {"default": "python3", "kernelspecs": {}}
-        else:
-            body = {}
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
-def gateway_url() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), StubGateway)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def gateway() -> Iterator[EnterpriseGateway]:
+    """A real Enterprise Gateway 3.3 (its own venv, harness/gateway.py)."""
+    command = gateway_command()
+    if isinstance(command, str):
+        pytest.skip(command)
+    with EnterpriseGateway() as gw:
+        yield gw
 
 
-def test_gateway_mode_keeps_the_gateway_class(gateway_url: str) -> None:
-    with JupyterServer(ipykernel_ext=None, extra_args=[f"--gateway-url={gateway_url}"]) as server:
-        log = wait_for_log(server, OFF)
-        assert "ipykernel_ext: gateway mode (--gateway-url)" in log
-        assert f"(kernel websockets: {GATEWAY}, gateway mode)" in log
+def gateway_server(gateway: EnterpriseGateway, *args: str) -> JupyterServer:
+    # Enterprise Gateway 3.3 launches kernels with jupyter_client 6: no CurveZMQ there.
+    return JupyterServer(
+        ipykernel_ext=None, encryption=False, extra_args=[f"--gateway-url={gateway.url}", *args]
+    )
 
 
-def test_gateway_mode_replaces_our_class_and_says_why(gateway_url: str) -> None:
-    args = [f"--gateway-url={gateway_url}", f"--ServerApp.kernel_websocket_connection_class={OURS}"]
-    with JupyterServer(ipykernel_ext=None, extra_args=args) as server:
-        log = wait_for_log(server, OFF)
+def test_gateway_mode_uses_our_gateway_class(gateway: EnterpriseGateway) -> None:
+    with gateway_server(gateway) as server:
+        log = wait_for_log(server, GATEWAY_ON)
+        assert f"({OURS_GATEWAY}); outputs survive the tab: on" in log
+
+
+def test_gateway_mode_replaces_our_local_class_and_says_why(gateway: EnterpriseGateway) -> None:
+    with gateway_server(gateway, f"--ServerApp.kernel_websocket_connection_class={OURS}") as server:
+        log = wait_for_log(server, GATEWAY_ON)
         assert "cannot serve kernels behind a gateway" in log
-        assert f"using jupyter_server's {GATEWAY} instead" in log
+        assert f"using {OURS_GATEWAY}, its gateway counterpart, instead" in log
+
+
+def test_gateway_mode_a_configured_stock_class_wins(gateway: EnterpriseGateway) -> None:
+    args = f"--ServerApp.kernel_websocket_connection_class={GATEWAY}"
+    with gateway_server(gateway, args) as server:
+        log = wait_for_log(server, OFF)
+        assert f"(kernel websockets: {GATEWAY}, configured)" in log

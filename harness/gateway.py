@@ -1,0 +1,192 @@
+"""A real Jupyter Enterprise Gateway in a subprocess, for the gateway-mode tests.
+
+Enterprise Gateway pins old Jupyter packages (jupyter_server 1.x, jupyter_client 6), so it
+lives in a venv of its own: ``.venv-eg`` at the checkout's root (``.ci/run`` makes it:
+``python3 -m venv .venv-eg && .venv-eg/bin/pip install jupyter-enterprise-gateway``), or the
+one ``IPYKERNEL_EXT_EG_VENV`` names. :func:`gateway_command` says why not when there is none
+(a test skips with that reason).
+
+Its kernels are launched as a cluster operator has them: kernelspecs made by
+gateway_provisioners' ``jupyter-ssh-spec install`` (its assembled ``launch_ipykernel.py``,
+``--kernel-class-name ipykernel_ext.kernel.ExtKernel`` for ``eg_ext``, the launcher's default
+stock ipykernel for ``eg_stock``), turned into Enterprise Gateway's own form: the
+``DistributedProcessProxy`` with ``localhost`` as the one remote host (Enterprise Gateway then
+launches without SSH), and this environment's Python. The kernels run here, in this venv (the
+project's), as on a cluster host that has the project installed.
+
+Use::
+
+    with EnterpriseGateway() as gateway:
+        server = JupyterServer(extra_args=[f"--gateway-url={gateway.url}"])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from .kernels import EXT_KERNEL_CLASS, install_ssh_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The kernelspecs the gateway offers: ours, and stock ipykernel by the same launcher.
+EG_EXT = "eg_ext"
+EG_STOCK = "eg_stock"
+
+DISTRIBUTED = "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy"
+
+
+def gateway_venv() -> Path:
+    return Path(os.environ.get("IPYKERNEL_EXT_EG_VENV") or ROOT / ".venv-eg")
+
+
+def gateway_command() -> list[str] | str:
+    """The command that starts Enterprise Gateway, or why there is none here."""
+    exe = gateway_venv() / "bin" / "jupyter-enterprisegateway"
+    if not exe.exists():
+        return (
+            f"Jupyter Enterprise Gateway not installed at {exe} (it needs its own venv: "
+            "python3 -m venv .venv-eg && .venv-eg/bin/pip install jupyter-enterprise-gateway; "
+            ".ci/run makes it)"
+        )
+    return [str(exe)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_kernelspecs(prefix: Path) -> Path:
+    """``eg_ext`` and ``eg_stock`` in ``prefix``/share/jupyter/kernels; returns that folder."""
+    for name, kernel_class in ((EG_EXT, EXT_KERNEL_CLASS), (EG_STOCK, None)):
+        spec_file, spec = install_ssh_spec(prefix, name, kernel_class=kernel_class)
+        argv = list(spec["argv"])
+        # Enterprise Gateway 3.3 fills no {transport_encryption} (gateway_provisioners does).
+        if "--transport-encryption" in argv:
+            i = argv.index("--transport-encryption")
+            del argv[i : i + 2]
+        argv[0] = sys.executable  # the project's environment, as a cluster host's python
+        spec.update(
+            argv=argv,
+            display_name=f"Python ({name}, Enterprise Gateway)",
+            metadata={"process_proxy": {"class_name": DISTRIBUTED}},
+        )
+        spec.pop("kernel_protocol_version", None)
+        spec_file.write_text(json.dumps(spec, indent=1))
+    return prefix / "share" / "jupyter" / "kernels"
+
+
+class EnterpriseGateway:
+    """``jupyter enterprisegateway`` on a free port of 127.0.0.1, with the two kernelspecs.
+
+    ``EG_LIST_KERNELS=True`` (JupyterLab lists the gateway's kernels), no unauthorized user
+    (CI runs as root, which Enterprise Gateway refuses by default), the kernels' response
+    address on 127.0.0.1. Its log is ``self.log_path``.
+    """
+
+    def __init__(self, startup_timeout: float = 90) -> None:
+        command = gateway_command()
+        if isinstance(command, str):
+            raise RuntimeError(command)
+        self.command = command
+        self.startup_timeout = startup_timeout
+        self._tmp = Path(tempfile.mkdtemp(prefix="ipykernel-ext-eg-"))
+        self.log_path = self._tmp / "gateway.log"
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PYTHON"))}
+        kernels = make_kernelspecs(self._tmp / "prefix")
+        for name in ("config", "data", "runtime"):
+            (self._tmp / name).mkdir(exist_ok=True)
+        env.update(
+            JUPYTER_PATH=str(kernels.parent),
+            JUPYTER_CONFIG_DIR=str(self._tmp / "config"),
+            JUPYTER_DATA_DIR=str(self._tmp / "data"),
+            JUPYTER_RUNTIME_DIR=str(self._tmp / "runtime"),
+            EG_LIST_KERNELS="True",
+            EG_UNAUTHORIZED_USERS="",
+            EG_RESPONSE_IP="127.0.0.1",
+            EG_RESPONSE_PORT=str(_free_port()),
+            PYTHONUNBUFFERED="1",
+        )
+        return env
+
+    def start(self) -> EnterpriseGateway:
+        log = open(self.log_path, "wb")  # noqa: SIM115 (the child keeps it)
+        self.proc = subprocess.Popen(
+            [
+                *self.command,
+                "--EnterpriseGatewayApp.ip=127.0.0.1",
+                f"--EnterpriseGatewayApp.port={self.port}",
+                "--EnterpriseGatewayApp.port_retries=0",
+                "--EnterpriseGatewayApp.remote_hosts=localhost",
+            ],
+            cwd=self._tmp,
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Enterprise Gateway exited:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/kernelspecs", timeout=5) as r:
+                    specs = json.load(r)["kernelspecs"]
+                if {EG_EXT, EG_STOCK} <= specs.keys():
+                    return self
+            except (OSError, urllib.error.URLError, ValueError, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"Enterprise Gateway not up in {self.startup_timeout} s")
+            time.sleep(0.2)
+
+    def kernel_model(self, kernel_id: str) -> dict[str, Any]:
+        """``GET /api/kernels/<id>`` of the gateway itself (``connections``: its websockets)."""
+        with urllib.request.urlopen(f"{self.url}/api/kernels/{kernel_id}", timeout=30) as r:
+            model: dict[str, Any] = json.load(r)
+        return model
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # it shuts its kernels down
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if os.environ.get("IPYKERNEL_EXT_KEEP_SERVER_DIRS") != "1":
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> EnterpriseGateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

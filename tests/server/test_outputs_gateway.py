@@ -1,0 +1,252 @@
+"""Outputs survive the tab through a gateway: a real notebook server with ``--gateway-url``, a
+real Jupyter Enterprise Gateway 3.3 (its own venv, :mod:`harness.gateway`), kernels launched
+by its ``DistributedProcessProxy`` on localhost (ours, ``eg_ext``, and stock ipykernel,
+``eg_stock``), and websocket clients that send what JupyterLab sends (legacy JSON: a server in
+gateway mode speaks no other protocol). The package's server extension is on as installed
+(no flag): it makes ``GatewayOutputsConnection`` the class. Enterprise Gateway 3.3 launches
+kernels with jupyter_client 6, which has no CurveZMQ: the kernels' sockets are its plain TCP,
+on localhost.
+
+The cell prints a line per barrier file the test writes (:mod:`harness.outputs_notebook`), so
+every step is paced by the test; verdicts are what the file, the live document and the
+gateway's kernel model hold; the server's log lines are barriers; time bounds are hang guards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import websocket  # websocket-client
+
+from harness.gateway import EG_EXT, EG_STOCK, EnterpriseGateway, gateway_command
+from harness.kernel_websocket import KernelWebsocket
+from harness.outputs_notebook import (
+    CELL_ID,
+    K,
+    N,
+    Notebook,
+    execution_count_of,
+    lines,
+    stream,
+    until,
+    until_line,
+    wait_doc,
+)
+from harness.server import JupyterServer
+from harness.ws_protocol import WS_V1, auth_header, channels_path
+
+pytestmark = pytest.mark.timeout(400)
+
+_COMMAND = gateway_command()
+if isinstance(_COMMAND, str):
+    pytest.skip(_COMMAND, allow_module_level=True)
+
+OURS = "ipykernel_ext.server.GatewayOutputsConnection"
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[EnterpriseGateway]:
+    with EnterpriseGateway() as gw:
+        yield gw
+
+
+def gateway_server(
+    gateway: EnterpriseGateway, collab: bool = False, extension: bool | None = None
+) -> JupyterServer:
+    """A notebook server in gateway mode; ``extension=None``: ours as installed."""
+    args = [f"--gateway-url={gateway.url}", "--KeepOutputs.keep_outputs_grace=0.5"]
+    if collab:
+        args += [
+            '--ServerApp.jpserver_extensions={"outputs_room_extension": True, '
+            '"jupyter_server_ydoc": True}',
+            "--YDocExtension.document_save_delay=0.5",
+        ]
+    else:
+        args.append('--ServerApp.jpserver_extensions={"jupyter_server_ydoc": False}')
+    return JupyterServer(
+        ipykernel_ext=extension, encryption=False, extra_args=args, stop_timeout=20
+    ).start()
+
+
+@pytest.fixture(scope="module")
+def server(gateway: EnterpriseGateway) -> Iterator[JupyterServer]:
+    srv = gateway_server(gateway)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def gateway_connections(gateway: EnterpriseGateway, nb: Notebook) -> int:
+    """The websockets the gateway counts on the notebook's kernel (its own REST API)."""
+    return int(gateway.kernel_model(nb.kernel_id)["connections"])
+
+
+def test_installed_the_gateway_class_is_ours_and_says_so(server: JupyterServer) -> None:
+    until(lambda: "ipykernel_ext: kernels behind the gateway" in server.log_text(), "the log")
+    assert f"({OURS}); outputs survive the tab: on, written into the .ipynb" in server.log_text()
+
+
+@pytest.mark.parametrize("kernel", [EG_EXT, EG_STOCK])
+def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
+    server: JupyterServer, kernel: str
+) -> None:
+    nb = Notebook(server, f"gw-closed-{kernel}.ipynb", kernel)
+    ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
+    msg_id = nb.run(ws)
+    nb.release(K + 1)
+    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    nb.release(N)
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
+    assert cell.execution_count == count
+
+
+def test_the_feed_closes_once_no_tab_is_open_and_no_cell_runs(
+    gateway: EnterpriseGateway, server: JupyterServer
+) -> None:
+    """The server's own websocket to the gateway must not keep an idle kernel connected (the
+    gateway culls only unconnected kernels): open while the cell runs without a tab, gone
+    once it ended."""
+    nb = Notebook(server, "gw-feed.ipynb", EG_EXT)
+    ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
+    assert gateway_connections(gateway, nb) == 2  # the tab's and the feed's
+    msg_id = nb.run(ws)
+    nb.release(K + 1)
+    until_line(ws, msg_id, K)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    until(lambda: gateway_connections(gateway, nb) == 1, "the tab's gone, the feed stays")
+    nb.release(N)
+    nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    until(lambda: gateway_connections(gateway, nb) == 0, "the feed closed")
+
+
+def test_with_the_extension_off_the_cell_is_lost_as_on_stock(
+    gateway: EnterpriseGateway,
+) -> None:
+    """The premise: jupyter_server's own gateway class loses what came after the tab left."""
+    srv = gateway_server(gateway, extension=False)
+    try:
+        nb = Notebook(srv, "gw-stock.ipynb", EG_EXT)
+        ws = KernelWebsocket(srv, nb.kernel_id, legacy=True)
+        msg_id = nb.run(ws)
+        nb.release(K + 1)
+        until_line(ws, msg_id, K)
+        ws.close()
+        nb.release(N)
+        # A second tab's request runs after the cell (one shell queue): the cell has ended.
+        with KernelWebsocket(srv, nb.kernel_id, legacy=True) as later:
+            later.collect_execution(later.execute("1"))
+        cell = nb.cell_on_disk()
+        assert (cell.outputs, cell.execution_count) == ([], None)
+        assert "takes over the outputs" not in srv.log_text()
+    finally:
+        srv.stop()
+
+
+def test_collab_document_gets_the_lines_as_they_come(gateway: EnterpriseGateway) -> None:
+    pytest.importorskip(
+        "jupyter_server_ydoc",
+        reason="jupyter-collaboration is not installed (pip install 'ipykernel-ext[collab]')",
+    )
+    srv = gateway_server(gateway, collab=True)
+    try:
+        nb = Notebook(srv, "gw-live.ipynb", EG_EXT)
+        srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
+        ws = KernelWebsocket(srv, nb.kernel_id, legacy=True)
+        msg_id = nb.run(ws)
+        nb.release(K + 1)
+        count = execution_count_of(until_line(ws, msg_id, K), msg_id)
+        ws.close()
+        nb.wait_log("takes over the outputs of cell")
+        wait_doc(srv, nb, lines(K + 1), "running")
+        for i in range(K + 1, N - 1):
+            nb.release(i + 1)
+            wait_doc(srv, nb, lines(i + 1), "running")
+        nb.release(N)
+        cell = wait_doc(srv, nb, lines(N), "idle")
+        assert len(cell["outputs"]) == 1 and cell["execution_count"] == count
+    finally:
+        srv.stop()
+
+
+def test_a_browser_retrying_without_a_subprotocol_opens_one_gateway_websocket(
+    gateway: EnterpriseGateway, server: JupyterServer
+) -> None:
+    """JupyterLab offers the v1 subprotocol; a server in gateway mode selects none, so the
+    browser fails that handshake and retries without one, with the same session. The failed
+    websocket must open nothing at the gateway: the gateway would find it a stale connection
+    of the session when the retry comes, and stall the page's kernel for about a minute."""
+    nb = Notebook(server, "gw-retry.ipynb", EG_EXT)
+    session = uuid.uuid4().hex
+    url = server.ws_url(channels_path(nb.kernel_id, session))
+    with pytest.raises(websocket.WebSocketException):  # as the browser: no subprotocol back
+        websocket.create_connection(
+            url, subprotocols=[WS_V1], header=[": ".join(auth_header(server.token))], timeout=60
+        )
+    with KernelWebsocket(server, nb.kernel_id, session_id=session, legacy=True) as ws:
+        ws.collect_execution(ws.execute("1"))
+        assert gateway_connections(gateway, nb) == 2  # this tab's and the feed
+    assert f"Replacing stale connection: {nb.kernel_id}:{session}" not in gateway.log_text()
+
+
+INPUT_CELL = """\
+import time
+from pathlib import Path
+name = input("name?")
+print("hello", name, flush=True)
+while not Path(r"{go}").exists():
+    time.sleep(0.005)
+print("after", flush=True)
+"""
+
+
+def test_the_input_echo_stays_when_the_server_takes_the_cell_over(
+    server: JupyterServer,
+) -> None:
+    """The echo JupyterLab writes when the user answers ``input()`` (no kernel message carries
+    it) is folded from the input_request and input_reply that pass through the tab's gateway
+    websocket, in its place before what the cell printed after."""
+    nb = Notebook(server, "gw-input.ipynb", EG_EXT)
+    go = nb.barriers / "after"
+    ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
+    content = {
+        "code": INPUT_CELL.format(go=go), "silent": False, "store_history": True,
+        "user_expressions": {}, "allow_stdin": True, "stop_on_error": True,
+    }
+    ws.send("shell", "execute_request", content, metadata={"cellId": CELL_ID})
+    asked = ws.recv_until(lambda m: m["msg_type"] == "input_request", timeout=120)
+    ws.send("stdin", "input_reply", {"value": "world", "status": "ok"}, parent=asked["header"])
+    ws.recv_until(
+        lambda m: m["msg_type"] == "stream" and "hello world" in m["content"]["text"], timeout=120
+    )
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    go.touch()
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [
+        {"output_type": "stream", "name": "stdin", "text": "name? world\n"},
+        stream("hello world\nafter\n"),
+    ]
+
+
+def test_a_restart_through_the_server_ends_an_owned_cell_with_what_it_had(
+    server: JupyterServer,
+) -> None:
+    nb = Notebook(server, "gw-restarted.ipynb", EG_EXT)
+    ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
+    msg_id = nb.run(ws, resist=True)
+    nb.release(K + 1)
+    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
+    ws.close()
+    nb.wait_log("takes over the outputs of cell")
+    server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
+    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
+    assert cell.execution_count == count
+    assert nb.log_says("running cells end idle (restart)")
