@@ -91,6 +91,21 @@ class Notebook:
         msg = ws.send("shell", "execute_request", content, metadata={"cellId": CELL_ID})
         return msg["header"]["msg_id"]
 
+    def run_to_line_k(self, ws: KernelWebsocket, resist: bool = False) -> tuple[str, int]:
+        """Run the cell on ``ws`` and read it up to ``line K``; the request's msg_id and the
+        execution count the kernel gave it (its ``execute_input``)."""
+        msg_id = self.run(ws, resist=resist)
+        self.release(K + 1)
+        return msg_id, execution_count_of(until_line(ws, msg_id, K), msg_id)
+
+    def leave_mid_cell(self, ws: KernelWebsocket, resist: bool = False) -> tuple[str, int]:
+        """:meth:`run_to_line_k`, then the tab leaves (``ws`` closed) and the server takes the
+        cell over (its log says so, after the grace)."""
+        msg_id, count = self.run_to_line_k(ws, resist)
+        ws.close()
+        self.wait_log("takes over the outputs of cell")
+        return msg_id, count
+
     def release(self, upto: int) -> None:
         """Let the cell print lines up to ``upto - 1``."""
         for i in range(upto):
@@ -173,3 +188,14 @@ def wait_doc(server: JupyterServer, nb: Notebook, text: str, state: str) -> dict
         return cell if ok else None
 
     return until(check, f"the document showing {text!r}, {state}")
+
+
+def document_follows_the_cell(server: JupyterServer, nb: Notebook) -> dict[str, Any]:
+    """Once the server took the cell over after ``line K``: the live document shows each line
+    the test releases, the cell running, then every line and idle; its cell at the end."""
+    wait_doc(server, nb, lines(K + 1), "running")
+    for i in range(K + 1, N - 1):
+        nb.release(i + 1)
+        wait_doc(server, nb, lines(i + 1), "running")
+    nb.release(N)
+    return wait_doc(server, nb, lines(N), "idle")

@@ -27,12 +27,11 @@ from harness.outputs_notebook import (
     K,
     N,
     Notebook,
-    execution_count_of,
+    document_follows_the_cell,
     lines,
     stream,
     until,
     until_line,
-    wait_doc,
 )
 from harness.server import JupyterServer
 from harness.ws_protocol import WS_V1, auth_header, channels_path
@@ -95,11 +94,7 @@ def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
 ) -> None:
     nb = Notebook(server, f"gw-closed-{kernel}.ipynb", kernel)
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
-    msg_id = nb.run(ws)
-    nb.release(K + 1)
-    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    _msg_id, count = nb.leave_mid_cell(ws)
     nb.release(N)
     cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
     assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
@@ -115,11 +110,7 @@ def test_the_feed_closes_once_no_tab_is_open_and_no_cell_runs(
     nb = Notebook(server, "gw-feed.ipynb", EG_EXT)
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
     assert gateway_connections(gateway, nb) == 2  # the tab's and the feed's
-    msg_id = nb.run(ws)
-    nb.release(K + 1)
-    until_line(ws, msg_id, K)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    _msg_id, _count = nb.leave_mid_cell(ws)
     until(lambda: gateway_connections(gateway, nb) == 1, "the tab's gone, the feed stays")
     nb.release(N)
     nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
@@ -159,17 +150,8 @@ def test_collab_document_gets_the_lines_as_they_come(gateway: EnterpriseGateway)
         nb = Notebook(srv, "gw-live.ipynb", EG_EXT)
         srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
         ws = KernelWebsocket(srv, nb.kernel_id, legacy=True)
-        msg_id = nb.run(ws)
-        nb.release(K + 1)
-        count = execution_count_of(until_line(ws, msg_id, K), msg_id)
-        ws.close()
-        nb.wait_log("takes over the outputs of cell")
-        wait_doc(srv, nb, lines(K + 1), "running")
-        for i in range(K + 1, N - 1):
-            nb.release(i + 1)
-            wait_doc(srv, nb, lines(i + 1), "running")
-        nb.release(N)
-        cell = wait_doc(srv, nb, lines(N), "idle")
+        _msg_id, count = nb.leave_mid_cell(ws)
+        cell = document_follows_the_cell(srv, nb)
         assert len(cell["outputs"]) == 1 and cell["execution_count"] == count
     finally:
         srv.stop()
@@ -240,11 +222,7 @@ def test_a_restart_through_the_server_ends_an_owned_cell_with_what_it_had(
 ) -> None:
     nb = Notebook(server, "gw-restarted.ipynb", EG_EXT)
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
-    msg_id = nb.run(ws, resist=True)
-    nb.release(K + 1)
-    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    _msg_id, count = nb.leave_mid_cell(ws, resist=True)
     server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
     cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
     assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]

@@ -32,6 +32,7 @@ from harness.outputs_notebook import (
     N,
     Notebook,
     doc_cell,
+    document_follows_the_cell,
     execution_count_of,
     lines,
     stdout_of,
@@ -105,11 +106,7 @@ def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
     nb = Notebook(server, "second_tab.ipynb")
     other = KernelWebsocket(server, nb.kernel_id)  # another tab of the notebook stays
     ws = KernelWebsocket(server, nb.kernel_id)
-    msg_id = nb.run(ws)
-    nb.release(K + 1)
-    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    msg_id, count = nb.leave_mid_cell(ws)
     nb.release(N)
     other.recv_until(  # the other tab sees the cell end (its idle)
         lambda m: m["msg_type"] == "status"
@@ -129,11 +126,7 @@ def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
 def test_kernel_restart_ends_an_owned_cell_with_what_it_had(server: JupyterServer) -> None:
     nb = Notebook(server, "restarted.ipynb")
     ws = KernelWebsocket(server, nb.kernel_id)
-    msg_id = nb.run(ws, resist=True)
-    nb.release(K + 1)
-    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    _msg_id, count = nb.leave_mid_cell(ws, resist=True)
     server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
     cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
     assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
@@ -173,9 +166,7 @@ def close_mid_cell(server: JupyterServer, nb: Notebook, session: str | None = No
     """Run the cell on a new websocket, read it up to ``line K``, close it (the tab leaves
     mid-cell); returns the request's msg_id and the cell's execution count."""
     ws = KernelWebsocket(server, nb.kernel_id, session_id=session or uuid.uuid4().hex)
-    msg_id = nb.run(ws)
-    nb.release(K + 1)
-    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
+    msg_id, count = nb.run_to_line_k(ws)
     ws.close()
     return msg_id, count
 
@@ -272,18 +263,10 @@ def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServe
     nb = Notebook(collab_server, "live.ipynb")
     collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
     ws = KernelWebsocket(collab_server, nb.kernel_id)
-    msg_id = nb.run(ws)
-    nb.release(K + 1)
-    count = execution_count_of(until_line(ws, msg_id, K), msg_id)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    _msg_id, count = nb.leave_mid_cell(ws)
     cell = wait_doc(collab_server, nb, lines(K + 1), "running")
     assert cell["execution_count"] is None  # a count would make every tab show the cell idle
-    for i in range(K + 1, N - 1):
-        nb.release(i + 1)
-        wait_doc(collab_server, nb, lines(i + 1), "running")
-    nb.release(N)
-    cell = wait_doc(collab_server, nb, lines(N), "idle")
+    cell = document_follows_the_cell(collab_server, nb)
     assert len(cell["outputs"]) == 1 and cell["execution_count"] == count
     # the room saves the file itself
     saved = nb.wait_on_disk(lambda c: c.execution_count is not None, "the room's save")
@@ -298,11 +281,7 @@ def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
     collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
     session = uuid.uuid4().hex
     ws = KernelWebsocket(collab_server, nb.kernel_id, session_id=session)
-    msg_id = nb.run(ws)
-    nb.release(K + 1)
-    until_line(ws, msg_id, K)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    msg_id, _count = nb.leave_mid_cell(ws)
     nb.release(K + 3)  # printed while away: buffered, and written into the document
     wait_doc(collab_server, nb, lines(K + 3), "running")
     back = KernelWebsocket(collab_server, nb.kernel_id, session_id=session, ready_on="control")
@@ -319,11 +298,7 @@ def test_collab_restart_ends_an_owned_cell_idle(collab_server: JupyterServer) ->
     nb = Notebook(collab_server, "restart_live.ipynb")
     collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
     ws = KernelWebsocket(collab_server, nb.kernel_id)
-    msg_id = nb.run(ws, resist=True)
-    nb.release(K + 1)
-    until_line(ws, msg_id, K)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    _msg_id, _count = nb.leave_mid_cell(ws, resist=True)
     wait_doc(collab_server, nb, lines(K + 1), "running")
     collab_server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
     cell = wait_doc(collab_server, nb, lines(K + 1), "idle")
