@@ -22,7 +22,8 @@ kernels can keep a departed tab's outputs (docs/PROTOCOL.md section 6) if it hea
   before it reads what the feed sends), so the feed hears every cell from its first
   message; if the feed cannot be made live within ``kernel_info_timeout`` (at most
   ``FEED_READY_TIMEOUT`` s) the tab's messages go on without it, and the log says the
-  kernel's outputs will not survive its tab.
+  kernel's outputs will not survive its tab. Once live, no tab waits for it again: after a
+  lost connection stock reconnects it (the gap is logged as lost) or gives up.
 
 A restart or shutdown through the server's API ends the running cells as for local kernels
 (jupyter_server's kernel action events); one the gateway makes itself reaches the feed as
@@ -89,14 +90,10 @@ def decode(message: str | bytes) -> dict[str, Any] | None:
 class GatewayLink(GatewayWebSocketConnection):
     """jupyter_server's websocket to the gateway, which closes what it opened.
 
-    Stock leaves its websocket to the gateway open, unread, when its tab closes before the
+    Stock leaves its websocket to the gateway open and unread when its tab closed before the
     gateway answered (``disconnect`` cannot cancel a tornado future, and ``_connection_done``
-    only logs). JupyterLab and Notebook 7 often do just that when a notebook opens: they close
-    their first kernel websocket within milliseconds and open it again with the same session.
-    The gateway then finds the leaked websocket as a "stale connection" of that session and
-    waits on it: the page's kernel stayed unconnected for a minute here (Enterprise Gateway
-    3.3), or for good when the server gave up on the gateway meanwhile and dropped the page's
-    ``kernel_info_request``. Closing it lets the gateway see the session free.
+    only logs): the gateway keeps the kernel's channels for it and counts it as a connection
+    (a connected kernel is not culled) until the server stops. This one closes it.
     """
 
     def _connection_done(self, fut: Any) -> None:
@@ -117,6 +114,8 @@ class FeedSocket(GatewayLink):
         self.owner = owner
         self.on_live = on_live
         self.live = False
+        #: it was live once: tabs no longer wait for it (a reconnect's gap is logged as lost)
+        self.was_live = False
         self._probe: str | None = None
         # Its own session: the gateway routes its replies to it, and no tab's is taken over.
         self.session.session = f"ipykernel-ext-outputs-{uuid.uuid4().hex}"
@@ -145,7 +144,7 @@ class FeedSocket(GatewayLink):
                 and msg.get("channel") == "control"
                 and (msg.get("parent_header") or {}).get("msg_id") == self._probe
             ):
-                self.live = True
+                self.live = self.was_live = True
                 self.on_live()
             return  # before the probe's reply: no tab's message has reached the kernel yet
         owner = self.owner
@@ -182,9 +181,10 @@ class GatewayFeed:
 
     @property
     def passable(self) -> bool:
-        """Whether a tab's message may go to the kernel now (the feed hears what follows, or
-        will not hear anything)."""
-        return self.socket is None or self.socket.live or self.gave_up
+        """Whether a tab's message may go to the kernel now: the feed hears what follows, or
+        will not (it was not live in time); once live, never waited for again (after a lost
+        connection stock reconnects, or gives up: a tab must not wait on that)."""
+        return self.socket is None or self.socket.was_live or self.gave_up
 
     def when_passable(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once :attr:`passable` (now, if it is)."""

@@ -10,6 +10,13 @@ on localhost.
 The cell prints a line per barrier file the test writes (:mod:`harness.outputs_notebook`), so
 every step is paced by the test; verdicts are what the file, the live document and the
 gateway's kernel model hold; the server's log lines are barriers; time bounds are hang guards.
+
+What is checked: a closed tab's cell reaches the file whole once it ended (ours and stock
+kernels); with collaboration the document follows it line by line; the input echo stays in
+its place; a restart through the server ends an owned cell with what it had; the server's own
+websocket to the gateway is there while needed and gone after (the gateway's connection
+count); a browser-like websocket that fails its handshake opens nothing at the gateway (no
+stale connection for its retry); with the extension off the later lines are lost, as on stock.
 """
 
 from __future__ import annotations
