@@ -147,14 +147,17 @@ def test_with_the_extension_off_the_cell_is_lost_as_on_stock(
         srv.stop()
 
 
-def test_collab_document_gets_the_lines_as_they_come(gateway: EnterpriseGateway) -> None:
+@pytest.mark.parametrize("kernel", [EG_EXT, EG_STOCK])
+def test_collab_document_gets_the_lines_as_they_come(
+    gateway: EnterpriseGateway, kernel: str
+) -> None:
     pytest.importorskip(
         "jupyter_server_ydoc",
         reason="jupyter-collaboration is not installed (pip install 'ipykernel-ext[collab]')",
     )
     srv = gateway_server(gateway, collab=True)
     try:
-        nb = Notebook(srv, "gw-live.ipynb", EG_EXT)
+        nb = Notebook(srv, f"gw-live-{kernel}.ipynb", kernel)
         srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
         ws = KernelWebsocket(srv, nb.kernel_id, legacy=True)
         _msg_id, count = nb.leave_mid_cell(ws)
