@@ -74,9 +74,11 @@ def burst_to_idle(ws: KernelWebsocket, lines: int) -> float:
     start = time.perf_counter()
     msg_id = ws.execute(f"for i in range({lines}):\n    print(i, flush=True)")
     ws.recv_until(
-        lambda m: m["msg_type"] == "status"
-        and m["content"].get("execution_state") == "idle"
-        and m["parent_header"].get("msg_id") == msg_id,
+        lambda m: (
+            m["msg_type"] == "status"
+            and m["content"].get("execution_state") == "idle"
+            and m["parent_header"].get("msg_id") == msg_id
+        ),
         timeout=HANG,
     )
     elapsed = time.perf_counter() - start

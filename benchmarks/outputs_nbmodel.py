@@ -123,7 +123,8 @@ def make_server(side: str, venv: Path, case: str) -> JupyterServer:
     args = [*LAB_ARGS, *(["--YDocExtension.disable_rtc=True"] if case == "s" else [])]
     if side == "ours":
         return JupyterServer(
-            app="lab", encryption=True,
+            app="lab",
+            encryption=True,
             extra_args=[*args, f"--ServerApp.kernel_websocket_connection_class={SHARED}"],
         )
     return NbmodelLab(venv / "bin" / "python", app="lab", encryption=False, extra_args=args)
@@ -149,8 +150,11 @@ def expected(case: str, at_end: bool) -> list[list[tuple[str, str]]] | None:
 def drawn(shown: Shown, value: int) -> bool:
     """(g): the slider drawn as a widget at ``value`` and the HTML drawn as HTML."""
     outs = shown[0]["outputs"] if shown else []
-    return (len(outs) == 2 and (outs[0]["sliders"], outs[0]["readout"]) == (1, str(value))
-            and (outs[1]["mime"], outs[1]["marks"]) == ("text/html", 1))
+    return (
+        len(outs) == 2
+        and (outs[0]["sliders"], outs[0]["readout"]) == (1, str(value))
+        and (outs[1]["mime"], outs[1]["marks"]) == ("text/html", 1)
+    )
 
 
 def page_whole(case: str, shown: Shown, at_end: bool) -> bool:
@@ -158,11 +162,15 @@ def page_whole(case: str, shown: Shown, at_end: bool) -> bool:
     if len(shown) != n:
         return False
     prompts = [c["prompt"] or "" for c in shown]
-    ok_prompts = (all(re.fullmatch(r"\[\d+\]:", p) for p in prompts) if at_end
-                  else prompts == ["[*]:"] * n)
+    ok_prompts = (
+        all(re.fullmatch(r"\[\d+\]:", p) for p in prompts) if at_end else prompts == ["[*]:"] * n
+    )
     want = expected(case, at_end)
-    content = drawn(shown, 40 if at_end else 29) if want is None else (
-        [outputs(c) for c in shown] == want)
+    content = (
+        drawn(shown, 40 if at_end else 29)
+        if want is None
+        else ([outputs(c) for c in shown] == want)
+    )
     return content and ok_prompts
 
 
@@ -173,14 +181,26 @@ def file_expected(case: str) -> list[list[tuple[str, Any]]]:
     if case in "abcds":
         return [stream([*lines("line", 40), "done"])]
     if case == "e":
-        return [[("stream:stdout", "frame 19\n"), ("display_data", ("text/plain",)),
-                 ("stream:stdout", "progress 39\n")]]
+        return [
+            [
+                ("stream:stdout", "frame 19\n"),
+                ("display_data", ("text/plain",)),
+                ("stream:stdout", "progress 39\n"),
+            ]
+        ]
     if case == "f":
-        return [stream([*lines("line", 40), "done"]), stream([*lines("second", 10), "done"]),
-                stream([*lines("third", 10), "done"])]
+        return [
+            stream([*lines("line", 40), "done"]),
+            stream([*lines("second", 10), "done"]),
+            stream([*lines("third", 10), "done"]),
+        ]
     widget = "application/vnd.jupyter.widget-view+json"
-    return [[("display_data", tuple(sorted(["text/plain", widget]))),
-             ("display_data", ("text/html", "text/plain"))]]
+    return [
+        [
+            ("display_data", tuple(sorted(["text/plain", widget]))),
+            ("display_data", ("text/html", "text/plain")),
+        ]
+    ]
 
 
 def file_ok(path: Path, case: str) -> bool:
@@ -189,10 +209,10 @@ def file_ok(path: Path, case: str) -> bool:
     ok = all(
         (held.get(f"cell-{i}") or {}).get("outputs") == want
         and (held.get(f"cell-{i}") or {}).get("count") is not None
-        for i, want in enumerate(file_expected(case)))
+        for i, want in enumerate(file_expected(case))
+    )
     # (e): the display saved at its last value, not only as a display
-    return ok and (case != "e" or file_output_data(path, "cell-0") == [
-        {"text/plain": "status 39"}])
+    return ok and (case != "e" or file_output_data(path, "cell-0") == [{"text/plain": "status 39"}])
 
 
 def describe(case: str, shown: Shown) -> str:
@@ -240,8 +260,11 @@ def sources(case: str, nb: Notebook) -> list[str]:
     if case == "g":
         return [widget_cell(nb.holds())]
     if case == "f":
-        return [counting_cell(nb.holds(0)), counting_cell(nb.holds(1), "second", n=10, at=()),
-                counting_cell(nb.holds(2), "third", n=10, at=())]
+        return [
+            counting_cell(nb.holds(0)),
+            counting_cell(nb.holds(1), "second", n=10, at=()),
+            counting_cell(nb.holds(2), "third", n=10, at=()),
+        ]
     return [counting_cell(nb.holds())]
 
 
@@ -253,8 +276,7 @@ def step5(case: str) -> Callable[[Shown], bool]:
     return shows_line(0, "line 5")
 
 
-def leave_and_come_back(case: str, nb: Notebook, context: Any, page: Any,
-                        holds: Holds) -> Any:
+def leave_and_come_back(case: str, nb: Notebook, context: Any, page: Any, holds: Holds) -> Any:
     """The tab leaves at hold 1; the cell goes on to hold 2; returns the page to look at."""
     lab = nb.lab
 
@@ -319,8 +341,11 @@ def run_case(browser: Any, side: str, case: str, venv: Path, settle: float) -> R
                 holds.release_all()
             for holds in all_holds:
                 holds.wait_ended()
-            wait_for(lambda: lab.kernel_model(kernel_id)["execution_state"] == "idle",
-                     HANG, what="the kernel idle (server)")
+            wait_for(
+                lambda: lab.kernel_model(kernel_id)["execution_state"] == "idle",
+                HANG,
+                what="the kernel idle (server)",
+            )
             if case == "s":  # reopened once the file has the outputs, or after --settle s
                 with contextlib.suppress(TimeoutError):
                     wait_for(lambda: file_ok(nb.path, case), settle, what="the file written")
@@ -330,8 +355,7 @@ def run_case(browser: Any, side: str, case: str, venv: Path, settle: float) -> R
             result.end_prompt = " ".join(c["prompt"] or "-" for c in shown)
             save(page)
             try:
-                wait_for(lambda: file_ok(nb.path, case), settle, what="the file saved",
-                         page=page)
+                wait_for(lambda: file_ok(nb.path, case), settle, what="the file saved", page=page)
                 result.file_whole = True
             except TimeoutError:
                 pass
@@ -348,13 +372,22 @@ def run_case(browser: Any, side: str, case: str, venv: Path, settle: float) -> R
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cases", default=ALL_CASES,
-                        help="the cases, letters a-g (default all; --quick: a)")
+    parser.add_argument(
+        "--cases", default=ALL_CASES, help="the cases, letters a-g (default all; --quick: a)"
+    )
     parser.add_argument("--sides", default="ours,nbmodel", help="ours, nbmodel or both")
-    parser.add_argument("--venv", type=Path, default=ROOT / "build" / "nbmodel-venv",
-                        help="the venv with jupyter-server-nbmodel (default build/nbmodel-venv)")
-    parser.add_argument("--settle", type=float, default=20,
-                        help="seconds each read waits for the whole state before it reads")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=ROOT / "build" / "nbmodel-venv",
+        help="the venv with jupyter-server-nbmodel (default build/nbmodel-venv)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=20,
+        help="seconds each read waits for the whole state before it reads",
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -364,8 +397,10 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
         raise SystemExit(2)  # a run that measured nothing must not look like one that did
     sides = args.sides.split(",")
     if "nbmodel" in sides and not (args.venv / "bin" / "python").exists():
-        print(f"outputs_nbmodel: no venv at {args.venv} (see --help for how to make one)",
-              file=sys.stderr)
+        print(
+            f"outputs_nbmodel: no venv at {args.venv} (see --help for how to make one)",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     cases = "a" if args.quick and args.cases == ALL_CASES else args.cases.replace(",", "")
     results: list[Result] = []
@@ -376,16 +411,40 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
                     started = time.perf_counter()
                     result = run_case(browser, side, case, args.venv, args.settle)
                     results.append(result)
-                    print(f"  {side:8} ({case}) {time.perf_counter() - started:.0f} s {result}",
-                          flush=True)
+                    print(
+                        f"  {side:8} ({case}) {time.perf_counter() - started:.0f} s {result}",
+                        flush=True,
+                    )
     print()
-    rows = [[f"({r.case}) {CASES[r.case]}", r.side, "yes" if r.step5_shown else "no",
-             r.mid, r.mid_prompt, r.end, r.end_prompt, "yes" if r.file_whole else "no",
-             ("**yes**" if r.whole else "no") + (f" ({r.error})" if r.error else "")]
-            for r in results]
-    print_table(["case", "side", "step 5 shown before leaving", "mid-cell, tab back",
-                 "prompt", "after the end", "prompt", "file after save", "whole"],
-                rows, markdown=True)
+    rows = [
+        [
+            f"({r.case}) {CASES[r.case]}",
+            r.side,
+            "yes" if r.step5_shown else "no",
+            r.mid,
+            r.mid_prompt,
+            r.end,
+            r.end_prompt,
+            "yes" if r.file_whole else "no",
+            ("**yes**" if r.whole else "no") + (f" ({r.error})" if r.error else ""),
+        ]
+        for r in results
+    ]
+    print_table(
+        [
+            "case",
+            "side",
+            "step 5 shown before leaving",
+            "mid-cell, tab back",
+            "prompt",
+            "after the end",
+            "prompt",
+            "file after save",
+            "whole",
+        ],
+        rows,
+        markdown=True,
+    )
     return {"results": [asdict(r) | {"whole": r.whole} for r in results]}
 
 

@@ -55,7 +55,7 @@ SHARED = "ipykernel_ext.server.SharedChannelsConnection"
 NOTEBOOK = "bench.ipynb"
 CELL_ID = "bench-cell"
 POLL = 0.25
-#: Where the fold notes a cut (ipykernel_ext.outputs.fold.CUT_NOTE_KEY).
+#: Where the fold notes a cut (ipykernel_ext.server.outputs.fold.CUT_NOTE_KEY).
 CUT_NOTE_KEY = "ipykernel_ext_cut"
 MB50_LINES = 50 * 1024 * 1024 // 1000
 
@@ -116,11 +116,17 @@ def cpu_seconds(proc: Any) -> float:
 
 def notebook(code: str) -> dict[str, Any]:
     cell = {
-        "cell_type": "code", "id": CELL_ID, "source": code, "metadata": {},
-        "outputs": [], "execution_count": None,
+        "cell_type": "code",
+        "id": CELL_ID,
+        "source": code,
+        "metadata": {},
+        "outputs": [],
+        "execution_count": None,
     }
     return {
-        "nbformat": 4, "nbformat_minor": 5, "cells": [cell],
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "cells": [cell],
         "metadata": {"kernelspec": {"name": EXT, "display_name": EXT, "language": "python"}},
     }
 
@@ -171,15 +177,24 @@ class Bench:
 
         self.server.start()
         self.proc = psutil.Process(self.server.proc.pid)  # type: ignore[union-attr]
-        self.server.api("PUT", f"api/contents/{NOTEBOOK}", {
-            "type": "notebook", "format": "json", "content": notebook(self.code)})
-        session = self.server.api("POST", "api/sessions", {
-            "path": NOTEBOOK, "name": NOTEBOOK, "type": "notebook", "kernel": {"name": EXT}},
-            timeout=120)
+        self.server.api(
+            "PUT",
+            f"api/contents/{NOTEBOOK}",
+            {"type": "notebook", "format": "json", "content": notebook(self.code)},
+        )
+        session = self.server.api(
+            "POST",
+            "api/sessions",
+            {"path": NOTEBOOK, "name": NOTEBOOK, "type": "notebook", "kernel": {"name": EXT}},
+            timeout=120,
+        )
         self.kernel_id = session["kernel"]["id"]
         if self.collab:  # the room a tab of the notebook would have open
-            self.server.api("POST", "outputs-test/collab", {
-                "path": NOTEBOOK, "cell_id": CELL_ID, "messages": [], "create": True})
+            self.server.api(
+                "POST",
+                "outputs-test/collab",
+                {"path": NOTEBOOK, "cell_id": CELL_ID, "messages": [], "create": True},
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -189,8 +204,7 @@ class Bench:
         if self.collab:
             cells = self.server.api("GET", f"outputs-test/doc?path={NOTEBOOK}")["cells"]
         else:
-            cells = self.server.api("GET", f"api/contents/{NOTEBOOK}?content=1")["content"][
-                "cells"]
+            cells = self.server.api("GET", f"api/contents/{NOTEBOOK}?content=1")["content"]["cells"]
         return find_cell(cells)
 
     def wait_idle(self, timeout: float) -> None:
@@ -209,9 +223,18 @@ def run_trial(
         ws = KernelWebsocket(bench.server, bench.kernel_id, session_id=uuid.uuid4().hex)
         rss_before = bench.proc.memory_info().rss / 2**20
         cpu0, start = cpu_seconds(bench.proc), time.perf_counter()
-        msg_id = ws.send("shell", "execute_request", {
-            "code": code, "silent": False, "store_history": True, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": True}, metadata={"cellId": CELL_ID},
+        msg_id = ws.send(
+            "shell",
+            "execute_request",
+            {
+                "code": code,
+                "silent": False,
+                "store_history": True,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            },
+            metadata={"cellId": CELL_ID},
         )["header"]["msg_id"]
         reopen = None
         if tab == "open":
@@ -223,8 +246,9 @@ def run_trial(
             count = reply["content"].get("execution_count") is not None
         else:
             ws.recv_until(
-                lambda m: m["msg_type"] == "stream"
-                and m["parent_header"].get("msg_id") == msg_id, timeout)
+                lambda m: m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id,
+                timeout,
+            )
             ws.close()
             bench.wait_idle(timeout)
             reopen = time.perf_counter()
@@ -246,8 +270,14 @@ def run_trial(
         peak = proc_status_kb(bench.proc.pid, "VmHWM") / 1024
     lost = kept == "lost"
     return Trial(
-        cell=cell, collab=collab, keep_outputs=keep, tab=tab, kept=kept,
-        execution_count=count, cpu_seconds=cpu, peak_rss_mb=peak,
+        cell=cell,
+        collab=collab,
+        keep_outputs=keep,
+        tab=tab,
+        kept=kept,
+        execution_count=count,
+        cpu_seconds=cpu,
+        peak_rss_mb=peak,
         rss_growth_mb=peak - rss_before,
         to_last_line=None if lost else done - start,
         reopen_to_last_line=None if lost or reopen is None else done - reopen,
@@ -255,51 +285,97 @@ def run_trial(
 
 
 def summarize(trials: list[Trial]) -> None:
-    keys = sorted({(t.cell, t.collab, t.keep_outputs) for t in trials},
-                  key=lambda k: (list(CELLS).index(k[0]), not k[1], not k[2]))
+    keys = sorted(
+        {(t.cell, t.collab, t.keep_outputs) for t in trials},
+        key=lambda k: (list(CELLS).index(k[0]), not k[1], not k[2]),
+    )
     rows = []
     for cell, collab, keep in keys:
-        group = {tab: [t for t in trials if (t.cell, t.collab, t.keep_outputs, t.tab)
-                       == (cell, collab, keep, tab)] for tab in ("open", "closed")}
-        med = {tab: {f: median(getattr(t, f) for t in mine) for f in (
-            "cpu_seconds", "peak_rss_mb", "rss_growth_mb", "to_last_line",
-            "reopen_to_last_line")} for tab, mine in group.items()}
+        group = {
+            tab: [
+                t
+                for t in trials
+                if (t.cell, t.collab, t.keep_outputs, t.tab) == (cell, collab, keep, tab)
+            ]
+            for tab in ("open", "closed")
+        }
+        med = {
+            tab: {
+                f: median(getattr(t, f) for t in mine)
+                for f in (
+                    "cpu_seconds",
+                    "peak_rss_mb",
+                    "rss_growth_mb",
+                    "to_last_line",
+                    "reopen_to_last_line",
+                )
+            }
+            for tab, mine in group.items()
+        }
         for tab, mine in group.items():
             if not mine:
                 continue
             m, o = med[tab], med["open"]
             closed = tab == "closed"
             kept = sorted({t.kept for t in mine})
-            rows.append([
-                cell, "on" if collab else "off", str(keep), tab,
-                f"{'/'.join(kept)} ({sum(t.kept != 'lost' for t in mine)}/{len(mine)})",
-                fmt(m["cpu_seconds"], 2, " s"),
-                fmt(ratio(m["cpu_seconds"], o["cpu_seconds"]), 2, "x") if closed else "",
-                fmt(m["peak_rss_mb"], 0, " MB"),
-                fmt(m["rss_growth_mb"], 0, " MB"),
-                fmt(ratio(m["rss_growth_mb"], o["rss_growth_mb"]), 2, "x") if closed else "",
-                fmt(m["to_last_line"], 1, " s"),
-                fmt(m["reopen_to_last_line"], 2, " s") if closed else "",
-            ])
+            rows.append(
+                [
+                    cell,
+                    "on" if collab else "off",
+                    str(keep),
+                    tab,
+                    f"{'/'.join(kept)} ({sum(t.kept != 'lost' for t in mine)}/{len(mine)})",
+                    fmt(m["cpu_seconds"], 2, " s"),
+                    fmt(ratio(m["cpu_seconds"], o["cpu_seconds"]), 2, "x") if closed else "",
+                    fmt(m["peak_rss_mb"], 0, " MB"),
+                    fmt(m["rss_growth_mb"], 0, " MB"),
+                    fmt(ratio(m["rss_growth_mb"], o["rss_growth_mb"]), 2, "x") if closed else "",
+                    fmt(m["to_last_line"], 1, " s"),
+                    fmt(m["reopen_to_last_line"], 2, " s") if closed else "",
+                ]
+            )
     print_table(
-        ["cell", "collab", "keep_outputs", "tab", "kept (trials)", "server CPU",
-         "closed/open", "peak RSS", "RSS growth", "closed/open", "execute to last line",
-         "reopen to last line"],
-        rows, markdown=True,
+        [
+            "cell",
+            "collab",
+            "keep_outputs",
+            "tab",
+            "kept (trials)",
+            "server CPU",
+            "closed/open",
+            "peak RSS",
+            "RSS growth",
+            "closed/open",
+            "execute to last line",
+            "reopen to last line",
+        ],
+        rows,
+        markdown=True,
     )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cells", default="lines,50mb",
-                        help="comma-separated: lines (100000 lines), 50mb (default both)")
-    parser.add_argument("--collab", default="on,off",
-                        help="collaboration rows: on, off or on,off (default on,off; on needs "
-                             "jupyter-collaboration, pip install '.[collab]')")
-    parser.add_argument("--keep", default="true,false",
-                        help="keep_outputs values (default true,false)")
-    parser.add_argument("--seconds", type=float, default=6,
-                        help="how long the cell spreads its output over, in 50 chunks "
-                             "(default 6 s: past the 2 s grace; 0: as fast as it can print)")
+    parser.add_argument(
+        "--cells",
+        default="lines,50mb",
+        help="comma-separated: lines (100000 lines), 50mb (default both)",
+    )
+    parser.add_argument(
+        "--collab",
+        default="on,off",
+        help="collaboration rows: on, off or on,off (default on,off; on needs "
+        "jupyter-collaboration, pip install '.[collab]')",
+    )
+    parser.add_argument(
+        "--keep", default="true,false", help="keep_outputs values (default true,false)"
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=6,
+        help="how long the cell spreads its output over, in 50 chunks "
+        "(default 6 s: past the 2 s grace; 0: as fast as it can print)",
+    )
     parser.add_argument("--timeout", type=float, default=300, help="hang guard per step, s")
 
 
@@ -328,8 +404,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             f"keep={keep!s:5} tab {tab:6}: {t.kept}, CPU {t.cpu_seconds:.2f} s, "
                             f"peak {t.peak_rss_mb:.0f} MB (+{t.rss_growth_mb:.0f}), "
                             f"last line {fmt(t.to_last_line, 1, ' s')}"
-                            + (f" (reopen +{fmt(t.reopen_to_last_line, 2, ' s')})"
-                               if tab == "closed" else ""),
+                            + (
+                                f" (reopen +{fmt(t.reopen_to_last_line, 2, ' s')})"
+                                if tab == "closed"
+                                else ""
+                            ),
                             flush=True,
                         )
     print()

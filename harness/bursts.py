@@ -15,12 +15,12 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient
 
-from ipykernel_ext.client import run_cell
+from ipykernel_ext.demo.cells import run_cell
 
 #: A comm target no client registers: for a client, a comm_open to it is just a message.
 UNKNOWN_TARGET = "ipykernel_ext.tests.nobody"
 
-#: The first words of the kernel's stall warning (ipykernel_ext/kernel/iopub.py).
+#: The first words of the kernel's stall warning (ipykernel_ext/kernel/iopub/socket.py).
 STALL_WARNING = "subscriber stall(s): a frontend's queue stayed full"
 
 #: The stall kernel's options. A subscriber that reads is treated as stalled if it cannot

@@ -14,7 +14,7 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient
 
-from ipykernel_ext.client import run_cell
+from ipykernel_ext.demo.cells import run_cell
 
 from .messages import is_status, wait_iopub
 

@@ -144,9 +144,11 @@ def until_line(ws: KernelWebsocket, msg_id: str, k: int) -> list[dict[str, Any]]
     """Read ``ws`` up to the stream that prints ``line k``; returns what it read (backlog
     included), in order."""
     last = ws.recv_until(
-        lambda m: m["msg_type"] == "stream"
-        and m["parent_header"].get("msg_id") == msg_id
-        and f"line {k}\n" in m["content"]["text"],
+        lambda m: (
+            m["msg_type"] == "stream"
+            and m["parent_header"].get("msg_id") == msg_id
+            and f"line {k}\n" in m["content"]["text"]
+        ),
         timeout=120,
     )
     read, ws.backlog = [*ws.backlog, last], []

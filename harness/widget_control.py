@@ -1,7 +1,7 @@
 """ipywidgets' control comm as its manager drives it: open, ``request_states``, close.
 
 The requests a frontend sends to fetch every widget's state, and the predicates for the
-answer, for the tests of :mod:`ipykernel_ext.kernel.busy_answers` / ``control_comm`` and the
+answer, for the tests of :mod:`ipykernel_ext.kernel.busy.answers` / ``control_comm`` and the
 widget-fetch benchmarks; and the run-time switch ``ExtKernel.answer_while_busy`` (off:
 ipywidgets' own handler answers the comm).
 """

@@ -31,8 +31,7 @@ os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")
 _HERE = Path(__file__).resolve().parent
 
 #: Each folder of tests/ and the marker its tests get (declared in pyproject.toml).
-LAYERS = ("unit", "kernel", "client", "shared_channels", "server", "browser", "package",
-          "upstream")
+LAYERS = ("unit", "kernel", "client", "shared_channels", "server", "browser", "package", "upstream")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -196,9 +196,10 @@ class Link(Condition):
             def trial(kernel_name: str, load: Load) -> Outcome:
                 if load.kind != "grid":
                     raise ValueError(f"the link reader runs a widget grid, not {load.label}")
-                with kernel(
-                    kernel_name, client=shell_and_control_client, ip=net.host_ip
-                ) as (km, kc):
+                with kernel(kernel_name, client=shell_and_control_client, ip=net.host_ip) as (
+                    km,
+                    kc,
+                ):
                     read = self.read_in_namespace(net.exec_prefix, km, load, settings)
                     stats = client_stats(kc, kernel_name == EXT)
                 return self.outcome(kernel_name, load, read, stats)

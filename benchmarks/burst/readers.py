@@ -30,8 +30,8 @@ from harness.bursts import PAUSE_AFTER_COMM_OPEN
 from harness.kernel_websocket import KernelWebsocket
 from harness.kernels import iopub_stats
 from harness.server import JupyterServer, ServerPause
-from ipykernel_ext.client import run_cell
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS
+from ipykernel_ext.demo.cells import run_cell
+from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS
 
 #: Once the execute_reply is in (and any pause is over), this long without a message means
 #: the idle was lost: the kernel has nothing more to send.

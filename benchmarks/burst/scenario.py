@@ -209,8 +209,9 @@ def print_comparisons(rows: list[dict[str, Any]]) -> None:
                 f" {ratio(ours['median_s'], stock_tcp['median_s']):.2f} (target <= 1.05)"
             )
         for kernel_name in KERNELS:
-            alone, cosub = _find(rows, "curve", load, kernel_name), _find(
-                rows, "cosub", load, kernel_name
+            alone, cosub = (
+                _find(rows, "curve", load, kernel_name),
+                _find(rows, "cosub", load, kernel_name),
             )
             if alone and cosub and alone["median_s"] and cosub["median_s"]:
                 lines.append(

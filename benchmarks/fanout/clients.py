@@ -188,4 +188,3 @@ def burst(
         pipe.send(("burst", msg_id, code, timeout, i == 0))
     results = [pipe.recv() for pipe in pipes]
     return [r for res in results for r in res[:-1]], results[0][-1][1]
-

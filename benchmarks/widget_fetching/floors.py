@@ -24,7 +24,7 @@ from benchmarks.trials import median
 KERNEL_SIDE = """
 import json as _json, time as _time
 from ipywidgets.widgets import widget as _wm
-from ipykernel_ext.kernel.widget_state import build_widget_state_reply as _build
+from ipykernel_ext.kernel.widgets.snapshot import build_widget_state_reply as _build
 _pack = get_ipython().kernel.session.pack
 
 def _straightforward():

@@ -109,4 +109,3 @@ def kernel_side_row(row: dict[str, Any]) -> list[str]:
     comm, plain, ours = (median(row["kernel_side"][k]) for k in ("comm", "plain", "ours"))
     in_ms = [fmt(None if x is None else x * 1000, 1) for x in (comm, plain, ours)]
     return [row["scenario"], *in_ms, fmt(ratio(ours, comm)), fmt(ratio(ours, plain))]
-

@@ -6,7 +6,7 @@ the server's ``PYTHONPATH``. The harness imports their constants as
 ``harness.server_extensions.<name>``. Never part of the package.
 
 * ``pause_extension``: a request that blocks the server's event loop for N seconds;
-* ``outputs_extension``: ``ipykernel_ext.outputs``' writers driven inside the server;
+* ``outputs_extension``: ``ipykernel_ext.server.outputs``' writers driven inside the server;
 * ``lose_once``: not an extension but a ContentsManager ``post_save_hook`` (by its dotted
   name, ``harness.server_extensions.lose_once.hook``) that loses a notebook after one save.
 """

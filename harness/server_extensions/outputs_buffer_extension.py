@@ -26,7 +26,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from ipykernel_ext.server import SharedChannelsConnection
-from ipykernel_ext.server.outputs import OUTPUT_MSG_TYPES
+from ipykernel_ext.server.outputs.owner import OUTPUT_MSG_TYPES
 from ipykernel_ext.shared_channels import KernelMessage
 
 
@@ -43,16 +43,20 @@ class BufferHandler(APIHandler):
         outputs = [m for m in mine if m.channel == "iopub" and m.msg_type in OUTPUT_MSG_TYPES]
         streams = list((info.get("channels") or {}).values())
         owner = SharedChannelsConnection._owners._by_kernel.get(kernel_id)
-        self.finish(json.dumps({
-            "buffering": bool(info),
-            "outputs": len(outputs),
-            "outputs_decoded": sum("content" in m.cache for m in outputs),
-            "others": len(mine) - len(outputs),
-            "skipped": streams[0].client.skipped_diverted if streams else 0,
-            "owner": owner is not None,
-            "owned": owner is not None and msg_id in owner.owned,
-            "hidden": owner is not None and msg_id in owner.hidden,
-        }))
+        self.finish(
+            json.dumps(
+                {
+                    "buffering": bool(info),
+                    "outputs": len(outputs),
+                    "outputs_decoded": sum("content" in m.cache for m in outputs),
+                    "others": len(mine) - len(outputs),
+                    "skipped": streams[0].client.skipped_diverted if streams else 0,
+                    "owner": owner is not None,
+                    "owned": owner is not None and msg_id in owner.owned,
+                    "hidden": owner is not None and msg_id in owner.hidden,
+                }
+            )
+        )
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
@@ -61,6 +65,4 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     base = serverapp.web_app.settings["base_url"]
-    serverapp.web_app.add_handlers(
-        ".*$", [(url_path_join(base, "outputs-buffer"), BufferHandler)]
-    )
+    serverapp.web_app.add_handlers(".*$", [(url_path_join(base, "outputs-buffer"), BufferHandler)])

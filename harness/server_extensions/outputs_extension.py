@@ -1,4 +1,5 @@
-"""A jupyter_server extension for tests: drives ipykernel_ext.outputs' writers in a real server.
+"""A jupyter_server extension for tests: drives ipykernel_ext.server.outputs' writers in a real
+server.
 
 The writers run where they will run for real: inside a jupyter_server, on its event loop,
 against jupyter-collaboration's live rooms and the server's own ContentsManager. The test
@@ -24,9 +25,9 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ipykernel_ext.outputs import KernelOutputs
-from ipykernel_ext.outputs.collab import CollabWriter, find_cell
-from ipykernel_ext.outputs.contents import ContentsWriter
+from ipykernel_ext.server.outputs import KernelOutputs
+from ipykernel_ext.server.outputs.collab import CollabWriter, find_cell
+from ipykernel_ext.server.outputs.contents import ContentsWriter
 
 
 def _plain(value: Any) -> Any:
@@ -56,29 +57,46 @@ class CollabHandler(APIHandler):
 
         def record(batch: Any) -> None:
             events.append(
-                [{"path": list(e.path), "delta": _plain(getattr(e, "delta", None)),
-                  "keys": _plain(getattr(e, "keys", None))} for e in batch]
+                [
+                    {
+                        "path": list(e.path),
+                        "delta": _plain(getattr(e, "delta", None)),
+                        "keys": _plain(getattr(e, "keys", None)),
+                    }
+                    for e in batch
+                ]
             )
 
         ycell = find_cell(doc, cell_id)
         subscription = ycell.observe_deep(record)
         kernel = KernelOutputs(**body.get("bounds", {}))
         kernel.on_execute_request(
-            {"header": {"msg_id": "req", "session": "tab", "msg_type": "execute_request"},
-             "metadata": {"cellId": cell_id}}
+            {
+                "header": {"msg_id": "req", "session": "tab", "msg_type": "execute_request"},
+                "metadata": {"cellId": cell_id},
+            }
         )
         cell = kernel.cells["req"]
         writes = 0
         try:
             for msg in body["messages"]:
                 if "req" in kernel.on_iopub(msg):
-                    await writer.write(path, cell_id, cell.outputs.to_nbformat(),
-                                       cell.execution_count, cell.state)
+                    await writer.write(
+                        path, cell_id, cell.outputs.to_nbformat(), cell.execution_count, cell.state
+                    )
                     writes += 1
         finally:
             ycell.unobserve(subscription)
-        self.finish(json.dumps({"outputs": cell.outputs.to_nbformat(), "writes": writes,
-                                "execution_count": cell.execution_count, "events": events}))
+        self.finish(
+            json.dumps(
+                {
+                    "outputs": cell.outputs.to_nbformat(),
+                    "writes": writes,
+                    "execution_count": cell.execution_count,
+                    "events": events,
+                }
+            )
+        )
 
 
 class DocHandler(APIHandler):

@@ -39,6 +39,4 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     base = serverapp.web_app.settings["base_url"]
-    serverapp.web_app.add_handlers(
-        ".*$", [(url_path_join(base, "outputs-room/doc"), DocHandler)]
-    )
+    serverapp.web_app.add_handlers(".*$", [(url_path_join(base, "outputs-room/doc"), DocHandler)])

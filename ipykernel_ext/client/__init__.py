@@ -6,24 +6,18 @@ Client side only: nothing here imports the kernel side (tests/package/test_layer
 * :func:`fetch_widget_states` (:mod:`.widget_state`): every widget model in one round trip;
 * :class:`RouterClient` (:mod:`.router`, :mod:`.reach`): one ROUTER socket per channel for
   many kernels started with ``--router-identity=endpoint``;
-* :func:`run_cell` (:mod:`.cell`): run a cell and collect its IOPub messages until its idle.
 """
 
-from .cell import CellRun, CellTimeout, ReaderPause, run_cell
 from .comm_echo import is_own_echo
 from .reach import KernelUnreachable
 from .router import RouterClient
 from .widget_state import WidgetStateError, async_fetch_widget_states, fetch_widget_states
 
 __all__ = [
-    "CellRun",
-    "CellTimeout",
     "KernelUnreachable",
-    "ReaderPause",
     "RouterClient",
     "WidgetStateError",
     "async_fetch_widget_states",
     "fetch_widget_states",
     "is_own_echo",
-    "run_cell",
 ]

@@ -2,10 +2,10 @@
 
 Wiring only. What each feature does lives in its own module:
 
-* :mod:`ipykernel_ext.kernel.comm_echo` publishes ``comm_echo`` for the comm messages clients send;
-* :mod:`ipykernel_ext.kernel.widget_state` snapshots every ipywidgets model for one reply;
-* :mod:`ipykernel_ext.kernel.iopub` owns the IOPub socket whose counters ``iopub_stats_request``
-  reports.
+* :mod:`ipykernel_ext.kernel.comms.echo` publishes ``comm_echo`` for the comm messages clients send;
+* :mod:`ipykernel_ext.kernel.widgets.snapshot` snapshots every ipywidgets model for one reply;
+* :mod:`ipykernel_ext.kernel.iopub.socket` owns the IOPub socket whose counters
+  ``iopub_stats_request`` reports.
 
 The two queries (``widget_state_request``, ``iopub_stats_request``) are answered on the
 control thread *without* the ``status: busy/idle`` pair stock ipykernel publishes for every
@@ -32,15 +32,15 @@ from ..protocol import (
     error_content,
     peek_msg_type,
 )
-from .busy_answers import BusyAnswers
-from .cell_events import ExtShell, held_cell_events
-from .comm_echo import CommEcho
-from .comm_routing import CommInbox, CommRouting, Routed, Waiting
-from .iopub import NoDropXPubSocket
-from .iopub_adopt import IOPubOptions
-from .iopub_notice import MissedNotice
-from .main_shell_status import MainShellStatus
-from .widget_state import WidgetStateRequestError, build_widget_state_reply
+from .busy.answers import BusyAnswers
+from .busy.main_shell_status import MainShellStatus
+from .comms.cell_events import ExtShell, held_cell_events
+from .comms.echo import CommEcho
+from .comms.routing import CommInbox, CommRouting, Routed, Waiting
+from .iopub.adoption import IOPubOptions
+from .iopub.notice import MissedNotice
+from .iopub.socket import NoDropXPubSocket
+from .widgets.snapshot import WidgetStateRequestError, build_widget_state_reply
 
 
 class ExtKernel(IOPubOptions, IPythonKernel):
@@ -253,7 +253,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         """Handle the comm messages waiting for the main shell now, mid-cell; return how many.
 
         ipykernel 6's name, which jupyter-ui-poll's ``ui_events()`` calls from its own thread
-        while the cell waits for it; :func:`~.comm_routing.handle_waiting_comms` is the call for
+        while the cell waits for it; :func:`~.comms.routing.handle_waiting_comms` is the call for
         user code.
         """
         handled = 0

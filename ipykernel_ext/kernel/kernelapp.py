@@ -3,8 +3,8 @@
 Wiring only: it starts :class:`ipykernel_ext.kernel.ExtKernel` exactly as ``IPKernelApp``
 starts ``IPythonKernel``, with two differences in how sockets are made:
 
-* the IOPub socket is a :class:`ipykernel_ext.kernel.iopub.NoDropXPubSocket`, configured (queue
-  size, NODROP, send timeout, CurveZMQ) *before* it is bound, because libzmq copies those
+* the IOPub socket is a :class:`ipykernel_ext.kernel.iopub.socket.NoDropXPubSocket`, configured
+  (queue size, NODROP, send timeout, CurveZMQ) *before* it is bound, because libzmq copies those
   options into each subscriber's pipe at bind/connect time;
 * with ``router_identity = "endpoint"`` the shell and control ROUTER sockets take the
   endpoint they bind as their routing id (:mod:`ipykernel_ext.kernel.router_identity`).
@@ -29,8 +29,8 @@ from traitlets.config import Application
 from traitlets.config.loader import ConfigFileNotFound, KVArgParseConfigLoader
 
 from .. import PROG, __version__
-from .iopub import NoDropXPubSocket
-from .iopub_options import IOPubTraits
+from .iopub.settings import IOPubTraits
+from .iopub.socket import NoDropXPubSocket
 from .ipkernel import ExtKernel
 from .router_identity import bind_with_endpoint_identity
 

@@ -32,6 +32,7 @@ from ..endpoints import endpoint, routing_id
 #: The range pyzmq's ``bind_to_random_port`` picks from when it cannot let the OS choose.
 RANDOM_PORT_RANGE = (49152, 65535)
 
+
 def bind_with_endpoint_identity(socket: zmq.Socket[Any], transport: str, ip: str, port: int) -> int:
     """Bind ``socket`` once, its routing id set to the endpoint it binds; return the port.
 

@@ -41,7 +41,7 @@ What changes:
   not ask for) and get a fresh channel set instead of waiting on a deaf one;
 * the shared IOPub socket's receive queue holds ``shared_iopub_rcvhwm`` messages (set before
   it connects), so libzmq drains the kernel whatever the loop does, and every websocket has
-  its own ordered outgoing queue (:mod:`ipykernel_ext.shared_channels.outbox`): a slow
+  its own ordered outgoing queue (:mod:`ipykernel_ext.server.outbox`): a slow
   websocket holds only itself; one whose buffer would pass ``websocket_buffer_limit`` bytes
   is closed with code 1013 and a logged warning (the frontend reconnects), so what it costs
   the server is bounded by the limit plus one message.

@@ -7,9 +7,9 @@ makes them), puts its client's :class:`~ipykernel_ext.shared_channels.clients.Ch
 objects where the stock class keeps its ZMQ streams (``channels``: ``Session.send`` and the
 offline buffer use them), encodes each kernel message for websockets once per message
 (``KernelMessage.cache``), writes through this websocket's
-:class:`~ipykernel_ext.shared_channels.Outbox`, and closes the websocket when it falls too
+:class:`~.outbox.Outbox`, and closes the websocket when it falls too
 far behind or the channels are lost. With ``keep_outputs`` it tells the kernel's
-:class:`~.outputs.OutputsOwner` (:mod:`.outputs`) when this websocket opens and closes, makes
+:class:`~.outputs.owner.OutputsOwner` (:mod:`.outputs`) when this websocket opens and closes, makes
 it the channels' watcher, and leaves out what the owner hides from this websocket's session.
 """
 
@@ -26,19 +26,18 @@ from traitlets import Bool, Float, Int
 
 from ..shared_channels import (
     CHANNELS,
-    DEFAULT_BUDGET,
     DEFAULT_GRACE_PERIOD,
     IOPUB_RCVHWM,
     RECV_BATCH,
     KernelMessage,
-    Outbox,
     RefusedMessage,
     SharedChannels,
     SharedClient,
 )
 from .keep_outputs import KeepOutputs
 from .kernels import KernelChannels, server_context, status_rule
-from .outputs import OutputsOwner
+from .outbox import DEFAULT_BUDGET, Outbox
+from .outputs.owner import OutputsOwner
 
 V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
 

@@ -100,7 +100,9 @@ def choose_class(serverapp: Any, log: logging.Logger | logging.LoggerAdapter[Any
                 "ipykernel_ext: %s=%s cannot serve kernels behind a gateway (--gateway-url: "
                 "the kernels' ZMQ channels are on the gateway's side, so its cells would "
                 "show no output); using %s, its gateway counterpart, instead",
-                CLASS_TRAIT, _class_name(current), OUR_GATEWAY_CLASS,
+                CLASS_TRAIT,
+                _class_name(current),
+                OUR_GATEWAY_CLASS,
             )
             _set_class(serverapp, GatewayOutputsConnection)
             return True

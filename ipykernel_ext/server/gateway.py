@@ -4,7 +4,7 @@ In gateway mode the kernels' ZMQ channels are on the gateway's side (Jupyter Ent
 Gateway, a Kernel Gateway): jupyter_server's ``GatewayWebSocketConnection`` proxies each
 tab's websocket to a websocket of its own to the gateway, in the legacy JSON protocol. Every
 message a tab sends and gets still passes through the notebook server, which is where the
-notebook and its live document are, so the same :class:`~.outputs.OutputsOwner` as for local
+notebook and its live document are, so the same :class:`~.outputs.owner.OutputsOwner` as for local
 kernels can keep a departed tab's outputs (docs/PROTOCOL.md section 6) if it hears them:
 
 * :class:`GatewayOutputsConnection` (the tab's side; a subclass of jupyter_server's class,
@@ -42,7 +42,7 @@ from jupyter_client.session import json_packer
 from jupyter_server.gateway.connections import GatewayWebSocketConnection
 
 from .keep_outputs import KeepOutputs
-from .outputs import OutputsOwner
+from .outputs.owner import OutputsOwner
 
 #: The longest a tab's messages wait for the feed to become live (seconds).
 FEED_READY_TIMEOUT = 10.0
@@ -54,7 +54,7 @@ KERNEL_ENDED_STATES = {"restarting": "restart", "dead": "dead"}
 
 class GatewayMessage:
     """One kernel message from the gateway's websocket (legacy JSON, decoded), as the owner
-    reads a message (:class:`~.outputs.HeardMessage`)."""
+    reads a message (:class:`~.outputs.owner.HeardMessage`)."""
 
     __slots__ = ("channel", "msg")
 
@@ -107,9 +107,7 @@ class FeedSocket(GatewayLink):
     its connection arguments, its reconnects), with no tab behind it: what it reads goes to
     the kernel's owner."""
 
-    def __init__(
-        self, owner: OutputsOwner, on_live: Callable[[], None], **kwargs: Any
-    ) -> None:
+    def __init__(self, owner: OutputsOwner, on_live: Callable[[], None], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.owner = owner
         self.on_live = on_live
@@ -166,8 +164,13 @@ class GatewayFeed:
     """The server's own websocket to one gateway kernel, for its owner (module docstring):
     open while a tab of the kernel is or a followed cell runs."""
 
-    def __init__(self, make_socket: Callable[[Callable[[], None]], FeedSocket], log: Any,
-                 kernel_id: str, ready_timeout: float) -> None:
+    def __init__(
+        self,
+        make_socket: Callable[[Callable[[], None]], FeedSocket],
+        log: Any,
+        kernel_id: str,
+        ready_timeout: float,
+    ) -> None:
         self.make_socket = make_socket
         self.log = log
         self.kernel_id = kernel_id
@@ -207,8 +210,11 @@ class GatewayFeed:
 
     def _live(self) -> None:
         if self.gave_up:
-            self.log.info("Kernel %s: the server's websocket to the gateway is live now; "
-                          "outputs survive the tab again", self.kernel_id)
+            self.log.info(
+                "Kernel %s: the server's websocket to the gateway is live now; "
+                "outputs survive the tab again",
+                self.kernel_id,
+            )
         self.gave_up = False
         self._release()
 
@@ -220,7 +226,9 @@ class GatewayFeed:
         self.log.error(
             "Kernel %s: the server's own websocket to the gateway was not live within %.0f s; "
             "its tabs go on without it, and outputs of its cells will not survive the tab "
-            "until it is", self.kernel_id, self.ready_timeout,
+            "until it is",
+            self.kernel_id,
+            self.ready_timeout,
         )
         self._release()
 
@@ -291,7 +299,9 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs):
                     return FeedSocket(owner, on_live, parent=kernel_manager, config=config)
 
                 owner.feed = GatewayFeed(
-                    make_socket, self.log, self.kernel_id,
+                    make_socket,
+                    self.log,
+                    self.kernel_id,
                     min(self.kernel_info_timeout, FEED_READY_TIMEOUT),
                 )
             self._owner_open = True
@@ -361,8 +371,10 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs):
         owner = self.owner
         if owner is not None and (
             owner.hidden
-            or (owner.cells.cells and ("execute_reply" in incoming_msg
-                                       or "input_request" in incoming_msg))
+            or (
+                owner.cells.cells
+                and ("execute_reply" in incoming_msg or "input_request" in incoming_msg)
+            )
         ):
             msg = decode(incoming_msg)
             if msg is not None:

@@ -5,7 +5,7 @@
 (kernels behind ``--gateway-url``): the same four options, configurable under either class
 name or once for both as ``c.KeepOutputs`` (traitlets applies every configurable base's
 section, the class's own last). It also holds the one registry of
-:class:`~.outputs.OutputsOwner` per kernel of this server process and makes a kernel's owner
+:class:`~.outputs.owner.OutputsOwner` per kernel of this server process and makes a kernel's owner
 from these settings the first time a websocket of the kernel asks.
 """
 
@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 from traitlets import Bool, Float, Int
 from traitlets.config import Configurable
 
-from ..outputs.registry import DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_KERNEL_BYTES
 from .kernels import OutputsOwners
-from .outputs import OutputsOwner
+from .outputs.owner import OutputsOwner
+from .outputs.registry import DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_KERNEL_BYTES
 
 
 class KeepOutputs(Configurable):
@@ -45,12 +45,16 @@ class KeepOutputs(Configurable):
     )
 
     keep_outputs_cell_bytes = Int(
-        DEFAULT_MAX_CELL_BYTES, min=1, config=True,
+        DEFAULT_MAX_CELL_BYTES,
+        min=1,
+        config=True,
         help="Bytes of outputs the server keeps per cell (a note marks where it cut).",
     )
 
     keep_outputs_kernel_bytes = Int(
-        DEFAULT_MAX_KERNEL_BYTES, min=1, config=True,
+        DEFAULT_MAX_KERNEL_BYTES,
+        min=1,
+        config=True,
         help="Bytes of outputs the server keeps per kernel, all its cells together.",
     )
 

@@ -3,7 +3,7 @@
 * :class:`KernelChannels`: kernel id -> its open :class:`~ipykernel_ext.shared_channels.
   SharedChannels`; found again by every websocket of the kernel, moved to the new ports when
   the kernel restarted on other ones, forgotten once closed;
-* :class:`OutputsOwners`: kernel id -> its :class:`~.outputs.OutputsOwner` (the cells whose
+* :class:`OutputsOwners`: kernel id -> its :class:`~.outputs.owner.OutputsOwner` (the cells whose
   outputs the server keeps), told of restarts and shutdowns made through the server's API;
 * :func:`status_rule` and :func:`server_context`: what a new set takes from the server (which
   statuses set a kernel's ``execution_state``; the server's own zmq context).
@@ -19,7 +19,7 @@ import zmq.asyncio
 
 from ..protocol import UNTRACKED_MESSAGE_TYPES
 from ..shared_channels import SharedChannels
-from .outputs import OutputsOwner
+from .outputs.owner import OutputsOwner
 
 #: jupyter_server's event for kernel actions through its API (``emit_kernel_action_event``:
 #: ``action`` is the method's name without ``_kernel``, "restart" or "shutdown").
@@ -102,9 +102,7 @@ class OutputsOwners:
         event_logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
         event_logger.add_listener(schema_id=CONTENTS_ACTIONS, listener=self._on_contents_action)
 
-    async def _on_contents_action(
-        self, logger: Any, schema_id: str, data: dict[str, Any]
-    ) -> None:
+    async def _on_contents_action(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
         if data.get("action") != "rename" or not data.get("source_path"):
             return
         for owner in self:

@@ -11,24 +11,20 @@ together; each part gets what it needs passed in:
 * :mod:`.clients`: one logical client, its ZMQStream-shaped channels, and the record of
   who is attached and owns which session id;
 * :mod:`.readiness`: the channels' own requests, and when a fresh set is live;
-* :mod:`.outbox`: one websocket's bounded, ordered outgoing queue (used by the server).
 """
 
 from .channels import DEFAULT_GRACE_PERIOD, SharedChannels
 from .clients import SharedClient
 from .dispatch import Watcher
 from .messages import CHANNELS, KernelMessage, RefusedMessage, SessionInUse
-from .outbox import DEFAULT_BUDGET, Outbox
 from .sockets import IOPUB_RCVHWM, RECV_BATCH
 
 __all__ = [
     "CHANNELS",
-    "DEFAULT_BUDGET",
     "DEFAULT_GRACE_PERIOD",
     "IOPUB_RCVHWM",
     "RECV_BATCH",
     "KernelMessage",
-    "Outbox",
     "RefusedMessage",
     "SessionInUse",
     "SharedChannels",

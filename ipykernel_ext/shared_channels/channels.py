@@ -57,6 +57,7 @@ CLOSED_REASON = "the kernel's shared channels were closed"
 
 log = logging.getLogger(__name__)
 
+
 class SharedChannels:
     """One shell/control/stdin/IOPub socket set to a kernel, multiplexed over many clients.
 

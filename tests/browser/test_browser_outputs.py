@@ -100,7 +100,10 @@ def _server(
 ) -> Iterator[JupyterServer]:
     root = factory.mktemp("root")
     with JupyterServer(
-        app="lab", root_dir=root, extra_args=args, ipykernel_ext=ipykernel_ext,
+        app="lab",
+        root_dir=root,
+        extra_args=args,
+        ipykernel_ext=ipykernel_ext,
         encryption=encryption,
     ) as server:
         quiet_lab_settings(server)
@@ -120,9 +123,7 @@ def solo_lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture(scope="module")
-def installed_lab(
-    ready: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[JupyterServer]:
+def installed_lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     """``jupyter lab`` with no flag: the installed server extension picks our class."""
     yield from _server(tmp_path_factory, INSTALLED_ARGS, ipykernel_ext=None)
 
@@ -424,9 +425,7 @@ def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None
 
 
 @FRONTENDS
-def test_h_input_echo_stays_after_a_reload(
-    lab: JupyterServer, context: Any, frontend: str
-) -> None:
+def test_h_input_echo_stays_after_a_reload(lab: JupyterServer, context: Any, frontend: str) -> None:
     """The tab answers ``input()`` (its echo ``name? world`` is written by the tab, carried by
     no kernel message), then reloads mid-cell: the echo stays, once, in place."""
     input_case(context, new_notebook(lab, "h", frontend), solo=False)

@@ -1,4 +1,4 @@
-"""A frontend reconnecting to a busy kernel is answered mid-cell (kernel/busy_answers.py).
+"""A frontend reconnecting to a busy kernel is answered mid-cell (kernel/busy/answers.py).
 
 Real kernels over CurveZMQ. Every "mid-cell" claim is made while a cell is provably running:
 the cell prints a marker, then waits for a file the test creates only after its checks, so a
@@ -368,10 +368,12 @@ gate.armed = True
     # it did not know the model yet). After the cell, the kernel sends the new value again.
     update = wait_iopub(
         frontend,
-        lambda m: m["msg_type"] == "comm_msg"
-        and m["content"].get("comm_id") == early_id
-        and m["content"]["data"].get("method") == "update"
-        and m["content"]["data"]["state"].get("value") == 42,
+        lambda m: (
+            m["msg_type"] == "comm_msg"
+            and m["content"].get("comm_id") == early_id
+            and m["content"]["data"].get("method") == "update"
+            and m["content"]["data"]["state"].get("value") == 42
+        ),
         what="the early slider's value sent again after the cell",
         seen=seen,
     )

@@ -62,10 +62,10 @@ from harness.messages import control_request, shell_reply
 from harness.netns import namespaces_missing, veth_namespace
 from harness.raw_subscriber import RawSubscriber
 from harness.widget_control import fetch_update_states
-from ipykernel_ext.client import run_cell
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
-from ipykernel_ext.kernel.iopub_stats import ADOPTED
+from ipykernel_ext.demo.cells import run_cell
+from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.kernel.iopub.stats import ADOPTED
 
 os.environ["GP_SOCKET_TIMEOUT"] = "0"
 os.environ["GP_UNAUTHORIZED_USERS"] = "ipykernel-ext-tests-nobody"

@@ -54,9 +54,9 @@ from harness.kernels import (
 )
 from harness.messages import control_request, count_types, is_idle_for, shell_reply
 from harness.raw_subscriber import RawSubscriber
-from ipykernel_ext.client import run_cell
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.demo.cells import run_cell
+from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 
 
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:

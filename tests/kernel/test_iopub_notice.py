@@ -31,7 +31,7 @@ from harness.bursts import (
 from harness.kernels import EXT_KERNEL, iopub_stats, running_kernel, wait_stats
 from harness.messages import get_reply, is_status, wait_iopub
 from harness.raw_subscriber import RawSubscriber
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX
+from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX
 
 #: Long enough that no give-up comes before the test shortens it (a hang guard, no verdict).
 LONG_TIMEOUT_MS = 600_000

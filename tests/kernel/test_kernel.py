@@ -16,7 +16,7 @@ import pytest
 
 from harness.kernels import EXT_KERNEL, STOCK_KERNEL
 from harness.messages import control_request, get_reply, iopub_until_barrier
-from ipykernel_ext.client import run_cell
+from ipykernel_ext.demo.cells import run_cell
 
 # Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
 pytestmark = pytest.mark.timeout(180)
@@ -49,9 +49,7 @@ def test_iopub_stats_reply_fields(ext_kernel: Any) -> None:
     assert stats["msg_type"] == "iopub_stats_reply"
     content = stats["content"]
     assert content["status"] == "ok"
-    assert {"sndhwm", "nodrop", "send_timeout_ms", "sent", "timeouts", "missed"} <= set(
-        content
-    )
+    assert {"sndhwm", "nodrop", "send_timeout_ms", "sent", "timeouts", "missed"} <= set(content)
     before = content["sent"]
     run_cell(ext_kernel[1], "print('x')")
     # busy, execute_input, stream, idle at least

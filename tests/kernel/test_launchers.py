@@ -31,10 +31,10 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
 from harness.kernels import EXT_KERNEL, iopub_stats, running_kernel
-from ipykernel_ext.client import run_cell
-from ipykernel_ext.kernel.iopub_adopt import AdoptedXPubSocket, adopt_iopub_socket
-from ipykernel_ext.kernel.iopub_options import DEFAULT_SEND_TIMEOUT_MS, IOPubSettings
-from ipykernel_ext.kernel.iopub_stats import ADOPTED, BOUND_BY_EXT_APP
+from ipykernel_ext.demo.cells import run_cell
+from ipykernel_ext.kernel.iopub.adoption import AdoptedXPubSocket, adopt_iopub_socket
+from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS, IOPubSettings
+from ipykernel_ext.kernel.iopub.stats import ADOPTED, BOUND_BY_EXT_APP
 
 EXT_KERNEL_CLASS = "ipykernel_ext.kernel.ExtKernel"
 STOCK_APP_ARGV = [

@@ -1,4 +1,4 @@
-"""The outputs fold on what a real kernel publishes (ipykernel_ext.outputs).
+"""The outputs fold on what a real kernel publishes (ipykernel_ext.server.outputs).
 
 The unit tests feed the fold messages written by hand; these run cells in a real
 ``python3-ext`` kernel (KernelManager, real ZMQ, CurveZMQ required) and fold the IOPub
@@ -14,7 +14,7 @@ import pytest
 
 from harness.kernels import running_kernel
 from ipykernel_ext import client
-from ipykernel_ext.outputs import KernelOutputs
+from ipykernel_ext.server.outputs import KernelOutputs
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -26,8 +26,14 @@ def run_cell(kc: Any, kernel: KernelOutputs, cell_id: str, code: str) -> str:
     reply, messages = cell.reply, cell.messages
     msg_id = reply["parent_header"]["msg_id"]
     kernel.on_execute_request(
-        {"header": {"msg_id": msg_id, "session": kc.session.session,
-                    "msg_type": "execute_request"}, "metadata": {"cellId": cell_id}}
+        {
+            "header": {
+                "msg_id": msg_id,
+                "session": kc.session.session,
+                "msg_type": "execute_request",
+            },
+            "metadata": {"cellId": cell_id},
+        }
     )
     for msg in messages:
         kernel.on_iopub(msg)
@@ -43,7 +49,7 @@ def outputs(kernel: KernelOutputs, msg_id: str) -> list[dict[str, Any]]:
     return folded
 
 
-CELL = r'''
+CELL = r"""
 import sys
 from IPython.display import display, clear_output
 for i in range(3):
@@ -60,7 +66,7 @@ for frame in range(3):
 sys.stdout.flush()  # stdout and stderr are buffered apart: fix their order
 sys.stderr.write("warn\n"); sys.stderr.flush()
 41 + 1
-'''
+"""
 
 
 def test_a_real_cell_folds_as_jupyterlab_keeps_it() -> None:

@@ -69,9 +69,11 @@ def start_cell(kc: BlockingKernelClient, code: str, seen: list[Message]) -> str:
     msg_id = kc.execute(code)
     wait_iopub(
         kc,
-        lambda m: m["msg_type"] == "stream"
-        and m["parent_header"].get("msg_id") == msg_id
-        and "CELL STARTED" in m["content"]["text"],
+        lambda m: (
+            m["msg_type"] == "stream"
+            and m["parent_header"].get("msg_id") == msg_id
+            and "CELL STARTED" in m["content"]["text"]
+        ),
         what="the cell's start marker",
         seen=seen,
     )
@@ -197,7 +199,7 @@ def test_a_target_declared_concurrent_keeps_stocks_routing(
 ) -> None:
     run(kernel, "get_ipython().kernel.concurrent_comm_targets = ['safe']")
     try:
-        (thread, running), = comm_open_during_a_cell(kernel, tmp_path, "safe")
+        ((thread, running),) = comm_open_during_a_cell(kernel, tmp_path, "safe")
     finally:
         run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
     assert running and thread != "MainThread"

@@ -1,21 +1,23 @@
 """The package's layering, read from the imports themselves (ast); docs/ARCHITECTURE.md.
 
-A package per side, and leaves at the top:
+A package per side, rooms inside a side, and leaves at the top:
 
-* ``kernel/`` runs in the kernel process. It never imports ``client/``, ``shared_channels/``
-  or ``server/``. Inside it, the feature modules are leaves: they import no other module of
-  the package, except the feature-on-feature edges listed in ``FEATURE_EDGES`` (each a design
-  decision), and never the wiring (``ipkernel``, ``kernelapp``); only ``__main__`` and the
-  package face import the launcher.
+* ``kernel/`` runs in the kernel process. It never imports ``client/``, ``shared_channels/``,
+  ``server/`` nor ``demo/``. Its rooms (``iopub/``, ``comms/``, ``widgets/``, ``busy/``) and
+  ``router_identity`` import only themselves and the shared leaves, except the room-on-room
+  edges of ``ROOM_EDGES`` (each a design decision), and never the wiring (``ipkernel``,
+  ``kernelapp``); only ``__main__`` and the kernel's face import the launcher.
 * ``shared_channels/`` (the relay for servers) and ``client/`` (helpers for frontends and
   scripts) never import the kernel side nor ``server/``; ``shared_channels/`` never imports
   jupyter_server (``server/`` puts jupyter_server's websockets on it) nor ``client/``.
-* ``outputs/`` (the server's model of running cells' outputs, and its writers) imports no
-  other side, and the packages of a server (jupyter_server, pycrdt) only where it writes.
+* ``server/outputs/`` (the server's model of running cells' outputs, and its writers) imports
+  nothing of ``server/`` outside itself; its model imports no server package at all, the
+  writers import them when they write.
 * ``endpoints`` (the connection rule), ``protocol`` (message names and frames) and the
   package ``__init__`` are shared leaves: they import nothing of ours; any side may use them.
+* No module imports itself back through others (no circle).
 
-A new module must be put in one of the groups below; the test says so if it is not.
+A new module or room must be put in one of the groups below; the test says so if it is not.
 
 Around the package, in the checkout: ``harness/`` (what tests and benchmarks share) and
 ``benchmarks/`` never import ``tests``, and the package imports none of the three.
@@ -31,59 +33,26 @@ import pytest
 PACKAGE = "ipykernel_ext"
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / PACKAGE
 
-SIDES = {"kernel", "shared_channels", "client", "server", "outputs"}
-TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install", "demo"}
+SIDES = {"kernel", "shared_channels", "client", "server", "demo"}
+TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install"}
 SHARED_LEAVES = {"__init__", "endpoints", "protocol"}
 
 KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp"}
-KERNEL_FEATURES = {
-    "kernel.cell_events",
-    "kernel.comm_routing",
-    "kernel.comm_echo",
-    "kernel.busy_answers",
-    "kernel.busy_routing",
-    "kernel.control_comm",
-    "kernel.iopub",
-    "kernel.iopub_adopt",
-    "kernel.iopub_backlog",
-    "kernel.iopub_notice",
-    "kernel.iopub_options",
-    "kernel.iopub_stats",
-    "kernel.iopub_warning",
-    "kernel.main_shell_status",
-    "kernel.router_identity",
-    "kernel.widget_buffers",
-    "kernel.widget_reconcile",
-    "kernel.widget_state",
+#: The kernel's rooms (a subpackage each) and its one-module features.
+KERNEL_ROOMS = {"kernel.iopub", "kernel.comms", "kernel.widgets", "kernel.busy"}
+KERNEL_LEAF_MODULES = {"kernel.router_identity"}
+#: The rooms built on another room (importer -> what it may import).
+ROOM_EDGES = {
+    # the mid-cell answers send the widget snapshot, and compare it after the cell
+    "kernel.busy": {"kernel.widgets"},
 }
-#: The kernel-side features built on another feature (importer -> what it may import).
-FEATURE_EDGES = {
-    # the settings it runs with, what it counts, what waits, and the give-up warning
-    "kernel.iopub": {
-        "kernel.iopub_backlog",
-        "kernel.iopub_options",
-        "kernel.iopub_stats",
-        "kernel.iopub_warning",
-    },
-    "kernel.iopub_stats": {"kernel.iopub_options"},  # reports the settings with the counters
-    "kernel.iopub_warning": {"kernel.iopub_options", "kernel.iopub_stats"},  # what it logs
-    # the no-loss socket, adopted under another app, with the options the kernel declares
-    "kernel.iopub_adopt": {"kernel.iopub", "kernel.iopub_options", "kernel.iopub_stats"},
-    # tells a cell what the socket missed, and the send timeout in force
-    "kernel.iopub_notice": {"kernel.iopub_options", "kernel.iopub_stats"},
-    # the answers given mid-cell: what routing claims, the control comm's snapshot, and the
-    # check after the cell
-    "kernel.busy_answers": {
-        "kernel.busy_routing",
-        "kernel.control_comm",
-        "kernel.main_shell_status",
-        "kernel.widget_reconcile",
-    },
-    # what is claimed depends on the main shell's status and on ipywidgets being loaded
-    "kernel.busy_routing": {"kernel.main_shell_status", "kernel.widget_state"},
-    "kernel.control_comm": {"kernel.widget_state"},  # answers with the snapshot
-    "kernel.widget_reconcile": {"kernel.widget_state"},  # compares with a new snapshot
-    "kernel.widget_state": {"kernel.widget_buffers"},  # splits buffers as ipywidgets does
+#: The outputs model: what imports no server package at all, even inside functions.
+OUTPUTS_MODEL = {
+    "server.outputs.registry",
+    "server.outputs.fold",
+    "server.outputs.text",
+    "server.outputs.capture",
+    "server.outputs.coalesce",
 }
 
 
@@ -156,23 +125,35 @@ def absolute_imports(path: Path) -> set[str]:
     return found
 
 
+def room_of(module: str) -> str | None:
+    """The kernel room (``kernel.iopub``) or one-module feature a kernel module belongs to."""
+    parts = module.split(".")
+    if len(parts) >= 3 and ".".join(parts[:2]) in KERNEL_ROOMS:
+        return ".".join(parts[:2])
+    return module if module in KERNEL_LEAF_MODULES else None
+
+
 def test_every_module_is_in_a_group() -> None:
     unknown = sorted(
         m
         for m in modules()
         if (side_of(m) not in SIDES and m not in TOP_MODULES)
-        or (m.startswith("kernel.") and m not in KERNEL_WIRING | KERNEL_FEATURES)
+        or (m.startswith("kernel.") and m not in KERNEL_WIRING and room_of(m) is None)
     )
     assert not unknown, f"put {unknown} in a group of tests/package/test_layering.py"
-    gone = sorted((KERNEL_WIRING | KERNEL_FEATURES | TOP_MODULES) - set(modules()))
+    rooms = {".".join(m.split(".")[:2]) for m in modules() if m.count(".") >= 2}
+    declared = KERNEL_ROOMS | KERNEL_LEAF_MODULES | KERNEL_WIRING | TOP_MODULES | OUTPUTS_MODEL
+    gone = sorted(
+        d for d in declared if not any(m == d or m.startswith(d + ".") for m in modules())
+    )
     assert not gone, f"{gone} no longer exist: drop them from tests/package/test_layering.py"
+    assert {r for r in rooms if r.startswith("kernel.")} == KERNEL_ROOMS
 
 
 @pytest.mark.parametrize("module", sorted(m for m in modules() if side_of(m) == "kernel"))
 def test_the_kernel_side_imports_no_other_side(module: str) -> None:
-    other_sides = {"client", "shared_channels", "server", "outputs"}
-    others = {m for m in imports_of(module) if side_of(m) in other_sides}
-    others |= imports_of(module) & {"demo", "install"}
+    others = {m for m in imports_of(module) if side_of(m) in SIDES - {"kernel"}}
+    others |= imports_of(module) & {"install"}
     assert not others, f"{module} (kernel side) imports {sorted(others)}"
 
 
@@ -186,28 +167,28 @@ def test_relay_and_clients_never_import_the_kernel_side(module: str) -> None:
     assert not server, f"{module} imports the server side: {sorted(server)}"
 
 
-@pytest.mark.parametrize(
-    "module", sorted(m for m in modules() if side_of(m) == "shared_channels")
-)
+@pytest.mark.parametrize("module", sorted(m for m in modules() if side_of(m) == "shared_channels"))
 def test_the_relay_needs_no_jupyter_server_and_no_client_helpers(module: str) -> None:
     assert "jupyter_server" not in imports_outside(module)
     assert not {m for m in imports_of(module) if side_of(m) == "client"}
 
 
-@pytest.mark.parametrize("module", sorted(m for m in modules() if side_of(m) == "outputs"))
-def test_the_outputs_side_is_server_side_and_a_leaf(module: str) -> None:
-    """Outputs (the server's model of running cells) import none of our other sides, and
-    jupyter_server / pycrdt only inside functions (the writers), never at import time."""
-    others = {m for m in imports_of(module) if side_of(m) != "outputs"}
-    assert not others - SHARED_LEAVES, f"{module} imports {sorted(others)}"
-    tree = ast.parse((PACKAGE_DIR / (module.replace(".", "/") + ".py")).read_text())
-    top = {
-        (n.module or "").split(".")[0] if isinstance(n, ast.ImportFrom) else a.name.split(".")[0]
-        for n in tree.body
-        if isinstance(n, (ast.Import, ast.ImportFrom))
-        for a in n.names
+@pytest.mark.parametrize("module", sorted(m for m in modules() if m.startswith("server.outputs.")))
+def test_the_outputs_room_imports_nothing_else_of_the_server(module: str) -> None:
+    """The outputs room is fed by the connection classes; it never reaches back to them."""
+    others = {
+        m
+        for m in imports_of(module)
+        if side_of(m) == "server" and not m.startswith("server.outputs.")
     }
-    assert not top & {"jupyter_server", "pycrdt", "jupyter_ydoc", "nbformat"}, top
+    assert not others, f"{module} imports {sorted(others)}"
+
+
+@pytest.mark.parametrize("module", sorted(OUTPUTS_MODEL))
+def test_the_outputs_model_imports_no_server_package(module: str) -> None:
+    """The model runs without jupyter_server, pycrdt or jupyter_ydoc (tests/unit use it so)."""
+    servers = {"jupyter_server", "pycrdt", "jupyter_ydoc", "nbformat", "tornado"}
+    assert not imports_outside(module) & servers, imports_outside(module)
 
 
 def test_only_the_package_face_imports_the_channel_set() -> None:
@@ -216,15 +197,55 @@ def test_only_the_package_face_imports_the_channel_set() -> None:
     assert importers <= {"shared_channels.__init__"}, importers
 
 
-@pytest.mark.parametrize("module", sorted(KERNEL_FEATURES))
-def test_kernel_features_are_leaves(module: str) -> None:
-    allowed = SHARED_LEAVES | FEATURE_EDGES.get(module, set())
-    extra = imports_of(module) - allowed
+@pytest.mark.parametrize("module", sorted(m for m in modules() if room_of(m) is not None))
+def test_kernel_rooms_import_only_themselves(module: str) -> None:
+    room = room_of(module)
+    assert room is not None
+    allowed = {m for m in modules() if room_of(m) in {room, *ROOM_EDGES.get(room, set())}}
+    extra = imports_of(module) - allowed - SHARED_LEAVES
     assert not extra, (
-        f"{module} is a feature module but imports {sorted(extra)}: features are leaves "
-        "(ipkernel and kernelapp wire them). Move the shared part into its own module, or "
-        "add the edge to FEATURE_EDGES if one feature is really built on the other."
+        f"{module} (room {room}) imports {sorted(extra)}: a room imports only itself "
+        "(ipkernel and kernelapp wire the rooms). Move the shared part into its own module, "
+        "or add the edge to ROOM_EDGES if one room is really built on the other."
     )
+
+
+def circle_in(graph: dict[str, set[str]]) -> list[str] | None:
+    """The first import circle in ``graph`` (importer -> imported), or None."""
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> list[str] | None:
+        if m in path:
+            return [*path[path.index(m) :], m]
+        if m in done:
+            return None
+        for n in sorted(graph.get(m, ())):
+            found = visit(n, [*path, m])
+            if found:
+                return found
+        done.add(m)
+        return None
+
+    for m in sorted(graph):
+        found = visit(m, [])
+        if found:
+            return found
+    return None
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No circle among the package's modules (imports anywhere in a module, as ast sees them).
+    A package's face importing its own modules is not counted against them."""
+    graph = {
+        m: {i for i in imports_of(m) if not (i.endswith(".__init__") and m.startswith(i[:-8]))}
+        for m in modules()
+    }
+    assert circle_in(graph) is None, " -> ".join(circle_in(graph) or [])
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    assert circle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert circle_in({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
 def test_only_the_launcher_and_the_face_import_the_app() -> None:
@@ -241,23 +262,23 @@ def test_the_reader_sees_relative_absolute_and_nested_imports() -> None:
     """The import reader itself: a layering test that cannot see an import cannot fail."""
     source = """
 import json
-import ipykernel_ext.kernel.comm_echo
+import ipykernel_ext.kernel.comms.echo
 from ipykernel_ext import endpoints, __version__
 from . import iopub
 from ..client import RouterClient
-from .widget_state import build_widget_state_reply
+from .widgets.snapshot import build_widget_state_reply
 
 def later():
     from ..shared_channels.channels import SharedChannels
     import ipykernel_ext
 """
     assert imports_in(source, "kernel.probe") == {
-        "kernel.comm_echo",
+        "kernel.comms.echo",
         "endpoints",
         "kernel.__init__",  # `from . import iopub` runs the package's face first
-        "kernel.iopub",
+        "kernel.iopub.__init__",
         "client.__init__",
-        "kernel.widget_state",
+        "kernel.widgets.snapshot",
         "shared_channels.channels",
         "__init__",
     }

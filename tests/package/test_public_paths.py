@@ -28,10 +28,6 @@ PUBLIC = [
     "ipykernel_ext.client.WidgetStateError",
     "ipykernel_ext.client.RouterClient",
     "ipykernel_ext.client.KernelUnreachable",
-    "ipykernel_ext.client.run_cell",
-    "ipykernel_ext.client.CellRun",
-    "ipykernel_ext.client.CellTimeout",
-    "ipykernel_ext.client.ReaderPause",
     "ipykernel_ext.install.InstallExtKernelSpecApp",  # the install subcommand
     "ipykernel_ext.demo.DemoApp",  # the demo subcommand
 ]

@@ -79,7 +79,7 @@ from harness.messages import is_idle_for, is_status, shell_reply, wait_iopub
 from harness.netns import VethNamespace, limit_rate, namespaces_missing, veth_namespace
 from harness.raw_subscriber import RawSubscriber
 from harness.server import JupyterServer
-from ipykernel_ext.kernel.iopub_stats import ADOPTED
+from ipykernel_ext.kernel.iopub.stats import ADOPTED
 
 # Hang guard per test (default 120 s): a jupyter_server, a kernel, and a burst read through
 # a pause or a rate-limited link.

@@ -208,8 +208,12 @@ def test_the_input_echo_stays_when_the_server_takes_the_cell_over(
     go = nb.barriers / "after"
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
     content = {
-        "code": INPUT_CELL.format(go=go), "silent": False, "store_history": True,
-        "user_expressions": {}, "allow_stdin": True, "stop_on_error": True,
+        "code": INPUT_CELL.format(go=go),
+        "silent": False,
+        "store_history": True,
+        "user_expressions": {},
+        "allow_stdin": True,
+        "stop_on_error": True,
     }
     ws.send("shell", "execute_request", content, metadata={"cellId": CELL_ID})
     asked = ws.recv_until(lambda m: m["msg_type"] == "input_request", timeout=120)

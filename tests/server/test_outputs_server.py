@@ -48,6 +48,8 @@ from harness.server import JupyterServer
 pytestmark = pytest.mark.timeout(400)
 
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
+
+
 def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> JupyterServer:
     """A server with the connection class and outputs_buffer_extension (the offline buffer's
     counts); collaboration and outputs_room_extension if asked (harness/server_extensions/)."""
@@ -109,9 +111,11 @@ def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
     msg_id, count = nb.leave_mid_cell(ws)
     nb.release(N)
     other.recv_until(  # the other tab sees the cell end (its idle)
-        lambda m: m["msg_type"] == "status"
-        and m["content"]["execution_state"] == "idle"
-        and m["parent_header"].get("msg_id") == msg_id,
+        lambda m: (
+            m["msg_type"] == "status"
+            and m["content"]["execution_state"] == "idle"
+            and m["parent_header"].get("msg_id") == msg_id
+        ),
         timeout=120,
     )
     nb.wait_log(f"cell {CELL_ID} ended; its outputs go into")
@@ -160,9 +164,9 @@ def buffer_probe(server: JupyterServer, nb: Notebook, msg_id: str) -> dict[str, 
     return server.api("GET", f"outputs-buffer?kernel_id={nb.kernel_id}&msg_id={msg_id}")
 
 
-def close_mid_cell(server: JupyterServer, nb: Notebook, session: str | None = None) -> tuple[
-    str, int
-]:
+def close_mid_cell(
+    server: JupyterServer, nb: Notebook, session: str | None = None
+) -> tuple[str, int]:
     """Run the cell on a new websocket, read it up to ``line K``, close it (the tab leaves
     mid-cell); returns the request's msg_id and the cell's execution count."""
     ws = KernelWebsocket(server, nb.kernel_id, session_id=session or uuid.uuid4().hex)
@@ -195,17 +199,22 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
     collaboration, when installed, a room open as a tab of the notebook would have it) gets
     anything from the server."""
     collab = importlib.util.find_spec("jupyter_server_ydoc") is not None
-    srv = start_server(grace=0.5, collab=collab, extra=(
-        "--SharedChannelsConnection.keep_outputs=False",))
+    srv = start_server(
+        grace=0.5, collab=collab, extra=("--SharedChannelsConnection.keep_outputs=False",)
+    )
     try:
         nb = Notebook(srv, "kept_off.ipynb")
         if collab:
             srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
         msg_id, _ = close_mid_cell(srv, nb)
         nb.release(N)
-        until(lambda: buffer_probe(srv, nb, msg_id)["others"] >= 2  # its idle and reply
-              and srv.kernel_model(nb.kernel_id)["execution_state"] == "idle",
-              "the cell's end, in the offline buffer")
+        until(
+            lambda: (
+                buffer_probe(srv, nb, msg_id)["others"] >= 2  # its idle and reply
+                and srv.kernel_model(nb.kernel_id)["execution_state"] == "idle"
+            ),
+            "the cell's end, in the offline buffer",
+        )
         probe = buffer_probe(srv, nb, msg_id)
         assert not probe["owner"], probe  # nobody keeps or writes outputs
         assert probe["outputs"] >= 1, probe  # stock's buffer has them, for the same session
@@ -233,8 +242,9 @@ def file_gets_the_closed_tabs_cell(srv: JupyterServer, nb: Notebook) -> str:
 def test_without_an_offline_buffer_the_file_gets_the_cell() -> None:
     """``buffer_offline_messages=False``: the closed tab's channels would close under the
     cell; the owner holds them while it follows the cell, and writes it once it ended."""
-    srv = start_server(grace=0.5, collab=False, extra=(
-        "--MappingKernelManager.buffer_offline_messages=False",))
+    srv = start_server(
+        grace=0.5, collab=False, extra=("--MappingKernelManager.buffer_offline_messages=False",)
+    )
     try:
         nb = Notebook(srv, "unbuffered.ipynb")
         msg_id = file_gets_the_closed_tabs_cell(srv, nb)
@@ -340,8 +350,9 @@ def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
     """The per-cell bound (here 80 bytes) cuts the cell the server writes: the file has the
     lines that fit, then the note (``metadata.ipykernel_ext_cut``) saying why; the log says
     so too."""
-    srv = start_server(grace=0.5, collab=False, extra=(
-        "--SharedChannelsConnection.keep_outputs_cell_bytes=80",))
+    srv = start_server(
+        grace=0.5, collab=False, extra=("--SharedChannelsConnection.keep_outputs_cell_bytes=80",)
+    )
     try:
         nb = Notebook(srv, "cut.ipynb")
         close_mid_cell(srv, nb)

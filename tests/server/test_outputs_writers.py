@@ -1,4 +1,4 @@
-"""ipykernel_ext.outputs' writers in a real jupyter_server with jupyter-collaboration on.
+"""ipykernel_ext.server.outputs' writers in a real jupyter_server with jupyter-collaboration on.
 
 The server loads the harness's outputs_extension, which folds the IOPub messages a test sends and
 writes them with the package's writers from inside the server: into the live collaborative
@@ -21,7 +21,6 @@ from harness.server import JupyterServer
 nbformat = pytest.importorskip("nbformat")
 
 
-
 def notebook(*cell_ids: str) -> Any:
     nb = nbformat.v4.new_notebook()
     for cell_id in cell_ids:
@@ -32,8 +31,12 @@ def notebook(*cell_ids: str) -> Any:
 
 
 def pub(msg_type: str, parent: str = "req", **content: Any) -> dict[str, Any]:
-    return {"header": {"msg_type": msg_type, "msg_id": f"{msg_type}-{time.monotonic_ns()}"},
-            "parent_header": {"msg_id": parent}, "metadata": {}, "content": content}
+    return {
+        "header": {"msg_type": msg_type, "msg_id": f"{msg_type}-{time.monotonic_ns()}"},
+        "parent_header": {"msg_id": parent},
+        "metadata": {},
+        "content": content,
+    }
 
 
 def stream(text: str, name: str = "stdout") -> dict[str, Any]:
@@ -41,9 +44,12 @@ def stream(text: str, name: str = "stdout") -> dict[str, Any]:
 
 
 def display(plain: str, display_id: str | None = None, update: bool = False) -> dict[str, Any]:
-    return pub("update_display_data" if update else "display_data",
-               data={"text/plain": plain}, metadata={},
-               transient={"display_id": display_id} if display_id else {})
+    return pub(
+        "update_display_data" if update else "display_data",
+        data={"text/plain": plain},
+        metadata={},
+        transient={"display_id": display_id} if display_id else {},
+    )
 
 
 def S(text: str, name: str = "stdout") -> dict[str, Any]:
@@ -65,8 +71,8 @@ def extension_args(collaboration: bool) -> list[str]:
 def server() -> Any:
     """A server with jupyter-collaboration on (and the default, async, contents manager)."""
     pytest.importorskip(
-        "jupyter_server_ydoc", reason="jupyter-collaboration is not installed (pip install "
-        "'ipykernel-ext[collab]')"
+        "jupyter_server_ydoc",
+        reason="jupyter-collaboration is not installed (pip install 'ipykernel-ext[collab]')",
     )
     with JupyterServer(
         encryption=False,  # no kernel runs here: the messages are the test's
@@ -145,10 +151,14 @@ def test_collab_writer_streams_displays_and_state(server: JupyterServer) -> None
         display("frame 2"),
         stream("tail\n"),
     ]
-    result = server.api("POST", "outputs-test/collab",
-                        {"path": "live.ipynb", "cell_id": "c1", "messages": messages})
-    expected_mid = [S("line 0\nline 1\nline 2\nline 3\nline 4\n100%\n"), D("v1"),
-                    S("after the bar é😀\n")]
+    result = server.api(
+        "POST", "outputs-test/collab", {"path": "live.ipynb", "cell_id": "c1", "messages": messages}
+    )
+    expected_mid = [
+        S("line 0\nline 1\nline 2\nline 3\nline 4\n100%\n"),
+        D("v1"),
+        S("after the bar é😀\n"),
+    ]
     assert result["outputs"] == expected_mid
     assert_receivable(result["events"])
     doc = server.api("GET", "outputs-test/doc?path=live.ipynb")
@@ -158,10 +168,14 @@ def test_collab_writer_streams_displays_and_state(server: JupyterServer) -> None
     assert (c1["execution_state"], c1["execution_count"]) == ("running", None)
 
     # the rest of the cell, then its idle: a new run of the fold, same document
-    rest = [pub("execute_input", code="...", execution_count=3), *later,
-            pub("status", execution_state="idle")]
-    result = server.api("POST", "outputs-test/collab",
-                        {"path": "live.ipynb", "cell_id": "c1", "messages": rest})
+    rest = [
+        pub("execute_input", code="...", execution_count=3),
+        *later,
+        pub("status", execution_state="idle"),
+    ]
+    result = server.api(
+        "POST", "outputs-test/collab", {"path": "live.ipynb", "cell_id": "c1", "messages": rest}
+    )
     expected = [D("frame 2"), S("tail\n")]
     assert result["outputs"] == expected
     assert_receivable(result["events"])
@@ -169,8 +183,9 @@ def test_collab_writer_streams_displays_and_state(server: JupyterServer) -> None
     assert c1["outputs"] == expected
     assert (c1["execution_state"], c1["execution_count"]) == ("idle", 3)
 
-    saved = wait_for_file(server.root_dir / "live.ipynb",
-                          lambda nb: cell_of(nb, "c1")["outputs"] == expected)
+    saved = wait_for_file(
+        server.root_dir / "live.ipynb", lambda nb: cell_of(nb, "c1")["outputs"] == expected
+    )
     nbformat.validate(nbformat.from_dict(saved))
     assert cell_of(saved, "c1")["execution_count"] == 3
     assert "execution_state" not in cell_of(saved, "c1")
@@ -180,31 +195,48 @@ def test_collab_writer_streams_displays_and_state(server: JupyterServer) -> None
 def test_collab_writer_extends_the_last_stream_in_place(server: JupyterServer) -> None:
     """A growing stream is edited as text, never re-added: receiving tabs append it."""
     nbformat.write(notebook("c1"), server.root_dir / "grow.ipynb")
-    messages = [pub("execute_input", code="...", execution_count=1),
-                *[stream(f"line {i}\n") for i in range(20)],
-                stream("50%\r"), stream("100%\n"), pub("status", execution_state="idle")]
-    result = server.api("POST", "outputs-test/collab",
-                        {"path": "grow.ipynb", "cell_id": "c1", "messages": messages})
+    messages = [
+        pub("execute_input", code="...", execution_count=1),
+        *[stream(f"line {i}\n") for i in range(20)],
+        stream("50%\r"),
+        stream("100%\n"),
+        pub("status", execution_state="idle"),
+    ]
+    result = server.api(
+        "POST", "outputs-test/collab", {"path": "grow.ipynb", "cell_id": "c1", "messages": messages}
+    )
     assert_receivable(result["events"])
     output_inserts = [
-        e for batch in result["events"] for e in batch
+        e
+        for batch in result["events"]
+        for e in batch
         if e["path"] == ["outputs"] and any("insert" in d for d in e["delta"])
     ]
     assert len(output_inserts) == 1  # the stream output, once; every line after is text
     text = "".join(f"line {i}\n" for i in range(20)) + "100%\n"
     assert result["outputs"] == [S(text)]
-    saved = wait_for_file(server.root_dir / "grow.ipynb",
-                          lambda nb: cell_of(nb, "c1")["outputs"] == [S(text)])
+    saved = wait_for_file(
+        server.root_dir / "grow.ipynb", lambda nb: cell_of(nb, "c1")["outputs"] == [S(text)]
+    )
     assert cell_of(saved, "c1")["execution_count"] == 1
 
 
 def test_collab_writer_bounds_the_cell_with_a_note(server: JupyterServer) -> None:
     nbformat.write(notebook("c1"), server.root_dir / "big.ipynb")
-    messages = [*[stream("x" * 99 + "\n") for _ in range(100)],
-                pub("status", execution_state="idle")]
-    result = server.api("POST", "outputs-test/collab",
-                        {"path": "big.ipynb", "cell_id": "c1", "messages": messages,
-                         "bounds": {"max_cell_bytes": 2000}})
+    messages = [
+        *[stream("x" * 99 + "\n") for _ in range(100)],
+        pub("status", execution_state="idle"),
+    ]
+    result = server.api(
+        "POST",
+        "outputs-test/collab",
+        {
+            "path": "big.ipynb",
+            "cell_id": "c1",
+            "messages": messages,
+            "bounds": {"max_cell_bytes": 2000},
+        },
+    )
     outputs = cell_of(server.api("GET", "outputs-test/doc?path=big.ipynb"), "c1")["outputs"]
     assert outputs == result["outputs"]
     assert outputs[-1]["metadata"] == {"ipykernel_ext_cut": True}
@@ -218,12 +250,21 @@ def test_contents_writer_saves_outputs_through_the_contents_manager(
     server = request.getfixturevalue("sync_server" if manager == "sync" else "server")
     path = server.root_dir / "closed.ipynb"
     nbformat.write(notebook("c1", "c2"), path)
-    outputs = [S("line 0\nline 1\n"), D("done"),
-               {"output_type": "execute_result", "data": {"text/plain": "42"}, "metadata": {},
-                "execution_count": 5}]
-    written = server.api("POST", "outputs-test/contents",
-                         {"path": "closed.ipynb",
-                          "cells": {"c2": [outputs, 5], "gone": [[S("x")], 1]}})
+    outputs = [
+        S("line 0\nline 1\n"),
+        D("done"),
+        {
+            "output_type": "execute_result",
+            "data": {"text/plain": "42"},
+            "metadata": {},
+            "execution_count": 5,
+        },
+    ]
+    written = server.api(
+        "POST",
+        "outputs-test/contents",
+        {"path": "closed.ipynb", "cells": {"c2": [outputs, 5], "gone": [[S("x")], 1]}},
+    )
     assert written["written"] == ["c2"]
     assert written["manager"].startswith("Async") == (manager == "async"), written
     saved = nbformat.read(path, as_version=4)
@@ -244,8 +285,9 @@ def test_contents_writer_saves_again_when_the_file_is_lost_after_its_save(
     marker = Path(f"{path}.lose-once")
     marker.touch()  # the next save of this file loses it (harness/server_extensions/lose_once.py)
     outputs = [S("line 0\n"), D("done")]
-    written = sync_server.api("POST", "outputs-test/contents",
-                              {"path": "raced.ipynb", "cells": {"c2": [outputs, 3]}})
+    written = sync_server.api(
+        "POST", "outputs-test/contents", {"path": "raced.ipynb", "cells": {"c2": [outputs, 3]}}
+    )
     assert written["written"] == ["c2"]
     assert not marker.exists(), "the first save did not go through the hook"
     saved = nbformat.read(path, as_version=4)
@@ -258,13 +300,17 @@ def test_contents_writer_saves_again_when_the_file_is_lost_after_its_save(
 def test_collab_writer_writes_nothing_without_a_room_or_a_cell(server: JupyterServer) -> None:
     nbformat.write(notebook("c1"), server.root_dir / "unopened.ipynb")
     probe = {"path": "unopened.ipynb", "cell_id": "c1", "probe": True}
-    assert server.api("POST", "outputs-test/collab", probe) == {"available": True,
-                                                                "wrote": False}
-    server.api("POST", "outputs-test/collab",  # opens the room
-               {"path": "unopened.ipynb", "cell_id": "c1", "messages": []})
+    assert server.api("POST", "outputs-test/collab", probe) == {"available": True, "wrote": False}
+    server.api(
+        "POST",
+        "outputs-test/collab",  # opens the room
+        {"path": "unopened.ipynb", "cell_id": "c1", "messages": []},
+    )
     assert server.api("POST", "outputs-test/collab", probe)["wrote"] is True
     assert server.api("POST", "outputs-test/collab", {**probe, "cell_id": "nope"}) == {
-        "available": True, "wrote": False}
+        "available": True,
+        "wrote": False,
+    }
 
 
 def test_collab_writer_is_off_without_collaboration(sync_server: JupyterServer) -> None:

@@ -59,7 +59,9 @@ def test_the_install_enables_the_extension() -> None:
     }
     proc = subprocess.run(
         [sys.executable, "-m", "jupyter", "server", "extension", "list"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)  # its colours
     assert re.search(r"^\s*ipykernel_ext enabled$", out, re.M), out

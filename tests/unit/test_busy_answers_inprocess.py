@@ -28,9 +28,9 @@ from jupyter_client.session import Session
 from tornado.ioloop import IOLoop
 
 from harness.widget_control import CONTROL_TARGET
-from ipykernel_ext.kernel.busy_answers import BusyAnswers
-from ipykernel_ext.kernel.control_comm import ControlCommAnswer
-from ipykernel_ext.kernel.main_shell_status import MainShellStatus
+from ipykernel_ext.kernel.busy.answers import BusyAnswers
+from ipykernel_ext.kernel.busy.main_shell_status import MainShellStatus
+from ipykernel_ext.kernel.widgets.control_comm import ControlCommAnswer
 
 from .inproc import HANG_MS
 from .inproc import Frontend as Client

@@ -35,8 +35,8 @@ from traitlets.config import Config
 from zmq.eventloop.zmqstream import ZMQStream
 
 from ipykernel_ext.kernel import ExtKernel
-from ipykernel_ext.kernel.iopub import NoDropXPubSocket
-from ipykernel_ext.kernel.iopub_options import IOPubSettings
+from ipykernel_ext.kernel.iopub.settings import IOPubSettings
+from ipykernel_ext.kernel.iopub.socket import NoDropXPubSocket
 
 from .inproc import HANG_MS, Frontend
 

@@ -16,7 +16,7 @@ import pytest
 import zmq
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.comm_echo import CommEcho, malformed_reason
+from ipykernel_ext.kernel.comms.echo import CommEcho, malformed_reason
 
 
 def client_msg(msg_type: str, content: Any, metadata: Any = None) -> dict[str, Any]:
@@ -215,9 +215,9 @@ def test_a_failing_echo_never_keeps_the_comm_from_its_handler(
         log=logging.getLogger("test_echo_rules"),
     )
     with caplog.at_level(logging.ERROR, logger="test_echo_rules"):
-        result = echo.wrap(lambda stream, ident, msg: "handled")(None, [], client_msg(
-            "comm_open", OPEN
-        ))
+        result = echo.wrap(lambda stream, ident, msg: "handled")(
+            None, [], client_msg("comm_open", OPEN)
+        )
     assert result == "handled"
     assert "comm_echo could not be published" in caplog.text
 

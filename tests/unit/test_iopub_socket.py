@@ -23,9 +23,9 @@ import zmq
 from ipykernel.iostream import IOPubThread
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.iopub import NoDropXPubSocket
-from ipykernel_ext.kernel.iopub_notice import NOTICE_PREFIX, MissedNotice
-from ipykernel_ext.kernel.iopub_options import IOPubSettings
+from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX, MissedNotice
+from ipykernel_ext.kernel.iopub.settings import IOPubSettings
+from ipykernel_ext.kernel.iopub.socket import NoDropXPubSocket
 
 SNDHWM = 4
 RCVHWM = 2
@@ -221,6 +221,7 @@ def stop_cleanly(thread: IOPubThread) -> None:
     the loop first and let it turn once more, so they end.
     """
     if thread.thread.is_alive():
+
         def cancel_tasks() -> None:
             for task in asyncio.all_tasks():
                 task.cancel()

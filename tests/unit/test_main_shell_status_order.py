@@ -16,7 +16,7 @@ import threading
 
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.main_shell_status import MainShellStatus
+from ipykernel_ext.kernel.busy.main_shell_status import MainShellStatus
 
 HANG = 10.0  # hang guard only
 

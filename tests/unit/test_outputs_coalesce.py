@@ -1,10 +1,11 @@
-"""ipykernel_ext.outputs.coalesce: one write in flight per key, the rest folded into one more."""
+"""ipykernel_ext.server.outputs.coalesce: one write in flight per key, the rest folded into one
+more."""
 
 from __future__ import annotations
 
 import asyncio
 
-from ipykernel_ext.outputs.coalesce import Coalescer
+from ipykernel_ext.server.outputs.coalesce import Coalescer
 
 
 def test_requests_during_a_write_become_one_more_write_with_the_newest_writer() -> None:
@@ -20,6 +21,7 @@ def test_requests_during_a_write_become_one_more_write_with_the_newest_writer() 
                     started.set()
                     await gate.wait()
                 done.append(name)
+
             return write
 
         coalescer.request("cell", writer("first", blocking=True))

@@ -1,4 +1,4 @@
-"""The outputs fold (ipykernel_ext.outputs): IOPub messages in, nbformat outputs out.
+"""The outputs fold (ipykernel_ext.server.outputs): IOPub messages in, nbformat outputs out.
 
 Each case feeds the messages a kernel would publish for one or more cells to a
 :class:`KernelOutputs` and compares the folded outputs with what JupyterLab 4.6 keeps for the
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ipykernel_ext.outputs import CUT_NOTE_KEY, KernelOutputs, StreamText
-from ipykernel_ext.outputs.text import common_prefix
+from ipykernel_ext.server.outputs import CUT_NOTE_KEY, KernelOutputs, StreamText
+from ipykernel_ext.server.outputs.text import common_prefix
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -24,16 +24,23 @@ def request(kernel: KernelOutputs, cell_id: str | None = "cell-1", session: str 
     msg_id = f"req-{next(_ids)}"
     metadata = {"cellId": cell_id} if cell_id else {}
     kernel.on_execute_request(
-        {"header": {"msg_id": msg_id, "session": session, "msg_type": "execute_request"},
-         "metadata": metadata, "content": {"code": "..."}}
+        {
+            "header": {"msg_id": msg_id, "session": session, "msg_type": "execute_request"},
+            "metadata": metadata,
+            "content": {"code": "..."},
+        }
     )
     return msg_id
 
 
 def iopub(kernel: KernelOutputs, parent: str, msg_type: str, **content: Any) -> set[str]:
     return kernel.on_iopub(
-        {"header": {"msg_type": msg_type, "msg_id": f"pub-{next(_ids)}"},
-         "parent_header": {"msg_id": parent}, "metadata": {}, "content": content}
+        {
+            "header": {"msg_type": msg_type, "msg_id": f"pub-{next(_ids)}"},
+            "parent_header": {"msg_id": parent},
+            "metadata": {},
+            "content": content,
+        }
     )
 
 
@@ -43,8 +50,9 @@ def stream(kernel, parent, text, name="stdout"):
 
 def display(kernel, parent, plain, display_id=None, msg_type="display_data"):
     transient = {"display_id": display_id} if display_id else {}
-    return iopub(kernel, parent, msg_type, data={"text/plain": plain}, metadata={},
-                 transient=transient)
+    return iopub(
+        kernel, parent, msg_type, data={"text/plain": plain}, metadata={}, transient=transient
+    )
 
 
 def outputs_of(kernel: KernelOutputs, msg_id: str) -> list[dict[str, Any]]:
@@ -104,8 +112,13 @@ def test_stream_text_of_many_lines_stays_linear() -> None:
 
 @pytest.mark.parametrize(
     ("a", "b", "n"),
-    [("", "x", 0), ("abc", "abd", 2), ("ab", "abc", 2), ("same", "same", 4),
-     ("x" * 999 + "a", "x" * 1000, 999)],
+    [
+        ("", "x", 0),
+        ("abc", "abd", 2),
+        ("ab", "abc", 2),
+        ("same", "same", 4),
+        ("x" * 999 + "a", "x" * 1000, 999),
+    ],
 )
 def test_common_prefix(a, b, n) -> None:
     assert common_prefix(a, b) == n
@@ -120,8 +133,11 @@ def test_consecutive_streams_of_one_name_merge(kernel) -> None:
         stream(kernel, cell, f"line {i}\n")
     stream(kernel, cell, "oops\n", name="stderr")
     stream(kernel, cell, "line 3\n")
-    assert outputs_of(kernel, cell) == [S("line 0\nline 1\nline 2\n"), S("oops\n", "stderr"),
-                                        S("line 3\n")]
+    assert outputs_of(kernel, cell) == [
+        S("line 0\nline 1\nline 2\n"),
+        S("oops\n", "stderr"),
+        S("line 3\n"),
+    ]
 
 
 def test_a_display_between_streams_starts_a_new_stream(kernel) -> None:
@@ -143,15 +159,28 @@ def test_progress_bar_with_cr_keeps_one_line(kernel) -> None:
 def test_execute_result_error_and_execution_count(kernel) -> None:
     cell = request(kernel)
     iopub(kernel, cell, "execute_input", code="1/0", execution_count=7)
-    iopub(kernel, cell, "execute_result", data={"text/plain": "2"}, metadata={},
-          execution_count=7)
-    iopub(kernel, cell, "error", ename="ZeroDivisionError", evalue="division by zero",
-          traceback=["tb 1", "tb 2"])
+    iopub(kernel, cell, "execute_result", data={"text/plain": "2"}, metadata={}, execution_count=7)
+    iopub(
+        kernel,
+        cell,
+        "error",
+        ename="ZeroDivisionError",
+        evalue="division by zero",
+        traceback=["tb 1", "tb 2"],
+    )
     assert outputs_of(kernel, cell) == [
-        {"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {},
-         "execution_count": 7},
-        {"output_type": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
-         "traceback": ["tb 1", "tb 2"]},
+        {
+            "output_type": "execute_result",
+            "data": {"text/plain": "2"},
+            "metadata": {},
+            "execution_count": 7,
+        },
+        {
+            "output_type": "error",
+            "ename": "ZeroDivisionError",
+            "evalue": "division by zero",
+            "traceback": ["tb 1", "tb 2"],
+        },
     ]
     assert kernel.cells[cell].execution_count == 7
 
@@ -209,8 +238,9 @@ def test_update_display_data_replaces_every_display_with_the_id(kernel) -> None:
     display(kernel, cell, "v0", display_id="p")
     display(kernel, cell, "other", display_id="q")
     for i in range(1, 4):
-        assert display(kernel, cell, f"v{i}", display_id="p",
-                       msg_type="update_display_data") == {cell}
+        assert display(kernel, cell, f"v{i}", display_id="p", msg_type="update_display_data") == {
+            cell
+        }
     assert outputs_of(kernel, cell) == [D("v3"), S("between\n"), D("v3"), D("other")]
 
 
@@ -226,20 +256,19 @@ def test_update_display_data_across_cells_and_from_any_parent(kernel) -> None:
     display(kernel, first, "v0", display_id="p")
     iopub(kernel, first, "status", execution_state="idle")
     second = request(kernel, "cell-2")
-    assert display(kernel, second, "v1", display_id="p",
-                   msg_type="update_display_data") == {first}
+    assert display(kernel, second, "v1", display_id="p", msg_type="update_display_data") == {first}
     assert outputs_of(kernel, first) == [D("v1")]
     assert outputs_of(kernel, second) == []  # an update adds nothing where it was sent
     # from a request no cell sent (a thread, a comm handler): still updates
-    assert display(kernel, "someone-else", "v2", display_id="p",
-                   msg_type="update_display_data") == {first}
+    assert display(
+        kernel, "someone-else", "v2", display_id="p", msg_type="update_display_data"
+    ) == {first}
     assert outputs_of(kernel, first) == [D("v2")]
 
 
 def test_an_unknown_display_id_updates_nothing(kernel) -> None:
     cell = request(kernel)
-    assert display(kernel, cell, "v", display_id="nobody",
-                   msg_type="update_display_data") == set()
+    assert display(kernel, cell, "v", display_id="nobody", msg_type="update_display_data") == set()
     assert outputs_of(kernel, cell) == []
 
 
@@ -249,25 +278,35 @@ def test_rerunning_a_cell_forgets_the_old_run_and_its_displays(kernel) -> None:
     iopub(kernel, first, "status", execution_state="idle")
     again = request(kernel, "cell-1")
     assert first not in kernel.cells
-    assert display(kernel, again, "v1", display_id="p",
-                   msg_type="update_display_data") == set()
+    assert display(kernel, again, "v1", display_id="p", msg_type="update_display_data") == set()
 
 
 # --- Output widgets -------------------------------------------------------------------------
 
 
 def widget_open(kernel, comm_id, model="OutputModel", msg_id=""):
-    kernel.on_iopub({"header": {"msg_type": "comm_open"}, "parent_header": {},
-                     "content": {"comm_id": comm_id, "target_name": "jupyter.widget",
-                                 "data": {"state": {"_model_name": model, "msg_id": msg_id},
-                                          "buffer_paths": []}}})
+    kernel.on_iopub(
+        {
+            "header": {"msg_type": "comm_open"},
+            "parent_header": {},
+            "content": {
+                "comm_id": comm_id,
+                "target_name": "jupyter.widget",
+                "data": {"state": {"_model_name": model, "msg_id": msg_id}, "buffer_paths": []},
+            },
+        }
+    )
 
 
 def widget_update(kernel, comm_id, msg_id, channel="iopub", method="update"):
-    msg = {"header": {"msg_type": "comm_msg"}, "parent_header": {},
-           "content": {"comm_id": comm_id,
-                       "data": {"method": method, "state": {"msg_id": msg_id},
-                                "buffer_paths": []}}}
+    msg = {
+        "header": {"msg_type": "comm_msg"},
+        "parent_header": {},
+        "content": {
+            "comm_id": comm_id,
+            "data": {"method": method, "state": {"msg_id": msg_id}, "buffer_paths": []},
+        },
+    }
     (kernel.on_iopub if channel == "iopub" else kernel.on_shell)(msg)
 
 
@@ -308,8 +347,13 @@ def test_other_widgets_capture_nothing_and_a_closed_output_widget_stops(kernel) 
     widget_open(kernel, "slider", model="IntSliderModel", msg_id=cell)
     widget_open(kernel, "out-1", msg_id=cell)
     stream(kernel, cell, "captured\n")
-    kernel.on_iopub({"header": {"msg_type": "comm_close"}, "parent_header": {},
-                     "content": {"comm_id": "out-1", "data": {}}})
+    kernel.on_iopub(
+        {
+            "header": {"msg_type": "comm_close"},
+            "parent_header": {},
+            "content": {"comm_id": "out-1", "data": {}},
+        }
+    )
     stream(kernel, cell, "mine\n")
     assert outputs_of(kernel, cell) == [S("mine\n")]
 
@@ -332,8 +376,13 @@ def test_a_cell_ends_at_its_idle_and_takes_the_reply_count(kernel) -> None:
     iopub(kernel, cell, "status", execution_state="idle")
     ran = kernel.cells[cell]
     assert (ran.state, ran.ended_by, ran.session) == ("idle", "idle", "tab-9")
-    kernel.on_shell({"header": {"msg_type": "execute_reply"}, "parent_header": {"msg_id": cell},
-                     "content": {"status": "ok", "execution_count": 4}})
+    kernel.on_shell(
+        {
+            "header": {"msg_type": "execute_reply"},
+            "parent_header": {"msg_id": cell},
+            "content": {"status": "ok", "execution_count": 4},
+        }
+    )
     assert (ran.execution_count, ran.reply_status) == (4, "ok")
     assert kernel.cells_of_session("tab-9") == [ran]
 
@@ -341,8 +390,12 @@ def test_a_cell_ends_at_its_idle_and_takes_the_reply_count(kernel) -> None:
 def test_an_aborted_request_ends_at_its_reply(kernel) -> None:
     cell = request(kernel, "cell-3")
     changed = kernel.on_shell(
-        {"header": {"msg_type": "execute_reply"}, "parent_header": {"msg_id": cell},
-         "content": {"status": "aborted", "execution_count": None}})
+        {
+            "header": {"msg_type": "execute_reply"},
+            "parent_header": {"msg_id": cell},
+            "content": {"status": "aborted", "execution_count": None},
+        }
+    )
     assert changed == {cell}
     ran = kernel.cells[cell]
     assert (ran.state, ran.ended_by, ran.execution_count) == ("idle", "aborted", None)
@@ -428,8 +481,9 @@ def test_the_kernel_bound_never_lets_go_of_a_cell_not_yet_written() -> None:
     """Issue 30: an ended cell the server still has to write stays; the running cell is cut,
     with a note that names the kernel's bound."""
     unwritten: set[str] = set()
-    kernel = KernelOutputs(max_cell_bytes=10**6, max_kernel_bytes=3000,
-                           keep=lambda msg_id: msg_id in unwritten)
+    kernel = KernelOutputs(
+        max_cell_bytes=10**6, max_kernel_bytes=3000, keep=lambda msg_id: msg_id in unwritten
+    )
     old = request(kernel, "cell-1")
     unwritten.add(old)
     stream(kernel, old, "o" * 1500)
@@ -438,8 +492,9 @@ def test_the_kernel_bound_never_lets_go_of_a_cell_not_yet_written() -> None:
     stream(kernel, new, "n" * 2000)
     assert old in kernel.cells and outputs_of(kernel, old) == [S("o" * 1500)]
     outputs = outputs_of(kernel, new)
-    assert is_note(outputs[-1]) and "3000 bytes of output per kernel" in (
-        outputs[-1]["data"]["text/plain"]
+    assert (
+        is_note(outputs[-1])
+        and "3000 bytes of output per kernel" in (outputs[-1]["data"]["text/plain"])
     )
     assert kernel.cells[new].outputs.cut_by == (3000, "kernel")
     assert kernel.let_go == [] and kernel.nbytes <= 3000
@@ -465,17 +520,22 @@ def test_the_cell_bound_is_recorded_for_the_log() -> None:
 def input_request(kernel, parent, prompt, password=False, msg_id=None):
     msg_id = msg_id or f"ask-{next(_ids)}"
     kernel.on_input_request(
-        {"header": {"msg_type": "input_request", "msg_id": msg_id},
-         "parent_header": {"msg_id": parent}, "content": {"prompt": prompt,
-                                                          "password": password}}
+        {
+            "header": {"msg_type": "input_request", "msg_id": msg_id},
+            "parent_header": {"msg_id": parent},
+            "content": {"prompt": prompt, "password": password},
+        }
     )
     return msg_id
 
 
 def input_reply(kernel, asked, value, status="ok"):
     return kernel.on_input_reply(
-        {"header": {"msg_type": "input_reply", "msg_id": f"ans-{next(_ids)}"},
-         "parent_header": {"msg_id": asked}, "content": {"status": status, "value": value}}
+        {
+            "header": {"msg_type": "input_reply", "msg_id": f"ans-{next(_ids)}"},
+            "parent_header": {"msg_id": asked},
+            "content": {"status": status, "value": value},
+        }
     )
 
 
@@ -489,7 +549,9 @@ def test_the_input_echo_is_folded_where_the_tab_writes_it(kernel) -> None:
     # JupyterLab 4.6: a stdin stream (prompt, space, answer, newline) between two stdouts,
     # which therefore do not merge.
     assert outputs_of(kernel, msg_id) == [
-        S("before\n"), S("name? world\n", "stdin"), S("hello world 0\nhello world 1\n")
+        S("before\n"),
+        S("name? world\n", "stdin"),
+        S("hello world 0\nhello world 1\n"),
     ]
 
 

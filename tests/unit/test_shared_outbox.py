@@ -18,7 +18,7 @@ import zmq
 import zmq.asyncio
 
 from ipykernel_ext.endpoints import connect_channel
-from ipykernel_ext.shared_channels.outbox import Outbox
+from ipykernel_ext.server.outbox import Outbox
 
 #: How long a wait may take before the test fails: a hang guard only, never a measure.
 HANG_MS = 30_000

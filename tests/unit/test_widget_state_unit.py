@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from ipykernel_ext.kernel import widget_state
-from ipykernel_ext.kernel.widget_buffers import split_buffers
-from ipykernel_ext.kernel.widget_state import (
+from ipykernel_ext.kernel.widgets import snapshot as widget_state
+from ipykernel_ext.kernel.widgets.buffers import split_buffers
+from ipykernel_ext.kernel.widgets.snapshot import (
     WidgetStateRequestError,
     build_widget_state_reply,
     parse_request,

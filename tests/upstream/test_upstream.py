@@ -167,9 +167,7 @@ def _run_upstream(upstream: Path, env: dict[str, str], scratch: Path) -> Outcome
     ]  # fmt: skip
     for node in DESELECTED:
         cmd += ["--deselect", node]
-    done = subprocess.run(
-        cmd, cwd=upstream, env=env, capture_output=True, text=True, timeout=840
-    )
+    done = subprocess.run(cmd, cwd=upstream, env=env, capture_output=True, text=True, timeout=840)
     log = done.stdout + done.stderr
     # 0: all passed, 1: some failed; anything else (usage, collection, internal error)
     # means the suite did not run as meant.

@@ -1,6 +1,6 @@
 """The IOPub settings: their defaults, the rule each value must meet, and the options that set them.
 
-:class:`IOPubSettings` is what the socket (:mod:`ipykernel_ext.kernel.iopub`) runs with: one
+:class:`IOPubSettings` is what the socket (:mod:`ipykernel_ext.kernel.iopub.socket`) runs with: one
 frozen value, checked when it is made and replaced as a whole when an option changes.
 
 Two classes take the options: ``ExtKernelApp`` (``--iopub-*`` flags, ``c.ExtKernelApp.iopub_*``),

@@ -13,15 +13,16 @@ first on its shell-channel thread (which then routes it to the main shell or a s
   pair around them (whose parent types jupyter_server does not track);
 * ipywidgets' control comm opened here: nothing sent for its ``comm_open``, the
   ``update_states`` reply on IOPub for its ``request_states`` (the snapshot of
-  :func:`~.control_comm.update_states`), without any status (as stock does for comm messages
-  handled beside a running cell), and after its ``comm_close`` the check of
-  :mod:`.widget_reconcile`, scheduled on the main IOLoop (so it runs after the cell).
+  :func:`~ipykernel_ext.kernel.widgets.control_comm.update_states`), without any status (as stock
+  does for comm messages handled beside a running cell), and after its ``comm_close`` the check of
+  :mod:`ipykernel_ext.kernel.widgets.reconcile`, scheduled on the main IOLoop (so it runs after the
+  cell).
 
-Which messages are answered here, in each client's order, is :mod:`.busy_routing`'s decision
+Which messages are answered here, in each client's order, is :mod:`.routing`'s decision
 (:meth:`BusyAnswers.claims`); a claimed message is verified (signature, replay) before anything
 is answered, and one that fails verification is refused with a log line, as stock drops it. An
-idle kernel's control comm is ipywidgets' own: :mod:`.control_comm` answers it
-(:meth:`BusyAnswers.wrap_comm_open`).
+idle kernel's control comm is ipywidgets' own: :mod:`ipykernel_ext.kernel.widgets.control_comm`
+answers it (:meth:`BusyAnswers.wrap_comm_open`).
 
 The intercepted messages are never echoed (``comm_echo``): the control comm is a private
 exchange between one frontend and the kernel.
@@ -33,11 +34,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ..protocol import comm_topic
-from .busy_routing import BusyRouting
-from .control_comm import ControlCommAdoption, update_states
+from ...protocol import comm_topic
+from ..widgets.control_comm import ControlCommAdoption, update_states
+from ..widgets.reconcile import WidgetReconcile, with_buffers
 from .main_shell_status import MainShellStatus
-from .widget_reconcile import WidgetReconcile, with_buffers
+from .routing import BusyRouting
 
 #: ``(status, channel, parent)``: publishes a ``status`` on IOPub as the kernel does.
 PublishStatus = Callable[[str, str, Any], None]

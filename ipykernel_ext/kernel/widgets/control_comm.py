@@ -5,9 +5,9 @@ A frontend loading a notebook opens ipywidgets' control comm (``comm_open`` to
 ``update_states`` with every model. This module owns:
 
 * :func:`update_states`: that reply's data and buffers, built by
-  :mod:`ipykernel_ext.kernel.widget_state` (ipywidgets' states, the fast way). The one
-  snapshot both paths send: mid-cell, from :class:`~.busy_answers.BusyAnswers` on the
-  shell-channel thread, and on an idle kernel, here;
+  :mod:`ipykernel_ext.kernel.widgets.snapshot` (ipywidgets' states, the fast way). The one
+  snapshot both paths send: mid-cell, from :class:`~ipykernel_ext.kernel.busy.answers.BusyAnswers`
+  on the shell-channel thread, and on an idle kernel, here;
 * on an idle kernel the control comm is ipywidgets' own, opened by the main shell as on stock:
   :meth:`ControlCommAdoption.wrap_comm_open` then gives it a :class:`ControlCommAnswer`,
   which answers ``request_states`` with :func:`update_states` on the main shell, in stock's
@@ -22,8 +22,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol import CONTROL_COMM_TARGET
-from .widget_state import build_widget_state_reply, widget_module
+from ...protocol import CONTROL_COMM_TARGET
+from .snapshot import build_widget_state_reply, widget_module
 
 
 def update_states(log: Any) -> tuple[dict[str, Any], list[Any]]:

@@ -1,7 +1,7 @@
 """Taking the binary buffers out of a widget state, as ipywidgets' ``_remove_buffers`` does.
 
 Owned here: :func:`split_buffers` (one value, the buffers appended to the caller's lists, so
-the snapshot of :mod:`ipykernel_ext.kernel.widget_state` splits every widget in one pass),
+the snapshot of :mod:`ipykernel_ext.kernel.widgets.snapshot` splits every widget in one pass),
 :func:`remove_buffers` (a whole state, ipywidgets' signature) and :func:`check_packable` (what
 the session's JSON packer would refuse, found before the whole reply fails on it).
 """

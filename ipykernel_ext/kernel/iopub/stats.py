@@ -1,8 +1,8 @@
 """What one IOPub socket counts, and the reply that reports it: ``iopub_stats_reply``.
 
 :class:`IOPubStats` only counts (sends, waits, stalls, give-ups, missed messages, notices).
-The socket (:mod:`ipykernel_ext.kernel.iopub`) writes the counts on the IOPub thread, and
-:mod:`ipykernel_ext.kernel.iopub_notice`, told of each give-up, counts ``notices``. The reply
+The socket (:mod:`ipykernel_ext.kernel.iopub.socket`) writes the counts on the IOPub thread, and
+:mod:`ipykernel_ext.kernel.iopub.notice`, told of each give-up, counts ``notices``. The reply
 (:meth:`IOPubStats.as_reply`, built on the control thread) puts beside them the settings the
 socket runs with and what waits in its backlog now. Its fields are part of the wire contract
 (docs/PROTOCOL.md §1).
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from .iopub_options import IOPubSettings
+from .settings import IOPubSettings
 
 #: ``iopub_stats_reply["socket"]``: who made the socket the send path runs on.
 BOUND_BY_EXT_APP = "bound-by-ext-app"
@@ -21,7 +21,7 @@ ADOPTED = "adopted"
 
 
 class BacklogSize(Protocol):
-    """What the reply reads of a backlog (:class:`~.iopub_backlog.Backlog`)."""
+    """What the reply reads of a backlog (:class:`~.backlog.Backlog`)."""
 
     nbytes: int
     peak_bytes: int

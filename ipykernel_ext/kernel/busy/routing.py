@@ -1,7 +1,7 @@
 """Which shell messages are answered on the shell-channel thread, and each client's order.
 
 :class:`BusyRouting` decides, for every shell message the shell-channel thread receives,
-whether :class:`~.busy_answers.BusyAnswers` answers it right there or stock's routing takes it
+whether :class:`~.answers.BusyAnswers` answers it right there or stock's routing takes it
 to the main shell (or a subshell). It reads the header (and, for comm messages, the content)
 *before* verification; that only picks the path: a claimed message is verified before
 anything is answered.
@@ -26,9 +26,9 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
-from ..protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
+from ...protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
+from ..widgets.snapshot import widget_module
 from .main_shell_status import MainShellStatus
-from .widget_state import widget_module
 
 #: The control comm's protocol major version answered here (that of ipywidgets'
 #: ``__control_protocol_version__``, which ``Widget.handle_control_comm_opened`` requires).
@@ -60,7 +60,8 @@ class BusyRouting:
     ) -> None:
         self.session = session
         #: whether a comm message goes to the main shell whatever subshell it names
-        #: (:class:`~.comm_routing.CommRouting`): then it is queued there like any other.
+        #: (:class:`~ipykernel_ext.kernel.comms.routing.CommRouting`): then it is queued there like
+        #: any other.
         self.comm_to_main = comm_to_main
         self.comm_manager = comm_manager
         self.status = status

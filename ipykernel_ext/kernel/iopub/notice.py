@@ -1,14 +1,14 @@
 """The missed-messages notice: a cell is told, in its own output, that a frontend missed some.
 
-When the IOPub socket gives a subscriber up (:mod:`ipykernel_ext.kernel.iopub`: its queue stayed
-full past the send timeout), that frontend misses messages. The kernel log says so, but a
+When the IOPub socket gives a subscriber up (:mod:`ipykernel_ext.kernel.iopub.socket`: its queue
+stayed full past the send timeout), that frontend misses messages. The kernel log says so, but a
 user reading the notebook never sees the log; so a cell gets a ``stream`` message on
 ``stderr`` saying how many messages were missed at least and which option to raise.
 
 **Who is told, and when** is decided from what leaves the socket, not from what was queued:
 the give-up comes a whole send timeout after the queue filled, usually long after the cell
 that filled it was queued to end. So :class:`MissedNotice` is the socket's
-:class:`~ipykernel_ext.kernel.iopub.GiveUpWatcher`:
+:class:`~ipykernel_ext.kernel.iopub.socket.GiveUpWatcher`:
 
 * each give-up that cost messages owes one notice (:meth:`MissedNotice.given_up`);
 * an owed notice is sent just ahead of the first ``idle`` status of the main shell to leave
@@ -32,8 +32,8 @@ from typing import Any
 
 from jupyter_client.session import DELIM, extract_header
 
-from .iopub_options import IOPubSettings
-from .iopub_stats import IOPubStats
+from .settings import IOPubSettings
+from .stats import IOPubStats
 
 #: The first words of every notice (tests and users can search for them).
 NOTICE_PREFIX = "[ipykernel_ext] IOPub:"

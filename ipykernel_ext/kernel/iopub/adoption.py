@@ -1,6 +1,6 @@
 """IOPub under any launcher: the kernel adopts an IOPub socket another app bound.
 
-``ExtKernelApp`` makes the IOPub socket itself (:class:`~.iopub.NoDropXPubSocket`,
+``ExtKernelApp`` makes the IOPub socket itself (:class:`~.socket.NoDropXPubSocket`,
 configured before bind). Other apps bind a plain XPUB and hand the kernel an ``IOPubThread``
 around it: stock ``IPKernelApp`` (``--IPKernelApp.kernel_class=ipykernel_ext.kernel.ExtKernel``),
 the cluster launchers of gateway_provisioners and Enterprise Gateway (``launch_ipykernel.py
@@ -32,9 +32,9 @@ from typing import Any
 import zmq
 from traitlets import observe
 
-from .iopub import NoDropXPubSocket
-from .iopub_options import IOPubSettings, IOPubTraits
-from .iopub_stats import ADOPTED
+from .settings import IOPubSettings, IOPubTraits
+from .socket import NoDropXPubSocket
+from .stats import ADOPTED
 
 #: How long the kernel waits for the IOPub thread to make the swap. The thread only has to
 #: finish the send in hand; stock IOPub never waits for a subscriber, so this is generous.
@@ -187,7 +187,7 @@ class IOPubOptions(IOPubTraits):
     A mixin for the kernel class (``c.ExtKernel.iopub_nodrop = ...``; under ExtKernelApp the
     app's ``--iopub-*`` flags win where both are given). :meth:`adopt_iopub_socket` is called
     once, from the kernel's ``__init__``. The options are validated where they are declared
-    (:class:`~.iopub_options.IOPubTraits`), an error naming ``ExtKernel.iopub_*``.
+    (:class:`~.settings.IOPubTraits`), an error naming ``ExtKernel.iopub_*``.
     """
 
     @observe("iopub_send_timeout", "iopub_backlog_limit")

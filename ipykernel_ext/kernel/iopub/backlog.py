@@ -1,6 +1,6 @@
 """The IOPub backlog: what a full subscriber's queue keeps waiting, in order, and its bytes.
 
-:class:`Backlog` is the socket's (:mod:`ipykernel_ext.kernel.iopub`) queue of what could not
+:class:`Backlog` is the socket's (:mod:`ipykernel_ext.kernel.iopub.socket`) queue of what could not
 be sent yet. It keeps its own byte count and the most bytes it ever held, so what
 ``iopub_stats_reply`` says waits (``backlog_messages``, ``backlog_bytes``,
 ``backlog_peak_bytes``) is read off the queue itself and cannot drift from it. Only the IOPub
@@ -57,9 +57,7 @@ class Backlog:
     def __iter__(self) -> Iterator[Waiting]:
         return iter(self._messages)
 
-    def add(
-        self, parts: Any, flags: int, kwargs: dict[str, Any], *, ahead: bool = False
-    ) -> None:
+    def add(self, parts: Any, flags: int, kwargs: dict[str, Any], *, ahead: bool = False) -> None:
         """Queue a message last, or first (``ahead``: to go before the head)."""
         waiting = Waiting(parts, flags, kwargs, message_nbytes(parts))
         if ahead:

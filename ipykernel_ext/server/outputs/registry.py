@@ -217,7 +217,8 @@ class KernelOutputs:
         content = msg.get("content") or {}
         prompt = content.get("prompt", "")
         self._input_requests[msg["header"]["msg_id"]] = (
-            cell.msg_id, prompt if isinstance(prompt, str) else str(prompt),
+            cell.msg_id,
+            prompt if isinstance(prompt, str) else str(prompt),
             bool(content.get("password")),
         )
 

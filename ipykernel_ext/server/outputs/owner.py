@@ -4,16 +4,16 @@ those whose tab is gone (issue 23; the rules are docs/PROTOCOL.md section 6).
 :class:`OutputsOwner` (one per kernel, kept in :class:`OutputsOwners`) watches the kernel's
 shared channels (a :class:`~ipykernel_ext.shared_channels.Watcher`): every ``execute_request``
 with a ``metadata.cellId`` and every comm message a client sends, every IOPub message once,
-in order, and every reply. It feeds them to a :class:`~ipykernel_ext.outputs.KernelOutputs`
+in order, and every reply. It feeds them to a :class:`~ipykernel_ext.server.outputs.KernelOutputs`
 (the fold) and owns the decisions the fold cannot make:
 
 * which sessions have a websocket open on the kernel (told by the connection class);
 * when the server owns a cell: its session's websocket closed and did not come back within
   ``grace`` seconds; it owns it until the cell ends (its idle, a restart, the kernel's death);
 * what it writes: with a live collaborative document of the notebook, the cell as it goes
-  (:class:`~ipykernel_ext.outputs.collab.CollabWriter`, one write in flight per cell, the next
-  one brings the document to the fold's latest state); without one, the ended cells into the
-  ``.ipynb`` (:class:`~ipykernel_ext.outputs.contents.ContentsWriter`) once no websocket of
+  (:class:`~ipykernel_ext.server.outputs.collab.CollabWriter`, one write in flight per cell, the
+  next one brings the document to the fold's latest state); without one, the ended cells into the
+  ``.ipynb`` (:class:`~ipykernel_ext.server.outputs.contents.ContentsWriter`) once no websocket of
   the kernel has been open for ``grace`` seconds;
 * which kernel messages a returning session must not get (:meth:`OutputsOwner.hides`): the
   outputs of its cells that the server wrote into the live document (the tab shows the
@@ -35,11 +35,12 @@ from typing import Any, Protocol
 from jupyter_client.session import DELIM
 from jupyter_core.utils import ensure_async
 
-from ..outputs import Coalescer, KernelOutputs, RunningCell
-from ..outputs.collab import CollabWriter
-from ..outputs.contents import ContentsWriter
-from ..protocol import COMM_MSG_TYPES, CONTENT, HEADER, METADATA, PARENT_HEADER
-from ..shared_channels import KernelMessage, SharedChannels, SharedClient
+from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, METADATA, PARENT_HEADER
+from ...shared_channels import KernelMessage, SharedChannels, SharedClient
+from .coalesce import Coalescer
+from .collab import CollabWriter
+from .contents import ContentsWriter
+from .registry import KernelOutputs, RunningCell
 
 #: The IOPub messages that change a cell's outputs (hidden from a returning session).
 OUTPUT_MSG_TYPES = frozenset(
@@ -48,7 +49,10 @@ OUTPUT_MSG_TYPES = frozenset(
 
 #: The keys of a decoded message's parts, by their index in the frames after the delimiter.
 _PARTS = {
-    HEADER: "header", PARENT_HEADER: "parent_header", METADATA: "metadata", CONTENT: "content"
+    HEADER: "header",
+    PARENT_HEADER: "parent_header",
+    METADATA: "metadata",
+    CONTENT: "content",
 }
 
 Unpack = Callable[[bytes], Any]
@@ -56,7 +60,7 @@ Unpack = Callable[[bytes], Any]
 
 class HeardMessage(Protocol):
     """A kernel message as the owner reads it: a shared channels' ``KernelMessage``, or a
-    gateway websocket's decoded JSON (:mod:`.gateway`)."""
+    gateway websocket's decoded JSON (:mod:`ipykernel_ext.server.gateway`)."""
 
     channel: str
 
@@ -73,10 +77,10 @@ class HeardMessage(Protocol):
 
 
 class Feed(Protocol):
-    """What keeps the server hearing a kernel behind a gateway (:mod:`.gateway`): its own
-    websocket to the gateway, open while a tab of the kernel is (so it hears a cell from its
-    first message) or a followed cell runs; closed otherwise (an open websocket would keep
-    the gateway from culling the idle kernel)."""
+    """What keeps the server hearing a kernel behind a gateway
+    (:mod:`ipykernel_ext.server.gateway`): its own websocket to the gateway, open while a tab of
+    the kernel is (so it hears a cell from its first message) or a followed cell runs; closed
+    otherwise (an open websocket would keep the gateway from culling the idle kernel)."""
 
     def update(self, tabs_open: bool, following: bool) -> None: ...
 
@@ -120,7 +124,8 @@ class OutputsOwner:
         self.hidden: dict[str, str] = {}
         self.channels: SharedChannels | None = None
         #: in gateway mode, the server's own websocket to the kernel (set by
-        #: :class:`~.gateway.GatewayOutputsConnection`; the shared channels need none)
+        #: :class:`~ipykernel_ext.server.gateway.GatewayOutputsConnection`; the shared channels
+        #: need none)
         self.feed: Feed | None = None
         self._hold: SharedClient | None = None
         self._grace_timers: dict[str, asyncio.TimerHandle] = {}
@@ -229,7 +234,9 @@ class OutputsOwner:
             self.log.info(
                 "Kernel %s: the outputs of an ended cell (request %s), already written, "
                 "were let go to make room (keep_outputs_kernel_bytes=%d)",
-                self.kernel_id, msg_id, self.cells.max_kernel_bytes,
+                self.kernel_id,
+                msg_id,
+                self.cells.max_kernel_bytes,
             )
         self.cells.let_go.clear()
         self.owned &= held.keys()
@@ -299,7 +306,9 @@ class OutputsOwner:
             if cell.msg_id not in self.owned:
                 self.log.info(
                     "Kernel %s: the server takes over the outputs of cell %s (session %s left)",
-                    self.kernel_id, cell.cell_id, session,
+                    self.kernel_id,
+                    cell.cell_id,
+                    session,
                 )
                 self.owned.add(cell.msg_id)
                 self._write_soon(cell)
@@ -323,12 +332,15 @@ class OutputsOwner:
             if path == old:
                 moved = new
             elif path.startswith(old + "/"):
-                moved = new + path[len(old):]
+                moved = new + path[len(old) :]
             else:
                 continue
             self.log.info(
                 "Kernel %s: cell %s follows its notebook from %s to %s",
-                self.kernel_id, cell.cell_id, cell.path, moved,
+                self.kernel_id,
+                cell.cell_id,
+                cell.path,
+                moved,
             )
             cell.path = moved
             if cell.msg_id in self.owned:
@@ -341,7 +353,10 @@ class OutputsOwner:
         if path and path != cell.path:
             self.log.info(
                 "Kernel %s: cell %s's notebook is now %s (was %s)",
-                self.kernel_id, cell.cell_id, path, cell.path,
+                self.kernel_id,
+                cell.cell_id,
+                path,
+                cell.path,
             )
             cell.path = path
         return path
@@ -388,7 +403,9 @@ class OutputsOwner:
                 self.log.warning(
                     "Kernel %s: the outputs of cell %s are not written anywhere: no single "
                     "notebook session names the kernel (%s)",
-                    self.kernel_id, cell.cell_id, "/api/sessions",
+                    self.kernel_id,
+                    cell.cell_id,
+                    "/api/sessions",
                 )
             return
         ended = not cell.running  # before the write: the document then has the end too
@@ -409,7 +426,10 @@ class OutputsOwner:
             else:
                 self.log.info(
                     "Kernel %s: cell %s ended; its outputs go into %s once no tab of the "
-                    "kernel is connected", self.kernel_id, cell.cell_id, path,
+                    "kernel is connected",
+                    self.kernel_id,
+                    cell.cell_id,
+                    path,
                 )
 
     def _tell_cut(self, cell: RunningCell) -> None:
@@ -423,7 +443,11 @@ class OutputsOwner:
         self.log.warning(
             "Kernel %s: the outputs of cell %s were cut at %d bytes per %s "
             "(KeepOutputs.keep_outputs_%s_bytes); a note in the cell says so",
-            self.kernel_id, cell.cell_id, limit, scope, scope,
+            self.kernel_id,
+            cell.cell_id,
+            limit,
+            scope,
+            scope,
         )
 
     async def _write_files(self) -> None:
@@ -476,7 +500,10 @@ class OutputsOwner:
             tried.append(path)
         self.log.error(
             "Kernel %s: the outputs of cells %s could not be written anywhere (tried %s): %r",
-            self.kernel_id, sorted(cells), ", ".join(tried), error,
+            self.kernel_id,
+            sorted(cells),
+            ", ".join(tried),
+            error,
         )
 
     async def _find_path(self, cell: RunningCell) -> str | None:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol import COMM_MSG_TYPES, CONTENT, HEADER, peek
+from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, peek
 
 #: A comm message waiting for the main shell (its frames as received) and how to dispatch it.
 Waiting = tuple[list[Any], "Routed"]

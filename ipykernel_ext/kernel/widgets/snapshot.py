@@ -43,7 +43,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .widget_buffers import (
+from .buffers import (
     BINARY_TYPES,
     CONTAINER_TYPES,
     PLAIN_TYPES,

@@ -43,12 +43,18 @@ Room = Callable[[int], int]
 def output_from_content(msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
     """The nbformat output dict of an output message's content (stream text not folded)."""
     if msg_type == "stream":
-        return {"output_type": "stream", "name": content.get("name", "stdout"),
-                "text": content.get("text", "")}
+        return {
+            "output_type": "stream",
+            "name": content.get("name", "stdout"),
+            "text": content.get("text", ""),
+        }
     if msg_type == "error":
-        return {"output_type": "error", "ename": content.get("ename", ""),
-                "evalue": content.get("evalue", ""),
-                "traceback": list(content.get("traceback", []))}
+        return {
+            "output_type": "error",
+            "ename": content.get("ename", ""),
+            "evalue": content.get("evalue", ""),
+            "traceback": list(content.get("traceback", [])),
+        }
     output: dict[str, Any] = {
         "output_type": "display_data" if msg_type == "update_display_data" else msg_type,
         "data": content.get("data", {}),
@@ -79,8 +85,11 @@ def cut_note(limit: int, scope: str) -> dict[str, Any]:
         f"per {scope}, so the rest of this cell's output was not kept. Rerun the cell with "
         f"its tab open to see all of it.]"
     )
-    return {"output_type": "display_data", "data": {"text/plain": text},
-            "metadata": {CUT_NOTE_KEY: True}}
+    return {
+        "output_type": "display_data",
+        "data": {"text/plain": text},
+        "metadata": {CUT_NOTE_KEY: True},
+    }
 
 
 class CellOutputs:
@@ -218,9 +227,7 @@ class CellOutputs:
     def _add_stream(self, output: dict[str, Any]) -> bool:
         text: str = output["text"]
         last = self._outputs[-1] if self._outputs else None
-        merging = (
-            self._stream is not None and last is not None and last["name"] == output["name"]
-        )
+        merging = self._stream is not None and last is not None and last["name"] == output["name"]
         overhead = 0 if merging else output_size({**output, "text": ""})
         encoded = text.encode("utf-8", "surrogatepass")
         free = self._free(overhead + len(encoded))

@@ -11,7 +11,7 @@ grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobod
   is made; a later change does not resize existing pipes).
 * ``XPUB_NODROP`` is on: a send that finds a subscriber's queue full fails instead of
   dropping, and the message waits, in order, in this socket's **backlog**
-  (:mod:`ipykernel_ext.kernel.iopub_backlog`).
+  (:mod:`ipykernel_ext.kernel.iopub.backlog`).
 * **The IOPub thread never blocks on a subscriber.** Once attached to the IOPub thread's loop
   (:meth:`NoDropXPubSocket.attach`), the backlog is retried on a timer (every 1 to 20 ms, never
   a blocking send: libzmq reports no "room again" event for an XPUB); between
@@ -29,10 +29,10 @@ grid over CurveZMQ, a server that pauses for a few seconds) loses messages nobod
   about half a queue). Parked pipes do not count for NODROP, so the rest of the backlog and
   every later message go out with NODROP back on: the other subscribers keep their no-loss
   guarantee, and a subscriber that never comes back costs one wait in all.
-* It runs with one ``IOPubSettings`` value (:mod:`.iopub_options`), replaced whole on a change
+* It runs with one ``IOPubSettings`` value (:mod:`.settings`), replaced whole on a change
   (:meth:`NoDropXPubSocket.apply`). Every wait, episode, give-up and missed message is counted
-  (:mod:`.iopub_stats`, ``iopub_stats_request``) and logged (:mod:`.iopub_warning`).
-* A :class:`GiveUpWatcher` (:mod:`ipykernel_ext.kernel.iopub_notice`), if one is set with
+  (:mod:`.stats`, ``iopub_stats_request``) and logged (:mod:`.give_up_log`).
+* A :class:`GiveUpWatcher` (:mod:`ipykernel_ext.kernel.iopub.notice`), if one is set with
   :meth:`NoDropXPubSocket.watch`, hears of each give-up when it happens and may put messages
   ahead of any message just before it leaves the socket (from the backlog or at once): so what
   the user is told follows what actually left, not what was queued.
@@ -45,8 +45,9 @@ is exiting) nothing waits: what is left goes out at once, to the subscribers wit
 
 Under ``ExtKernelApp`` this socket is made and bound by the app (``"socket":
 "bound-by-ext-app"`` in ``iopub_stats_reply``). Under any other app that binds a plain XPUB
-(stock ``IPKernelApp``, cluster launchers, ``embed_kernel``) :mod:`ipykernel_ext.kernel.iopub_adopt`
-puts the same send path over the socket that app bound (``"adopted"``).
+(stock ``IPKernelApp``, cluster launchers, ``embed_kernel``)
+:mod:`ipykernel_ext.kernel.iopub.adoption` puts the same send path over the socket that app bound
+(``"adopted"``).
 """
 
 from __future__ import annotations
@@ -60,10 +61,10 @@ from typing import Any, Protocol
 
 import zmq
 
-from .iopub_backlog import Backlog, Waiting
-from .iopub_options import IOPubSettings
-from .iopub_stats import BOUND_BY_EXT_APP, IOPubStats
-from .iopub_warning import GiveUpWarnings
+from .backlog import Backlog, Waiting
+from .give_up_log import GiveUpWarnings
+from .settings import IOPubSettings
+from .stats import BOUND_BY_EXT_APP, IOPubStats
 
 #: How soon the backlog is tried again: at once after progress, then doubling while a queue
 #: stays full. The loop sleeps in between, so every other event on the IOPub thread (above

@@ -17,7 +17,7 @@ a fresh kernel::
     python -m ipykernel_ext demo --buttons=1000 --trials=5 --pause=0   # no paused burst
 
 A client-side tool: nothing in the package imports it, and it imports nothing of the kernel;
-each cell runs through :func:`ipykernel_ext.client.run_cell`.
+each cell runs through :func:`.cells.run_cell`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from traitlets import Float, Integer, Unicode
 from traitlets.config import Application
 from traitlets.config.loader import KVArgParseConfigLoader
 
-from . import PROG
-from .client.cell import CellRun, CellTimeout, ReaderPause, run_cell
+from .. import PROG
+from .cells import CellRun, CellTimeout, ReaderPause, run_cell
 
 #: Seconds of IOPub silence, once the cell's reply came, after which its idle counts as lost.
 QUIET = 3.0

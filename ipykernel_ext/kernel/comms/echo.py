@@ -48,7 +48,7 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
-from ..protocol import COMM_MSG_TYPES
+from ...protocol import COMM_MSG_TYPES
 
 #: The client messages that are echoed: every comm message a client sends.
 ECHOED_MSG_TYPES = COMM_MSG_TYPES

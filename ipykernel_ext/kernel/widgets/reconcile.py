@@ -1,11 +1,11 @@
 """After a mid-cell snapshot: the frontend brought up to date once the cell is over.
 
 A value the cell changes between the snapshot sent mid-cell (on the shell-channel thread, by
-:class:`~.busy_answers.BusyAnswers`) and the frontend registering the models can be dropped by
-the frontend: it ignores an ``update`` for a model it does not know yet. So when the frontend
-closes the control comm, the kernel compares, on the main thread once it is free, what it sent
-with what the widgets hold, and sends an ``update`` for each difference (through the widget's
-own ``send_state``) and a ``comm_close`` for each model closed meanwhile.
+:class:`~ipykernel_ext.kernel.busy.answers.BusyAnswers`) and the frontend registering the models
+can be dropped by the frontend: it ignores an ``update`` for a model it does not know yet. So when
+the frontend closes the control comm, the kernel compares, on the main thread once it is free, what
+it sent with what the widgets hold, and sends an ``update`` for each difference (through the
+widget's own ``send_state``) and a ``comm_close`` for each model closed meanwhile.
 
 :func:`with_buffers` makes a snapshot comparable; :class:`WidgetReconcile` does the compare.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol import comm_topic
-from .widget_state import build_widget_state_reply, widget_module
+from ...protocol import comm_topic
+from .snapshot import build_widget_state_reply, widget_module
 
 
 def with_buffers(

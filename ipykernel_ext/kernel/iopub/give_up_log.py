@@ -1,6 +1,6 @@
 """The kernel log's warning about IOPub give-ups: every one logged, those close together as one.
 
-The socket (:mod:`ipykernel_ext.kernel.iopub`) calls :meth:`GiveUpWarnings.given_up` after
+The socket (:mod:`ipykernel_ext.kernel.iopub.socket`) calls :meth:`GiveUpWarnings.given_up` after
 each give-up it has counted. The first is logged at once; those within WARNING_INTERVAL_S of
 the last warning are gathered and logged together by one timer when the interval is over, so
 neither a flapping subscriber floods the log nor a second one goes unreported. The warning
@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Protocol
 
-from .iopub_options import IOPubSettings
-from .iopub_stats import IOPubStats
+from .settings import IOPubSettings
+from .stats import IOPubStats
 
 #: Give-ups closer together than this are gathered into one warning, logged when it is over.
 WARNING_INTERVAL_S = 10.0

@@ -1,0 +1,12 @@
+"""A frontend that (re)connects while the main shell runs a cell is answered at once.
+
+Everything here runs on ipykernel's shell-channel thread, which receives every shell message
+before it is routed to the main shell or a subshell:
+
+* :mod:`.answers`: :class:`~.answers.BusyAnswers`, the answers themselves (``kernel_info``,
+  ``comm_info``, ipywidgets' control comm) and the check after the cell;
+* :mod:`.routing`: which shell messages are answered there, in each client's order;
+* :mod:`.main_shell_status`: what was last published about the main shell (busy or idle).
+
+It uses the widget snapshot of :mod:`ipykernel_ext.kernel.widgets`; nothing there uses it.
+"""

@@ -1,0 +1,10 @@
+"""Comm messages from clients: echoed to the other frontends, and run on the main shell.
+
+* :mod:`.echo`: ``comm_echo`` (docs/PROTOCOL.md section 2), which client comm messages are
+  published again on IOPub, the run-time switch and the per-target exclusions;
+* :mod:`.routing`: comm messages a frontend sends to a subshell run on the main shell, in
+  arrival order, never beside a cell (:class:`~.routing.CommRouting` on the shell-channel
+  thread, :class:`~.routing.CommInbox` for the main shell, :func:`~.routing.handle_waiting_comms`);
+* :mod:`.cell_events`: a cell's ``pre_execute``/``post_execute`` held while a comm message is
+  handled in the middle of it.
+"""
