@@ -30,7 +30,7 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from benchmarks.trials import EXT, STOCK, alternate, median, print_table
+from benchmarks.trials import EXT, STOCK, alternate, print_table
 from harness.kernels import new_client, start_kernel
 from harness.messages import shell_reply, wait_iopub
 from harness.widget_control import fetch_update_states
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for _, kernel in alternate(args.trials):
         results[kernel].append(reconnect_trial(kernel, cell_s))
     medians = {
-        kernel: (median(r[0] for r in rows), median(r[1] for r in rows))
+        kernel: (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows))
         for kernel, rows in results.items()
     }
     print_table(

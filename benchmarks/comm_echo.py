@@ -25,7 +25,7 @@ file, every received message's signature verified and its header unpacked (Sessi
 with content=False), nothing else.
 
 Figures: median over the trials of the time for all N round trips; the ``on/off`` ratio (the
-issue's target is <= 1.15 for small messages) and the echo's cost per echoed message,
+target: at most 1.15 for small messages) and the echo's cost per echoed message,
 ``(median on - median off) / N`` in microseconds, with the kernel process's own share (its
 CPU time, all threads, from psutil). ``lost`` counts missing replies plus missing
 (or unexpected) echoes plus round trips that never finished; it must be 0.
@@ -93,7 +93,7 @@ class Client:
 
     def recv(self, timeout_s: float) -> dict[str, Any] | None:
         """The next IOPub message (signature checked, header unpacked), or None on timeout."""
-        if not self.poller.poll(timeout_s * 1000):
+        if not self.poller.poll(int(timeout_s * 1000)):
             return None
         frames = self.iopub.recv_multipart(copy=False)
         _, frames = self.session.feed_identities(frames, copy=False)
@@ -209,7 +209,7 @@ def echo_kernel(name: str) -> Iterator[tuple[Client, str, psutil.Process]]:
         client.wait_idle(
             client.send("comm_open", {"comm_id": comm_id, "target_name": "bench", "data": {}})
         )
-        yield client, comm_id, psutil.Process(km.provisioner.pid)  # type: ignore[union-attr]
+        yield client, comm_id, psutil.Process(km.provisioner.pid)  # type: ignore[union-attr]  # a started LocalProvisioner's; the base has no pid
 
 
 def measure(

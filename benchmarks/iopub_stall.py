@@ -65,7 +65,7 @@ for _i in range({n}):
 
 def memory(km: KernelManager) -> dict[str, int]:
     """VmRSS and VmHWM (peak RSS) of the kernel process, in kB."""
-    pid = km.provisioner.process.pid  # type: ignore[union-attr]
+    pid = km.provisioner.process.pid  # type: ignore[union-attr]  # a started LocalProvisioner's; the base has no process
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")

@@ -1,4 +1,5 @@
-"""Issue 23's browser cases (a)-(g) beside jupyter-server-nbmodel 0.2.9: what a tab shows.
+"""Outputs that survive the tab, cases (a)-(g) in a browser, beside jupyter-server-nbmodel
+0.2.9: what a tab shows.
 
 Headless Debian Chromium (``/usr/bin/chromium``; ``playwright install`` is never run) on a
 real JupyterLab, jupyter-collaboration on for both sides:
@@ -219,7 +220,7 @@ def describe(case: str, shown: Shown) -> str:
     """A short account of what the page shows (for the table)."""
     if not shown:
         return "no cells"
-    parts = []
+    parts: list[str] = []
     for cell in shown:
         if case in "abcdfs":
             got = stdout_lines(cell)

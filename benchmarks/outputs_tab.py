@@ -1,6 +1,6 @@
 """A big cell whose tab closes mid-cell: server CPU, peak memory, time to its last line.
 
-Issue 23's benchmark: the server keeps the outputs of a cell whose tab went away
+Outputs that survive the tab: the server keeps the outputs of a cell whose tab went away
 (``SharedChannelsConnection.keep_outputs``, docs/PROTOCOL.md section 6). What does that cost
 the server, against the same cell with the tab open, and how soon is the cell whole again?
 
@@ -115,7 +115,7 @@ def cpu_seconds(proc: Any) -> float:
 
 
 def notebook(code: str) -> dict[str, Any]:
-    cell = {
+    cell: dict[str, Any] = {
         "cell_type": "code",
         "id": CELL_ID,
         "source": code,
@@ -176,7 +176,8 @@ class Bench:
         import psutil
 
         self.server.start()
-        self.proc = psutil.Process(self.server.proc.pid)  # type: ignore[union-attr]
+        assert self.server.proc is not None  # start() made it
+        self.proc = psutil.Process(self.server.proc.pid)
         self.server.api(
             "PUT",
             f"api/contents/{NOTEBOOK}",

@@ -19,7 +19,7 @@ cost as little as possible on a machine the server and the kernel share. This mo
 the configurations, their bursts and the tables; the server and the clients are in
 ``benchmarks/fanout/``.
 
-The ``--fanout`` row (issue 17): 20 clients, 2000 comm_msg of 8 kB each, behind our kernel
+The ``--fanout`` row: 20 clients, 2000 comm_msg of 8 kB each, behind our kernel
 *and* stock ipykernel (``python3``, which drops past 1000 queued messages per subscriber),
 both server classes: burst messages lost per client (min-max), clients that never saw the
 idle, time to the last client's idle, server peak RSS.

@@ -127,10 +127,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, dict[str, list[float]]] = {k: {} for k in VARIANTS}
     with (
         kernel(STOCK) as (_, stock),
-        kernel(EXT) as (_, ours),
-        kernel(EXT, ["--no-comm-echo"]) as (_, quiet),
+        kernel(EXT) as (_, ext),
+        kernel(EXT, ["--no-comm-echo"]) as (_, no_echo),
     ):
-        clients = {STOCK: stock, EXT: ours, NO_ECHO: quiet}
+        clients = {STOCK: stock, EXT: ext, NO_ECHO: no_echo}
         setups = {name: _setup(kc) for name, kc in clients.items()}
         for _, name in alternate(args.trials, VARIANTS):
             kc, (subshell, comm_id) = clients[name], setups[name]

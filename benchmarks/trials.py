@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
@@ -57,9 +57,14 @@ def kernel(
         yield pair
 
 
+# Two signatures: without ``items`` the items are the kernel names (a TypeVar has no default).
+@overload
+def alternate(trials: int, *, rotate: bool = False) -> Iterator[tuple[int, str]]: ...
+@overload
+def alternate(trials: int, items: Sequence[T], rotate: bool = False) -> Iterator[tuple[int, T]]: ...
 def alternate(
-    trials: int, items: Sequence[T] = KERNELS, rotate: bool = False
-) -> Iterator[tuple[int, T]]:
+    trials: int, items: Sequence[Any] = KERNELS, rotate: bool = False
+) -> Iterator[tuple[int, Any]]:
     """``(trial, item)`` with the items (kernels, by default) taking turns in every trial.
 
     ``rotate=True`` starts trial ``t`` at item ``t % len(items)``, so that no item always goes

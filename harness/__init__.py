@@ -6,6 +6,8 @@ checkout root must be on ``sys.path``: pytest puts it there (``pythonpath`` in p
 and the benchmarks run as ``python -m benchmarks`` from the checkout root. One concern per
 module:
 
+* :mod:`.polling`: waiting until something holds (the one polling loop; a hang guard, never
+  a verdict), which the named waits of the modules below are built on;
 * :mod:`.kernels`: kernels started and shut down, their clients, their IOPub counters;
 * :mod:`.messages`: requests and replies on a client, and waiting on IOPub (barriers);
 * :mod:`.cells`: cells run for their effect, for a value, or held running;

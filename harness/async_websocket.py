@@ -26,6 +26,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from .messages import is_status
+from .polling import WaitTimeout, wait_until_async
 from .server import JupyterServer
 from .ws_protocol import (
     WS_V1,
@@ -180,10 +181,10 @@ async def settle(pred: Callable[[], bool], timeout: float = 30) -> bool:
     """Whether ``pred()`` became true within ``timeout`` s (checked every 0.1 s in the loop).
 
     A barrier on a condition the system exposes; ``timeout`` only guards against a hang.
+    :func:`harness.polling.wait_until_async`, for a caller that asserts the answer itself.
     """
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.1)
+    try:
+        await wait_until_async(pred, timeout, "settle", 0.1)
+    except WaitTimeout:
+        return False
     return True

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .page_websocket import WebsocketLog
+from .polling import wait_until
 from .server import JupyterServer
 
 CHROMIUM = "/usr/bin/chromium"
@@ -160,23 +161,18 @@ def wait_for(
 ) -> Any:
     """Poll ``condition`` every ``interval`` s until it is truthy; return its value.
 
-    ``TimeoutError`` naming ``what`` if it is still falsy after ``timeout`` s. Pass the
-    ``page`` whenever a Playwright page is open: Playwright's sync API delivers events
-    (websocket frames, console lines) only while the caller is inside one of its calls, so
-    the wait is spent in ``page.wait_for_timeout`` and :class:`WebsocketLog` gets each frame
-    when it arrives, not at the next Playwright call.
+    :func:`harness.polling.wait_until`, whose :class:`~harness.polling.WaitTimeout` (an
+    ``AssertionError`` and a ``TimeoutError``) names ``what`` if it is still falsy after
+    ``timeout`` s. Pass the ``page`` whenever a Playwright page is open: Playwright's sync API
+    delivers events (websocket frames, console lines) only while the caller is inside one of
+    its calls, so the wait is spent in ``page.wait_for_timeout`` and :class:`WebsocketLog`
+    gets each frame when it arrives, not at the next Playwright call.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what}: not reached in {timeout:.0f} s")
-        if page is None:
-            time.sleep(interval)
-        else:
-            page.wait_for_timeout(interval * 1000)
+    if page is None:
+        return wait_until(condition, timeout, what, interval)
+    return wait_until(
+        condition, timeout, what, interval, sleep=lambda s: page.wait_for_timeout(s * 1000)
+    )
 
 
 def kernelspec_with_args(folder: Path, name: str, base: str, extra_args: Iterable[str]) -> Path:

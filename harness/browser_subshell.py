@@ -330,7 +330,7 @@ def run_slider_scenario(page: Any, lab: JupyterServer, frontend: str, kernel: st
         kernel=kernel,
         frontend=frontend,
         cell_lines=int(printed[2]) if printed else None,
-        released=bool(printed) and printed[-1] == "True",
+        released=printed[-1] == "True" if printed else False,
         cell_images=images,
         zero_axes="with 0 Axes" in text,
         mid_cell_callbacks=sum(bool(r["running"]) for r in records),

@@ -259,7 +259,7 @@ class KernelWebsocket:
                         f"execution {msg_id}: reply={'yes' if reply else 'no'}, idle={idle}, "
                         f"{len(iopub)} IOPub messages after {timeout} s"
                     )
-                    err.messages = iopub  # type: ignore[attr-defined]
+                    err.messages = iopub  # type: ignore[attr-defined]  # what arrived, for the caller's report
                     raise err from exc
             if msg["channel"] == "shell":
                 reply = msg

@@ -22,6 +22,7 @@ from typing import Any
 from jupyter_client import BlockingKernelClient, KernelManager
 
 from .messages import control_request
+from .polling import wait_until
 
 EXT_KERNEL = "python3-ext"
 STOCK_KERNEL = "python3"
@@ -82,9 +83,9 @@ def new_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
 
     ``parent=km``: jupyter_client then asks the manager whether the kernel process lives.
     A client without a manager judges that from the heartbeat, which counts one reply
-    later than 1 s as a dead kernel: under load ``wait_for_ready`` then raised "Kernel died
-    before replying to kernel_info" for a kernel that was starting (seen in 4 of 6 starts
-    on 2 loaded cores). The session is still the client's own, not the manager's.
+    later than 1 s as a dead kernel: under load ``wait_for_ready`` would raise "Kernel died
+    before replying to kernel_info" for a kernel that is starting. The session is still the
+    client's own, not the manager's.
     """
     kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
     kc.load_connection_file()
@@ -166,9 +167,4 @@ def wait_stats(
     A barrier on the kernel's own counters: the IOPub thread gives a subscriber up, or empties
     its backlog, after the cell's reply may already have come.
     """
-    deadline = time.monotonic() + timeout
-    while not done(stats := iopub_stats(kc)):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not in {timeout} s; last iopub_stats: {stats}")
-        time.sleep(0.05)
-    return stats
+    return wait_until(lambda: iopub_stats(kc), timeout, what, done=done)

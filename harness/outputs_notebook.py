@@ -10,18 +10,20 @@ test, never by time. It reads the cell back from the file, and waits on the serv
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import nbformat
 
 from .kernel_websocket import KernelWebsocket
+from .polling import wait_until
 from .server import JupyterServer
 
 CELL_ID = "cell-a"
 N = 8  # lines the cell prints
 K = 2  # the tab goes away after this line
+#: The hang guard of every wait here (seconds), never a verdict on speed.
+HANG = 120
 
 CELL_CODE = """\
 import time
@@ -43,18 +45,6 @@ def lines(upto: int) -> str:
     return "".join(f"line {i}\n" for i in range(upto))
 
 
-def until(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
-    """Poll ``check()`` until truthy (a hang guard, not a verdict)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not in {timeout} s: {what}")
-        time.sleep(0.05)
-
-
 class Notebook:
     """A real .ipynb with one code cell, its notebook session and kernel, and the barriers."""
 
@@ -73,7 +63,7 @@ class Notebook:
             "POST",
             "api/sessions",
             {"path": name, "type": "notebook", "name": name, "kernel": {"name": kernel}},
-            timeout=120,
+            timeout=HANG,
         )
         self.kernel_id: str = model["kernel"]["id"]
 
@@ -119,7 +109,7 @@ class Notebook:
         return next(c for c in nb.cells if c.get("id") == CELL_ID)
 
     def wait_on_disk(self, check: Callable[[Any], bool], what: str) -> Any:
-        return until(lambda: (c := self.cell_on_disk()) is not None and check(c) and c, what)
+        return wait_until(self.cell_on_disk, HANG, what, done=lambda c: c is not None and check(c))
 
     def log_says(self, text: str) -> bool:
         return any(
@@ -127,7 +117,9 @@ class Notebook:
         )
 
     def wait_log(self, text: str) -> None:
-        until(lambda: self.log_says(text), f"the server log saying {text!r} for {self.name}")
+        wait_until(
+            lambda: self.log_says(text), HANG, f"the server log saying {text!r} for {self.name}"
+        )
 
 
 def stdout_of(messages: list[dict[str, Any]], msg_id: str) -> str:
@@ -149,7 +141,7 @@ def until_line(ws: KernelWebsocket, msg_id: str, k: int) -> list[dict[str, Any]]
             and m["parent_header"].get("msg_id") == msg_id
             and f"line {k}\n" in m["content"]["text"]
         ),
-        timeout=120,
+        timeout=HANG,
     )
     read, ws.backlog = [*ws.backlog, last], []
     return read
@@ -183,13 +175,17 @@ def wait_doc(server: JupyterServer, nb: Notebook, text: str, state: str) -> dict
     """Until the document's cell shows ``text`` and ``state``; every read must be a prefix
     of the whole output (a duplicated or reordered line fails at once)."""
 
-    def check() -> dict[str, Any] | None:
+    def read() -> dict[str, Any]:
         cell = doc_cell(server, nb)
         assert lines(N).startswith(doc_text(cell)), cell["outputs"]
-        ok = doc_text(cell) == text and cell.get("execution_state") == state
-        return cell if ok else None
+        return cell
 
-    return until(check, f"the document showing {text!r}, {state}")
+    return wait_until(
+        read,
+        HANG,
+        f"the document showing {text!r}, {state}",
+        done=lambda cell: doc_text(cell) == text and cell.get("execution_state") == state,
+    )
 
 
 def document_follows_the_cell(server: JupyterServer, nb: Notebook) -> dict[str, Any]:

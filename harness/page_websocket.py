@@ -172,7 +172,9 @@ def untracked_message_types() -> list[str]:
     these types does not change the server's ``execution_state``; any other status does."""
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
-    return list(MappingKernelManager.class_traits()["untracked_message_types"].default())
+    default = MappingKernelManager.class_traits()["untracked_message_types"].default()
+    assert default is not None  # a List trait with a default value
+    return list(default)
 
 
 def tracked_statuses(frames: Iterable[Frame], state: str) -> list[Frame]:

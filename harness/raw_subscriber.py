@@ -36,7 +36,8 @@ class RawSubscriber:
 
     def __init__(self, km: KernelManager, rcvhwm: int = 1, rcvbuf: int = 64 * 1024) -> None:
         self.session = Session(key=km.session.key, signature_scheme=km.session.signature_scheme)
-        self.socket = zmq.Context.instance().socket(zmq.SUB)
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.socket = context.socket(zmq.SUB)
         self.socket.linger = 0
         self.socket.rcvhwm = rcvhwm
         if rcvbuf:
@@ -55,12 +56,11 @@ class RawSubscriber:
         """Read until the ``iopub_welcome`` for this subscriber's own topic.
 
         Not the first welcome: the only subscriber of b"" also gets one for b"", and libzmq
-        sends b"" first (the root of its subscription trie), so stopping there left the
-        token's welcome still to be sent. The kernel then sent it after the caller's next
-        step: a test that took ``iopub_stats()["sent"]`` as its baseline counted it as one
-        of its cell's messages (4 of 1000 subscribers under two busy loops), stopped
-        waiting before the cell's idle was sent, and its barrier overtook that idle (issue
-        28). Once the token's welcome is here, the kernel has sent every welcome this
+        sends b"" first (the root of its subscription trie), so stopping there would leave
+        the token's welcome still to be sent, after the caller's next step: a test that took
+        ``iopub_stats()["sent"]`` as its baseline would count it as one of its cell's
+        messages, stop waiting before the cell's idle was sent, and see its barrier overtake
+        that idle. Once the token's welcome is here, the kernel has sent every welcome this
         subscriber brings, so nothing of its own is left to come later.
         """
         deadline = time.monotonic() + timeout

@@ -50,6 +50,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .polling import wait_until
+
 if TYPE_CHECKING:
     pass
 
@@ -409,13 +411,8 @@ def hold_until(seconds: float, until: Callable[[], bool] | None, what: str) -> N
     :data:`UNTIL_TIMEOUT` s (the caller's pause then ends as usual, and ``join`` re-raises).
     """
     time.sleep(seconds)
-    if until is None:
-        return
-    deadline = time.monotonic() + UNTIL_TIMEOUT
-    while not until():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: its condition did not hold in {UNTIL_TIMEOUT} s")
-        time.sleep(0.05)  # paces the polls
+    if until is not None:
+        wait_until(until, UNTIL_TIMEOUT, f"{what}: its condition ({until.__name__})")
 
 
 def _pause_name(what: str, seconds: float, until: Callable[[], bool] | None) -> str:

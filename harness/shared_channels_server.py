@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +21,7 @@ import psutil
 
 from . import server as server_utils
 from .kernels import EXT_KERNEL
+from .polling import wait_until
 
 #: The connection class under test (``--ServerApp.kernel_websocket_connection_class``).
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
@@ -76,12 +76,13 @@ class KernelConnections:
 
         A barrier, not a window: ``timeout`` only guards against a hang.
         """
-        deadline = time.monotonic() + timeout
-        while (now := self.channel_connections(kernel_id))["stdin"] != count:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"stdin connections stayed {now['stdin']}, not {count}")
-            time.sleep(0.1)
-        return now
+        return wait_until(
+            lambda: self.channel_connections(kernel_id),
+            timeout,
+            f"{count} connections on the kernel's stdin",
+            0.1,
+            done=lambda now: now["stdin"] == count,
+        )
 
 
 class SharedChannelsServer(KernelConnections, server_utils.JupyterServer):

@@ -33,8 +33,11 @@ from jupyter_client.connect import ConnectionFileMixin
 from jupyter_client.session import Session
 from traitlets import Instance
 
-#: Channels a client connects to (heartbeat included, as in the connection file).
-CONNECTABLE_CHANNELS = ("shell", "control", "stdin", "iopub", "hb")
+from .protocol import KERNEL_CHANNELS
+
+#: Channels a client connects to: every channel of the kernel (heartbeat included, as in the
+#: connection file; jupyter_client has a ``connect_{channel}`` for each).
+CONNECTABLE_CHANNELS = KERNEL_CHANNELS
 
 
 class KernelConnection(ConnectionFileMixin):
@@ -52,7 +55,7 @@ class KernelConnection(ConnectionFileMixin):
         cls, connection_info: Mapping[str, Any], context: zmq.Context[Any]
     ) -> KernelConnection:
         connection = cls(context=context)
-        connection.load_connection_info(dict(connection_info))  # type: ignore[arg-type]
+        connection.load_connection_info(dict(connection_info))  # type: ignore[arg-type]  # typed as its TypedDict; reads any connection dict
         return connection
 
 
@@ -75,7 +78,7 @@ def connect_channel(
         context = _preset_context(context, rcvhwm)
     connection = KernelConnection.from_info(connection_info, context)
     connect = getattr(connection, f"connect_{channel}")
-    return connect(identity=identity)  # type: ignore[no-any-return]
+    return connect(identity=identity)
 
 
 class _PresetRcvhwm:
@@ -84,16 +87,16 @@ class _PresetRcvhwm:
     preset_rcvhwm = 1000
 
     def socket(self, socket_type: int, **kwargs: Any) -> Any:
-        sock = super().socket(socket_type, **kwargs)  # type: ignore[misc]
+        sock = super().socket(socket_type, **kwargs)  # type: ignore[misc]  # a mixin: the zmq.Context under it has socket()
         sock.rcvhwm = self.preset_rcvhwm
         return sock
 
 
-class _PresetContext(_PresetRcvhwm, zmq.Context):  # type: ignore[misc]
+class _PresetContext(_PresetRcvhwm, zmq.Context[zmq.Socket[Any]]):  # type: ignore[misc]  # socket(): one form, not zmq's overloads
     pass
 
 
-class _PresetAsyncContext(_PresetRcvhwm, zmq.asyncio.Context):  # type: ignore[misc]
+class _PresetAsyncContext(_PresetRcvhwm, zmq.asyncio.Context):  # type: ignore[misc]  # socket(): one form, not zmq's overloads
     pass
 
 
@@ -102,7 +105,7 @@ def _preset_context(context: zmq.Context[Any], rcvhwm: int) -> zmq.Context[Any]:
     cls = _PresetAsyncContext if isinstance(context, zmq.asyncio.Context) else _PresetContext
     preset = cls.shadow(context.underlying)
     preset.preset_rcvhwm = rcvhwm
-    return preset  # type: ignore[no-any-return]
+    return preset
 
 
 def endpoint(transport: str, ip: str, port: int) -> str:

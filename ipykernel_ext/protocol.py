@@ -1,8 +1,9 @@
 """The Jupyter protocol facts ipykernel_ext relies on, each written once.
 
-Message names and targets (docs/PROTOCOL.md), a comm's IOPub topic, where each part sits in a
-framed message, how a part is read before the message is verified, and the content of an error
-reply. A leaf: any side may import it (tests/package/test_layering.py).
+The kernel's channels, message names and targets (docs/PROTOCOL.md), a comm's IOPub topic,
+where each part sits in a framed message, how a part is read before the message is verified,
+and the content of an error reply. A leaf: any side may import it
+(tests/package/test_layering.py).
 """
 
 from __future__ import annotations
@@ -10,8 +11,17 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+#: The kernel's channels, as a connection file names them (``{channel}_port``): shell, control
+#: and stdin are the kernel's ROUTER sockets (a reply goes to the routing id that asked),
+#: IOPub its publisher (PUB/XPUB: no routing ids), hb its heartbeat (REP). Each user derives
+#: the channels it deals with from this list, under a name saying which they are.
+KERNEL_CHANNELS = ("shell", "control", "stdin", "iopub", "hb")
+
 #: The comm messages a client sends on shell (comm_echo echoes them; busy answers route them).
 COMM_MSG_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
+
+#: What the kernel publishes on IOPub for each of those a client sent (PROTOCOL.md section 2).
+COMM_ECHO_MSG_TYPE = "comm_echo"
 
 #: ipywidgets' control comm: ``request_states`` -> ``update_states`` for every model.
 CONTROL_COMM_TARGET = "jupyter.widget.control"

@@ -28,7 +28,7 @@ import contextlib
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,7 +131,7 @@ class Direct(Condition):
                         load,
                         settings.timeout,
                         STALLED_QUIET_S if self.co_subscriber else QUIET_S,
-                        km.provisioner.process.pid if settings.rss else None,  # type: ignore[union-attr]
+                        km.provisioner.process.pid if settings.rss else None,  # type: ignore[union-attr]  # a started LocalProvisioner's; the base has no process
                     )
                     # Asked before the stalled subscriber goes, so every give-up is counted.
                     stats = client_stats(kc, kernel_name == EXT)
@@ -207,7 +207,7 @@ class Link(Condition):
             yield trial
 
     @staticmethod
-    def read_in_namespace(prefix: list[str], km: Any, load: Load, settings: Settings) -> Read:
+    def read_in_namespace(prefix: Sequence[str], km: Any, load: Load, settings: Settings) -> Read:
         pid = km.provisioner.process.pid if settings.rss else None
         with RssSampler(pid) as rss:
             out = subprocess.run(

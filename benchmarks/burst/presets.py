@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-#: The loads of the issue 17 seed: a GridBox of 3000 Buttons (9002 comm_open), and a loop
+#: The seed loads: a GridBox of 3000 Buttons (9002 comm_open), and a loop
 #: of 20000 comm_open (a queue past ipykernel_ext's default for a co-subscriber to fill).
 SEED = "grid:3000"
 COMMS = "comms:20000"

@@ -162,7 +162,7 @@ def child_trial(argv: list[str] | None = None) -> None:
     load = Load.parse(args.load)
     ksm = KernelSpecManager(kernel_dirs=[args.kernels])
     km = start_kernel(args.spec, kernel_spec_manager=ksm)  # CurveZMQ required
-    listeners = psutil.Process(km.provisioner.pid).children()  # type: ignore[union-attr]
+    listeners = psutil.Process(km.provisioner.pid).children()  # type: ignore[union-attr]  # a DistributedProvisioner's; the base has no pid
     kc = None
     try:
         kc = new_client(km)
@@ -175,7 +175,7 @@ def child_trial(argv: list[str] | None = None) -> None:
         for proc in listeners:  # left behind by shutdown_kernel(now=True)
             if proc.is_running():
                 proc.kill()
-        Path(km.provisioner.kernel_log).unlink(missing_ok=True)  # type: ignore[union-attr]
+        Path(km.provisioner.kernel_log).unlink(missing_ok=True)  # type: ignore[union-attr]  # a DistributedProvisioner's; the base has no kernel_log
     print(json.dumps(asdict(outcome(args.condition, args.kernel, load, read, stats))), flush=True)
 
 

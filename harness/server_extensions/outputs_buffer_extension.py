@@ -26,7 +26,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from ipykernel_ext.server import SharedChannelsConnection
-from ipykernel_ext.server.outputs.owner import OUTPUT_MSG_TYPES
+from ipykernel_ext.server.outputs.fold import OUTPUT_TYPES
 from ipykernel_ext.shared_channels import KernelMessage
 
 
@@ -40,7 +40,7 @@ class BufferHandler(APIHandler):
         info = manager._kernel_buffers.get(kernel_id, {})
         buffered = [m for _, m in info.get("buffer", []) if isinstance(m, KernelMessage)]
         mine = [m for m in buffered if m.parent_header.get("msg_id") == msg_id]
-        outputs = [m for m in mine if m.channel == "iopub" and m.msg_type in OUTPUT_MSG_TYPES]
+        outputs = [m for m in mine if m.channel == "iopub" and m.msg_type in OUTPUT_TYPES]
         streams = list((info.get("channels") or {}).values())
         owner = SharedChannelsConnection._owners._by_kernel.get(kernel_id)
         self.finish(

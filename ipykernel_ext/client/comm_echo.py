@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol import COMM_ECHO_MSG_TYPE
+
 
 def is_own_echo(msg: dict[str, Any], session_id: str) -> bool:
     """True if ``msg`` is a ``comm_echo`` of a message sent by the session ``session_id``.
@@ -14,6 +16,6 @@ def is_own_echo(msg: dict[str, Any], session_id: str) -> bool:
         if msg["msg_type"] == "comm_echo" and not is_own_echo(msg, kc.session.session):
             ...  # another frontend opened, updated or closed a comm
     """
-    return msg.get("msg_type") == "comm_echo" and (
+    return msg.get("msg_type") == COMM_ECHO_MSG_TYPE and (
         msg.get("parent_header", {}).get("session") == session_id
     )

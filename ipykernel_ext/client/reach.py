@@ -3,6 +3,8 @@
 * :func:`endpoint_identity`: the routing id of a kernel's shell or control socket when it
   runs with ``--router-identity=endpoint``: the URL jupyter_client connects to
   (:func:`ipykernel_ext.endpoints.channel_endpoint`), tcp or ipc only.
+* :func:`connect_url`: where the client connects to one channel of a kernel (its endpoint, or
+  the same port on ``connect_ip`` for a kernel seen through another address).
 * :class:`RoutedKernel`: what the client keeps per kernel (Session, URLs, routing ids, keys).
 * :func:`diagnose`: once a send has waited past its deadline, find out why the kernel is not
   connected (nothing listening, handshake refused, a kernel that does not use its endpoint
@@ -22,7 +24,7 @@ import zmq
 from jupyter_client.session import Session
 from zmq.utils.monitor import recv_monitor_message
 
-from ..endpoints import apply_curve_client, routing_id
+from ..endpoints import apply_curve_client, endpoint, routing_id
 
 #: How long the diagnosis of an unreachable kernel waits for a probe handshake.
 PROBE_TIMEOUT = 1.0
@@ -34,7 +36,7 @@ _HANDSHAKE_FAILED = (
 )
 
 
-class KernelUnreachable(zmq.ZMQError, TimeoutError):
+class KernelUnreachable(zmq.ZMQError, TimeoutError):  # type: ignore[misc]  # strerror: pyzmq says str, OSError str | None
     """No kernel with the expected routing id got connected before the deadline.
 
     A ``zmq.ZMQError`` with errno ``EHOSTUNREACH`` (what the ROUTER kept answering) and a
@@ -48,6 +50,13 @@ class KernelUnreachable(zmq.ZMQError, TimeoutError):
         self.channel = channel
         self.routing_id = routing_id
         self.reason = reason
+
+
+def connect_url(info: Mapping[str, Any], channel: str, connect_ip: str | None) -> str:
+    """The URL to connect ``channel`` of the kernel ``info`` describes (a connection dict)."""
+    if connect_ip is None or info.get("transport", "tcp") != "tcp":
+        return endpoint_identity(info, channel).decode()
+    return endpoint("tcp", connect_ip, int(info[f"{channel}_port"]))
 
 
 def endpoint_identity(connection_info: Mapping[str, Any], channel: str) -> bytes:

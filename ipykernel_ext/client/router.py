@@ -45,26 +45,32 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import zmq
 from jupyter_client.session import Session
 
-from ..endpoints import client_session, curve_keys, endpoint
+from ..endpoints import client_session, curve_keys
+from ..protocol import KERNEL_CHANNELS
 from .reach import (
     KernelUnreachable,
     RoutedKernel,
+    connect_url,
     diagnose,
     endpoint_identity,
     load_connection_info,
 )
 
-CHANNELS = ("shell", "control")
+#: The channels a RouterClient speaks on: the kernel's, but stdin (an ``input_request`` goes
+#: to the routing id of the shell request, which has no stdin socket here), IOPub (PUB/SUB:
+#: no routing ids) and the heartbeat (module docstring).
+ROUTER_CLIENT_CHANNELS = tuple(c for c in KERNEL_CHANNELS if c not in ("stdin", "iopub", "hb"))
 
 #: How long a send waits for an unconnected kernel, unless told otherwise.
 DEFAULT_CONNECT_TIMEOUT = 30.0
 
-__all__ = ["CHANNELS", "KernelUnreachable", "RouterClient", "endpoint_identity"]
+__all__ = ["ROUTER_CLIENT_CHANNELS", "KernelUnreachable", "RouterClient", "endpoint_identity"]
 
 
 class RouterClient:
@@ -88,7 +94,7 @@ class RouterClient:
         self.connect_timeout = connect_timeout
         self.log = log or logging.getLogger(__name__)
         self.sockets: dict[str, zmq.Socket[Any]] = {}
-        for channel in CHANNELS:
+        for channel in ROUTER_CLIENT_CHANNELS:
             sock = self.context.socket(zmq.ROUTER)
             # Fail sends to a peer that is not (yet) connected instead of dropping them.
             sock.router_mandatory = 1
@@ -98,8 +104,10 @@ class RouterClient:
             sock.linger = 1000
             self.sockets[channel] = sock
         self._kernels: dict[str, RoutedKernel] = {}
-        self._by_routing_id: dict[str, dict[bytes, str]] = {c: {} for c in CHANNELS}
-        self._inbox: dict[str, deque[tuple[str, dict[str, Any]]]] = {c: deque() for c in CHANNELS}
+        self._by_routing_id: dict[str, dict[bytes, str]] = {c: {} for c in ROUTER_CLIENT_CHANNELS}
+        self._inbox: dict[str, deque[tuple[str, dict[str, Any]]]] = {
+            c: deque() for c in ROUTER_CLIENT_CHANNELS
+        }
         # Requests someone waits for: msg_id -> the kernel id it went to, and its reply.
         self._expected: dict[str, str] = {}
         self._replies: dict[str, dict[str, Any]] = {}
@@ -147,12 +155,12 @@ class RouterClient:
             )
         if kernel_id in self._kernels:
             raise ValueError(f"kernel id {kernel_id!r} is already added")
-        routing_ids = {c: endpoint_identity(info, c) for c in CHANNELS}
+        routing_ids = {c: endpoint_identity(info, c) for c in ROUTER_CLIENT_CHANNELS}
         for channel, rid in routing_ids.items():
             if rid in self._by_routing_id[channel]:
                 other = self._by_routing_id[channel][rid]
                 raise ValueError(f"{kernel_id!r}: {rid!r} is already the {channel} of {other!r}")
-        urls = {c: _connect_url(info, c, connect_ip) for c in CHANNELS}
+        urls = {c: connect_url(info, c, connect_ip) for c in ROUTER_CLIENT_CHANNELS}
         kernel = RoutedKernel(
             kernel_id=kernel_id,
             session=client_session(info),
@@ -162,7 +170,7 @@ class RouterClient:
         )
         connected: list[str] = []
         try:
-            for channel in CHANNELS:
+            for channel in ROUTER_CLIENT_CHANNELS:
                 # libzmq copies the options into each connection at connect(): set them
                 # every time, for this kernel.
                 kernel.secure(self.sockets[channel])
@@ -172,7 +180,7 @@ class RouterClient:
             for channel in connected:
                 self.sockets[channel].disconnect(urls[channel])
             raise
-        for channel in CHANNELS:
+        for channel in ROUTER_CLIENT_CHANNELS:
             self._by_routing_id[channel][routing_ids[channel]] = kernel_id
         self._kernels[kernel_id] = kernel
         return kernel_id
@@ -180,7 +188,7 @@ class RouterClient:
     def remove_kernel(self, kernel_id: str) -> None:
         """Disconnect from a kernel; its replies that arrive later are dropped."""
         kernel = self._kernels.pop(self._kernel(kernel_id).kernel_id)
-        for channel in CHANNELS:
+        for channel in ROUTER_CLIENT_CHANNELS:
             self._by_routing_id[channel].pop(kernel.routing_ids[channel], None)
             try:
                 self.sockets[channel].disconnect(kernel.urls[channel])
@@ -219,8 +227,8 @@ class RouterClient:
         metadata: dict[str, Any] | None,
         buffers: list[Any] | None,
     ) -> tuple[str, list[Any]]:
-        if channel not in CHANNELS:
-            raise ValueError(f"channel must be one of {CHANNELS}, not {channel!r}")
+        if channel not in ROUTER_CLIENT_CHANNELS:
+            raise ValueError(f"channel must be one of {ROUTER_CLIENT_CHANNELS}, not {channel!r}")
         kernel = self._kernel(kernel_id)
         msg = kernel.session.msg(msg_type, {} if content is None else content, metadata=metadata)
         # serialize() puts the routing id in front of the delimiter: the ROUTER routes on it.
@@ -229,7 +237,7 @@ class RouterClient:
 
     def _send_all(self, items: list[tuple[str, str, list[Any]]], deadline: float) -> None:
         """Send every message, retrying the ones whose kernel is not connected yet."""
-        pending = [item for item in items if not self._try_send(*item)]
+        pending = [(k, c, f) for k, c, f in items if not self._try_send(c, f)]
         pause = 0.001
         while pending:
             if time.monotonic() >= deadline:
@@ -239,7 +247,7 @@ class RouterClient:
                         self.context,
                         self._kernels[kernel_id],
                         channel,
-                        lambda c=channel, f=frames: self._send_errno(c, f),
+                        partial(self._send_errno, channel, frames),
                     )
                     if error is not None:
                         others = len(pending) - 1
@@ -249,9 +257,9 @@ class RouterClient:
                 return
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 0.05)
-            pending = [item for item in pending if not self._try_send(*item)]
+            pending = [(k, c, f) for k, c, f in pending if not self._try_send(c, f)]
 
-    def _try_send(self, kernel_id: str, channel: str, frames: list[Any]) -> bool:
+    def _try_send(self, channel: str, frames: list[Any]) -> bool:
         return self._send_errno(channel, frames) == 0
 
     def _send_errno(self, channel: str, frames: list[Any]) -> int:
@@ -387,9 +395,3 @@ class RouterClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _connect_url(info: Mapping[str, Any], channel: str, connect_ip: str | None) -> str:
-    if connect_ip is None or info.get("transport", "tcp") != "tcp":
-        return endpoint_identity(info, channel).decode()
-    return endpoint("tcp", connect_ip, int(info[f"{channel}_port"]))

@@ -53,9 +53,10 @@ def fetch_widget_states(
         try:
             reply = client.control_channel.get_msg(timeout=_remaining(deadline))
         except Empty:
-            raise TimeoutError(f"no widget_state_reply within {timeout} s") from None
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return _unpack_widget_state_reply(reply)
+            raise _timed_out(timeout) from None
+        answer = _answer_to(msg_id, reply)
+        if answer is not None:
+            return answer
 
 
 async def async_fetch_widget_states(
@@ -68,9 +69,10 @@ async def async_fetch_widget_states(
         try:
             reply = await client.control_channel.get_msg(timeout=_remaining(deadline))
         except Empty:
-            raise TimeoutError(f"no widget_state_reply within {timeout} s") from None
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return _unpack_widget_state_reply(reply)
+            raise _timed_out(timeout) from None
+        answer = _answer_to(msg_id, reply)
+        if answer is not None:
+            return answer
 
 
 def _send_widget_state_request(client: Any, model_ids: list[str] | None) -> str:
@@ -78,6 +80,19 @@ def _send_widget_state_request(client: Any, model_ids: list[str] | None) -> str:
     msg = client.session.msg("widget_state_request", content)
     client.control_channel.send(msg)
     return str(msg["header"]["msg_id"])
+
+
+def _answer_to(msg_id: str, reply: dict[str, Any]) -> dict[str, Any] | None:
+    """What a reply loop makes of one control message, after sending request ``msg_id``:
+    None for a reply to another request (discarded), else the reply's content with its
+    buffers in place (:class:`WidgetStateError` for an error reply)."""
+    if reply["parent_header"].get("msg_id") != msg_id:
+        return None
+    return _unpack_widget_state_reply(reply)
+
+
+def _timed_out(timeout: float | None) -> TimeoutError:
+    return TimeoutError(f"no widget_state_reply within {timeout} s")
 
 
 def _remaining(deadline: float | None) -> float | None:

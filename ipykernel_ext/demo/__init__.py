@@ -98,7 +98,7 @@ class DemoApp(Application):
             argv, aliases, flags, classes=classes, log=self.log, prog=f"{PROG} demo"
         )
 
-    aliases = {  # type: ignore[assignment]
+    aliases = {
         "buttons": "DemoApp.buttons",
         "trials": "DemoApp.trials",
         "stock-kernel": "DemoApp.stock_kernel",
@@ -166,8 +166,8 @@ class DemoApp(Application):
         except NoSuchKernel:
             return {"": Outcome(0, 0, False, None, f"No kernelspec named {kernel_name!r}.")}
         # A client with a session of its own, as a frontend has. parent=km: the client asks the
-        # manager whether the kernel lives; alone it judges by the heartbeat, and under load
-        # took a starting kernel for dead ("Kernel died before replying to kernel_info").
+        # manager whether the kernel lives; alone it judges by the heartbeat, which under load
+        # can take a starting kernel for dead ("Kernel died before replying to kernel_info").
         kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
         outcomes: dict[str, Outcome] = {}
         try:

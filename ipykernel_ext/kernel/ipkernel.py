@@ -1,11 +1,15 @@
 """ExtKernel: the IPython kernel with comm_echo, widget-state and IOPub-stats queries.
 
-Wiring only. What each feature does lives in its own module:
+Wiring only. What each feature does lives in its room (:mod:`ipykernel_ext.kernel`):
 
-* :mod:`ipykernel_ext.kernel.comms.echo` publishes ``comm_echo`` for the comm messages clients send;
-* :mod:`ipykernel_ext.kernel.widgets.snapshot` snapshots every ipywidgets model for one reply;
-* :mod:`ipykernel_ext.kernel.iopub.socket` owns the IOPub socket whose counters
-  ``iopub_stats_request`` reports.
+* :mod:`.iopub`: the IOPub socket whose counters ``iopub_stats_request`` reports, the kernel's
+  IOPub options and the adoption of another app's socket (:mod:`.iopub.kernel_options`), and
+  the missed-messages notice (:mod:`.iopub.notice`);
+* :mod:`.comms`: ``comm_echo`` for the comm messages clients send (:mod:`.comms.echo`), and
+  comm messages run on the main shell (:mod:`.comms.routing`, :mod:`.comms.cell_events`);
+* :mod:`.widgets`: the snapshot of every ipywidgets model for one reply
+  (:mod:`.widgets.snapshot`), and an idle kernel's control comm (:mod:`.widgets.control_comm`);
+* :mod:`.busy`: a reconnecting frontend answered while the main shell runs a cell.
 
 The two queries (``widget_state_request``, ``iopub_stats_request``) are answered on the
 control thread *without* the ``status: busy/idle`` pair stock ipykernel publishes for every
@@ -26,6 +30,7 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Type, Unicode, observe
 
 from ..protocol import (
+    COMM_ECHO_MSG_TYPE,
     COMM_MSG_TYPES,
     CONTROL_COMM_TARGET,
     QUERY_MSG_TYPES,
@@ -37,7 +42,7 @@ from .busy.main_shell_status import MainShellStatus
 from .comms.cell_events import ExtShell, held_cell_events
 from .comms.echo import CommEcho
 from .comms.routing import CommInbox, CommRouting, Routed, Waiting
-from .iopub.adoption import IOPubOptions
+from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
 from .widgets.snapshot import WidgetStateRequestError, build_widget_state_reply
@@ -95,19 +100,19 @@ class ExtKernel(IOPubOptions, IPythonKernel):
     ).tag(config=True)
 
     # A shell whose pre_execute/post_execute a comm message cannot fire mid-cell
-    # (cell_events.py); a subclass of stock's, so everything else is stock's.
+    # (:mod:`.comms.cell_events`); a subclass of stock's, so everything else is stock's.
     shell_class = Type(ExtShell)
 
     control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        # IOPub: no silent loss under any app that starts this kernel (iopub_adopt.py).
+        # IOPub: no silent loss under any app that starts this kernel (.iopub.adoption).
         self.adopt_iopub_socket()
         self.comm_echo_publisher = CommEcho(
             session=self.session,
             iopub_socket=self.iopub_socket,
-            topic=self._topic("comm_echo"),
+            topic=self._topic(COMM_ECHO_MSG_TYPE),
             comm_manager=self.comm_manager,
             log=self.log,
             enabled=self.echo_enabled,
@@ -123,7 +128,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         # On the IOPub thread, after an adoption that may still be queued there.
         self._on_iopub_thread(self._watch_give_ups)
         self.main_shell_status = MainShellStatus()
-        # Comm messages on the main shell, whatever subshell they name (comm_routing.py).
+        # Comm messages on the main shell, whatever subshell they name (.comms.routing).
         self.comm_routing = CommRouting(
             self.session,
             self.comm_manager,
@@ -139,7 +144,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             comm_to_main=self.comm_routing.to_main_shell,
         )
         # An idle kernel answers ipywidgets' control comm with the same snapshot, on the main
-        # shell in stock's order (control_comm.py, ControlCommAnswer).
+        # shell in stock's order (.widgets.control_comm, ControlCommAnswer).
         self.shell_handlers["comm_open"] = self.busy_answers.wrap_comm_open(
             self.shell_handlers["comm_open"]
         )
@@ -169,7 +174,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         # kernel: the other frontends can do nothing with it.
         return frozenset([*configured, CONTROL_COMM_TARGET])
 
-    # --- answers while the main shell is busy (see busy_answers.py) ----------------------------
+    # --- answers while the main shell is busy (see .busy.answers) ------------------------------
 
     def start(self) -> None:
         """Start as stock does, noting which thread is the main shell's."""
@@ -194,7 +199,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             parent = parent or self.get_parent("shell")
             if status == "idle":
                 # Announced on the IOPub thread ahead of the idle: a notice owed for a give-up
-                # goes out just before it (iopub_notice.py).
+                # goes out just before it (.iopub.notice).
                 self.missed_notice.cell_ending(parent)
         publish = super()._publish_status
         if on_main_shell:
@@ -228,7 +233,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
                 return
         await super().shell_channel_thread_main(msg)
 
-    # --- comm messages on the main shell (see comm_routing.py) ---------------------------
+    # --- comm messages on the main shell (see .comms.routing) ----------------------------
 
     async def shell_main(self, subshell_id: str | None, msg: list[Any]) -> None:
         """Handle a shell message as stock does; at a marker, the comm message it stands for."""
@@ -329,7 +334,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         info = super().kernel_info
         features: list[str] = info["supported_features"]
         if self.echo_enabled:
-            features.append("comm_echo")
+            features.append(COMM_ECHO_MSG_TYPE)
         features += ["widget_state", "iopub_stats"]
         if getattr(self.parent, "router_identity", "off") == "endpoint":
             features.append("router_identity_endpoint")
@@ -357,8 +362,9 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             # As stock's process_control: a failing handler must not stop the control thread.
             self.log.error("Exception in control handler:", exc_info=True)
 
-    def iopub_stats_request(self, stream: Any, ident: list[bytes], parent: dict) -> None:
+    def iopub_stats_request(self, stream: Any, ident: list[bytes], parent: dict[str, Any]) -> None:
         """Reply with the IOPub socket's settings and counters (see :mod:`.iopub`)."""
+        assert self.session is not None  # dispatched by process_control, which had one
         try:
             _expect_no_fields(parent["content"], "iopub_stats_request")
             content = self.iopub_thread.socket.stats_reply()
@@ -366,8 +372,9 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             content = error_content(exc)
         self.session.send(stream, "iopub_stats_reply", content, parent, ident)
 
-    def widget_state_request(self, stream: Any, ident: list[bytes], parent: dict) -> None:
+    def widget_state_request(self, stream: Any, ident: list[bytes], parent: dict[str, Any]) -> None:
         """Reply with every (or the asked-for) ipywidgets model's state, on control only."""
+        assert self.session is not None  # dispatched by process_control, which had one
         buffers: list[Any]
         try:
             content, buffers = build_widget_state_reply(parent["content"], log=self.log)

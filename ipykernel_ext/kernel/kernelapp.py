@@ -25,7 +25,7 @@ from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
 from jupyter_core.paths import jupyter_config_path
 from traitlets import CaselessStrEnum, Dict, Type, Unicode, default
-from traitlets.config import Application
+from traitlets.config import Application, Configurable
 from traitlets.config.loader import ConfigFileNotFound, KVArgParseConfigLoader
 
 from .. import PROG, __version__
@@ -96,9 +96,9 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
     description = "An IPython kernel for Jupyter whose IOPub never loses a message silently."
     # What --version prints: ours and the ipykernel underneath (stock's app prints IPython's).
     version = Unicode(f"{__version__} (ipykernel {ipykernel.__version__})")
-    aliases = Dict(ext_aliases)  # type: ignore[assignment]
-    flags = Dict(ext_flags)  # type: ignore[assignment]
-    classes = [*IPKernelApp.classes, ExtKernel]  # type: ignore[assignment]
+    aliases = Dict(ext_aliases)
+    flags = Dict(ext_flags)
+    classes = [*IPKernelApp.classes, ExtKernel]
 
     kernel_class = Type(
         "ipykernel_ext.kernel.ExtKernel",
@@ -106,7 +106,7 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         help="The Kernel subclass to be used (ExtKernel or a subclass of it).",
     ).tag(config=True)
 
-    subcommands = {  # type: ignore[assignment]
+    subcommands = {
         "install": (
             "ipykernel_ext.install.InstallExtKernelSpecApp",
             "Install the ipykernel_ext kernelspec (python3-ext, or python3 with --as-default)",
@@ -161,8 +161,9 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         the kernel's values wherever its own config does not give one (the most derived class's
         section wins). They are checked as the app's own, the error naming where they came from.
         """
+        kernel_class: type[Configurable] = self.kernel_class
         for name in self.traits(setting=lambda field: field is not None):
-            sections = [self.config.get(s, {}) for s in self.kernel_class.section_names()]
+            sections = [self.config.get(s, {}) for s in kernel_class.section_names()]
             given = [section[name] for section in sections if name in section]
             if given and not self._given_here(name):
                 setattr(self, name, given[-1])
@@ -208,7 +209,7 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         self.log.debug("iopub PUB Channel on port: %i", self.iopub_port)  # stock's words
         self.configure_tornado_logger()
         self.iopub_thread = IOPubThread(socket, pipe=True, session=self.session)
-        # Waits for a full subscriber are spread over the IOPub thread's loop (iopub.py).
+        # Waits for a full subscriber are spread over the IOPub thread's loop (.iopub.socket).
         socket.attach(self.iopub_thread.io_loop.call_later, self.iopub_thread.thread)
         self.iopub_thread.start()
         # The kernel and the shell send through the thread's queue, as with stock ipykernel.
@@ -222,6 +223,3 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         ):
             return bind_with_endpoint_identity(s, self.transport, self.ip, port)
         return super()._try_bind_socket(s, port)
-
-
-main = ExtKernelApp.launch_instance

@@ -52,10 +52,20 @@ whose tabs' outputs survive the tab too. The settings of outputs that survive th
 one mixin of both classes, :class:`KeepOutputs` (:mod:`.keep_outputs`), and the installed
 server extension (:mod:`.extension`) picks the class.
 
-The package: :mod:`.connection` is the connection class (the websocket's side: attach,
-relay, encode, its outgoing queue); :mod:`.kernels` keeps one channel set per kernel of the
-server process. Both build on :mod:`ipykernel_ext.shared_channels`, which knows nothing of
-jupyter_server.
+The package, a module per concept:
+
+* :mod:`.connection`: :class:`SharedChannelsConnection`, the websocket's side (attach, relay,
+  encode);
+* :mod:`.outbox`: one websocket's bounded, ordered outgoing queue;
+* :mod:`.kernels`: what the server process keeps per kernel: its channel set and its outputs
+  owner, and the server events they are told of;
+* :mod:`.keep_outputs`: :class:`KeepOutputs`, the options of outputs that survive the tab;
+* :mod:`.gateway`: :class:`GatewayOutputsConnection` and the server's own websocket to a
+  gateway kernel;
+* :mod:`.extension`: the server extension that picks the class;
+* :mod:`.outputs`: the server's model of followed cells' outputs, and its writers.
+
+They build on :mod:`ipykernel_ext.shared_channels`, which knows nothing of jupyter_server.
 """
 
 from .connection import (

@@ -25,10 +25,10 @@ from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebso
 from traitlets import Bool, Float, Int
 
 from ..shared_channels import (
-    CHANNELS,
     DEFAULT_GRACE_PERIOD,
     IOPUB_RCVHWM,
     RECV_BATCH,
+    RELAYED_CHANNELS,
     KernelMessage,
     RefusedMessage,
     SharedChannels,
@@ -100,7 +100,14 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
         activity monitor reads one message per turn, and overflows).""",
     )
 
-    #: kernel id -> its shared channels (one per kernel in this server process).
+    #: kernel id -> its shared channels: one registry for the server process, a class
+    #: attribute on purpose. jupyter_server makes a connection object per websocket, and a
+    #: kernel's channel set must be found by every websocket of the kernel and outlive each
+    #: (a reloaded page finds it again); the stock class keeps its open connections the same
+    #: way (``_open_sockets``), and the server's shutdown calls the classmethod
+    #: :meth:`close_all`, which closes the sets. Subclasses share it. Only the server's event
+    #: loop touches it (websocket handlers, restart callbacks, the sets' own timers), so it
+    #: takes no lock.
     _shared: ClassVar[KernelChannels] = KernelChannels()
 
     #: The channel-set class (a subclass may add behaviour, e.g. fault injection in tests).
@@ -132,7 +139,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
         return self._outbox
 
     @property
-    def write_message(self) -> Any:  # type: ignore[override]
+    def write_message(self) -> Any:
         """Every write of this connection (kernel messages, the stock class's own statuses and
         stderr notes) goes through the outbox, so they keep their order."""
         return self._queue_message
@@ -160,7 +167,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
         except Exception as exc:  # already closed
             self.log.debug("Closing the websocket failed: %s", exc)
 
-    def disconnect(self) -> None:
+    def disconnect(self) -> None:  # type: ignore[override]  # sync as stock's; the base declares it async
         """Stock, then drop what this websocket had not taken yet (and say how much)."""
         super().disconnect()
         outbox = self._outbox
@@ -217,7 +224,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
             announce_status=False,
         )
         # The offline buffer diverts them with on_recv (ChannelStream, as a ZMQStream).
-        self.channels = {channel: self.client.stream(channel) for channel in CHANNELS}
+        self.channels = {channel: self.client.stream(channel) for channel in RELAYED_CHANNELS}
         if self.keep_outputs:
             self.owner = self._outputs_owner()
             self.owner.watch(self.shared)
@@ -235,7 +242,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
             self.multi_kernel_manager,
         )
 
-    def connect(self) -> asyncio.Future[None] | None:  # type: ignore[override]
+    def connect(self) -> asyncio.Future[None] | None:  # type: ignore[override]  # sync as stock's; the base declares it async
         """Join the kernel's shared channels; the future is done once they are live."""
         self.multi_kernel_manager.notify_connect(self.kernel_id)
         buffer_info = self.multi_kernel_manager.get_buffer(self.kernel_id, self.session_key)
@@ -306,7 +313,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
         owner = self.owner
         if owner is not None and owner.hides(kmsg, self.session.session):
             return  # the server wrote it into the live document this tab shows
-        self.handle_outgoing_message(kmsg.channel, kmsg)  # type: ignore[arg-type]
+        self.handle_outgoing_message(kmsg.channel, kmsg)
 
     def handle_outgoing_message(self, stream: str, outgoing_msg: Any) -> None:
         """Send one kernel message to this websocket.

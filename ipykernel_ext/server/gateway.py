@@ -54,7 +54,7 @@ KERNEL_ENDED_STATES = {"restarting": "restart", "dead": "dead"}
 
 class GatewayMessage:
     """One kernel message from the gateway's websocket (legacy JSON, decoded), as the owner
-    reads a message (:class:`~.outputs.owner.HeardMessage`)."""
+    reads a message (:class:`~.outputs.heard.HeardMessage`)."""
 
     __slots__ = ("channel", "msg")
 
@@ -118,7 +118,7 @@ class FeedSocket(GatewayLink):
         # Its own session: the gateway routes its replies to it, and no tab's is taken over.
         self.session.session = f"ipykernel-ext-outputs-{uuid.uuid4().hex}"
 
-    async def connect(self) -> None:  # type: ignore[override]  # stock's is untyped
+    async def connect(self) -> None:
         """Connect (again, after a lost connection: stock reconnects), then probe."""
         if self.live:
             self.log.warning(
@@ -274,7 +274,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs):
         feed = owner.feed if owner is not None else None
         return feed if isinstance(feed, GatewayFeed) else None
 
-    async def connect(self) -> None:  # type: ignore[override]  # stock's is untyped
+    async def connect(self) -> None:
         self._waiting: list[str] = []
         handler = self.websocket_handler
         offered = handler.request.headers.get("Sec-WebSocket-Protocol")
@@ -308,7 +308,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs):
             owner.opened(self.session.session)  # opens the feed if it is not
         await super().connect()
 
-    def disconnect(self) -> None:
+    def disconnect(self) -> None:  # type: ignore[override]  # sync as stock's; the base declares it async
         if self._deferred:
             self.disconnected = True
             return  # nothing was opened

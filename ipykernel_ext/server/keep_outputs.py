@@ -58,8 +58,13 @@ class KeepOutputs(Configurable):
         help="Bytes of outputs the server keeps per kernel, all its cells together.",
     )
 
-    #: kernel id -> the owner of its cells' outputs. One registry for the server process
-    #: (a server runs one connection class; both read and write it on the server's loop).
+    #: kernel id -> the owner of its cells' outputs: one registry for the server process, a
+    #: class attribute of this mixin on purpose. jupyter_server makes a connection object per
+    #: websocket, and a kernel's owner must be found by every websocket of the kernel, of
+    #: either class (a server runs one), and outlive each: it writes a cell once its tab has
+    #: left. An owner goes when its kernel is shut down through the server's API
+    #: (:meth:`OutputsOwners.listen`). Only the server's event loop touches it (websocket
+    #: handlers, restart callbacks, jupyter_events listeners), so it takes no lock.
     _owners: ClassVar[OutputsOwners] = OutputsOwners()
 
     def outputs_owner(

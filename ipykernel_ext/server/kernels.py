@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -70,7 +71,9 @@ class OutputsOwners:
 
     def __init__(self) -> None:
         self._by_kernel: dict[str, OutputsOwner] = {}
-        self._listening: set[int] = set()
+        #: the event loggers listened to (weakly: a logger freed is forgotten with it, so no
+        #: new one is ever taken for it)
+        self._listening: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def get(
         self, kernel_id: str, make: Callable[[], OutputsOwner], multi_kernel_manager: Any
@@ -96,9 +99,9 @@ class OutputsOwners:
         events; the restarter's own restarts come as restart callbacks), and of notebooks
         renamed or moved through the ContentsManager (its contents events), so the outputs
         follow the notebook."""
-        if event_logger is None or id(event_logger) in self._listening:
+        if event_logger is None or event_logger in self._listening:
             return
-        self._listening.add(id(event_logger))
+        self._listening.add(event_logger)
         event_logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
         event_logger.add_listener(schema_id=CONTENTS_ACTIONS, listener=self._on_contents_action)
 
@@ -127,11 +130,11 @@ def status_rule(multi_kernel_manager: Any) -> Callable[[Any], bool]:
     """jupyter_server's rule for which statuses set a kernel's ``execution_state``."""
     track = getattr(multi_kernel_manager, "track_message_type", None)
     if callable(track):
-        return track  # type: ignore[no-any-return]
+        return track
     # A manager without the method: its own configured list if it has one, else
     # jupyter_server's default (our copy, which tests/package/test_contract.py checks against it).
     # Not the trait's ``default_value``: traitlets leaves it Undefined for this List (the
-    # default is made per instance), and iterating it raised TypeError.
+    # default is made per instance), and Undefined cannot be iterated (TypeError).
     configured = getattr(multi_kernel_manager, "untracked_message_types", None)
     untracked = frozenset(UNTRACKED_MESSAGE_TYPES if configured is None else configured)
     return lambda parent_type: parent_type not in untracked

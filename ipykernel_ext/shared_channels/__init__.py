@@ -10,24 +10,28 @@ together; each part gets what it needs passed in:
   sees every message first);
 * :mod:`.clients`: one logical client, its ZMQStream-shaped channels, and the record of
   who is attached and owns which session id;
-* :mod:`.readiness`: the channels' own requests, and when a fresh set is live;
+* :mod:`.readiness`: the channels' own requests, and when a fresh set is live.
+
+The channels a set relays (:data:`RELAYED_CHANNELS`) are the kernel's
+(:data:`ipykernel_ext.protocol.KERNEL_CHANNELS`) but the heartbeat.
 """
 
 from .channels import DEFAULT_GRACE_PERIOD, SharedChannels
 from .clients import SharedClient
 from .dispatch import Watcher
-from .messages import CHANNELS, KernelMessage, RefusedMessage, SessionInUse
+from .messages import RELAYED_CHANNELS, KernelMessage, RefusedMessage, SessionInUse, Unpack
 from .sockets import IOPUB_RCVHWM, RECV_BATCH
 
 __all__ = [
-    "CHANNELS",
     "DEFAULT_GRACE_PERIOD",
     "IOPUB_RCVHWM",
     "RECV_BATCH",
+    "RELAYED_CHANNELS",
     "KernelMessage",
     "RefusedMessage",
     "SessionInUse",
     "SharedChannels",
     "SharedClient",
+    "Unpack",
     "Watcher",
 ]

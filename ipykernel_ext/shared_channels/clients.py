@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .messages import (
-    CHANNELS,
+    RELAYED_CHANNELS,
     ROUTED_CHANNELS,
     Deliver,
     KernelMessage,
@@ -57,8 +57,8 @@ class ChannelStream:
     """
 
     def __init__(self, client: SharedClient, channel: str) -> None:
-        if channel not in CHANNELS:
-            raise ValueError(f"unknown channel {channel!r}; one of {CHANNELS}")
+        if channel not in RELAYED_CHANNELS:
+            raise ValueError(f"unknown channel {channel!r}; one of {RELAYED_CHANNELS}")
         self.client = client
         self.channel = channel
         self.socket = _SocketState(client)

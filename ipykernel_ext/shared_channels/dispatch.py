@@ -26,12 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..protocol import HEADER
+from ..protocol import COMM_ECHO_MSG_TYPE, HEADER
 from .clients import Members, SharedClient
 from .messages import KernelMessage, Unpack
 from .readiness import OwnRequests, Readiness
 
 #: ``track_status(parent_msg_type)``: does this status tell the kernel's execution state?
+#: The echo's type as it appears in a header's raw bytes: the cheap test before decoding.
+_ECHO_BYTES = COMM_ECHO_MSG_TYPE.encode()
+
 TrackStatus = Callable[[Any], bool]
 
 
@@ -127,7 +130,7 @@ class Dispatcher:
         skip: SharedClient | None = None
         header = msg.frames[HEADER]
         # Cheap byte tests first: only an echo or a status pays for decoding its header.
-        if b"comm_echo" in header and msg.msg_type == "comm_echo":
+        if _ECHO_BYTES in header and msg.msg_type == COMM_ECHO_MSG_TYPE:
             skip = self.members.owner(msg.parent_header.get("session"))
             if skip is not None and not skip.skip_own_echo:
                 skip = None

@@ -16,12 +16,14 @@ from typing import Any
 
 from jupyter_client.session import DELIM
 
-from ..protocol import BUFFERS, CONTENT, HEADER, PARENT_HEADER
+from ..protocol import BUFFERS, CONTENT, HEADER, KERNEL_CHANNELS, PARENT_HEADER
 
-#: Channels whose messages are replies routed to one client by ``parent_header.session``.
-ROUTED_CHANNELS = ("shell", "control", "stdin")
-#: Every channel a set holds (heartbeat stays with the kernel manager, as in jupyter_server).
-CHANNELS = (*ROUTED_CHANNELS, "iopub")
+#: The channels a set relays: the kernel's, but the heartbeat (it stays with the kernel
+#: manager, as in jupyter_server).
+RELAYED_CHANNELS = tuple(c for c in KERNEL_CHANNELS if c != "hb")
+#: The relayed channels whose kernel messages go to one client, by ``parent_header.session``:
+#: all but IOPub, which goes to every client.
+ROUTED_CHANNELS = tuple(c for c in RELAYED_CHANNELS if c != "iopub")
 
 Unpack = Callable[[bytes], Any]
 

@@ -31,7 +31,7 @@ NUDGE_INTERVAL = 0.5
 async def wait_until_live(
     request: Request,
     iopub_seen: asyncio.Future[None],
-    log: logging.Logger,
+    log: logging.Logger | logging.LoggerAdapter[Any],
     timeout: float,
     keep_trying: Callable[[], bool] | None = None,
     settled: Callable[[], bool] | None = None,
@@ -61,7 +61,8 @@ async def wait_until_live(
                 for channel in ("shell", "control"):
                     replies.append(request(channel, "kernel_info_request"))
                 next_send = now + NUDGE_INTERVAL
-            waiting = [f for f in (*replies, iopub_seen) if not f.done()]
+            futures: list[asyncio.Future[Any]] = [*replies, iopub_seen]
+            waiting = [f for f in futures if not f.done()]
             if (answered and iopub_seen.done()) or not waiting:
                 await asyncio.sleep(0.05)  # only `settled` is missing: poll it
             else:
@@ -122,7 +123,7 @@ class Readiness:
     :meth:`saw_iopub` for every IOPub message, which is what a wait in progress waits for.
     """
 
-    def __init__(self, request: Request, log: logging.Logger) -> None:
+    def __init__(self, request: Request, log: logging.Logger | logging.LoggerAdapter[Any]) -> None:
         self.request = request
         self.log = log
         self.current: asyncio.Future[bool] | None = None

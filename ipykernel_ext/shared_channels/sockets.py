@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import zmq
 import zmq.asyncio
 
 from ..endpoints import connect_channel
-from .messages import CHANNELS
+from .messages import RELAYED_CHANNELS
 
 #: Messages taken from one socket per event-loop iteration (default). One, as ``ZMQStream``
 #: does: the server's other streams (its IOPub activity monitor, other kernels' channels)
@@ -45,8 +45,8 @@ Dispatch = Callable[[str, list[bytes]], None]
 
 
 def ports_of(connection_info: Mapping[str, Any]) -> tuple[int, ...]:
-    """The ports of :data:`CHANNELS` in a connection dict, in that order."""
-    return tuple(int(connection_info[f"{c}_port"]) for c in CHANNELS)
+    """The ports of :data:`RELAYED_CHANNELS` in a connection dict, in that order."""
+    return tuple(int(connection_info[f"{c}_port"]) for c in RELAYED_CHANNELS)
 
 
 class KernelSockets:
@@ -68,7 +68,7 @@ class KernelSockets:
         self.iopub_rcvhwm = iopub_rcvhwm
         self.recv_batch = max(1, recv_batch)
         #: Messages read from each channel's socket so far (over reconnections too).
-        self.received: dict[str, int] = dict.fromkeys(CHANNELS, 0)
+        self.received: dict[str, int] = dict.fromkeys(RELAYED_CHANNELS, 0)
         self.context = context
         self.identity = identity
         self.dispatch = dispatch
@@ -83,10 +83,10 @@ class KernelSockets:
 
     def open(self) -> None:
         """Connect every channel and start reading (inside a running loop)."""
-        for channel in CHANNELS:
+        for channel in RELAYED_CHANNELS:
             identity = None if channel == "iopub" else self.identity
             rcvhwm = self.iopub_rcvhwm if channel == "iopub" else None
-            self.sockets[channel] = connect_channel(  # type: ignore[assignment]
+            self.sockets[channel] = connect_channel(  # type: ignore[assignment]  # asyncio context: asyncio socket
                 self.context, self.connection_info, channel, identity, rcvhwm
             )
         self.pumps = [
@@ -107,11 +107,12 @@ class KernelSockets:
         sock = self.sockets.get(channel)
         if sock is None or sock.closed:
             raise RuntimeError(f"the shared {channel} channel is not open")
-        fut = sock.send_multipart(frames, copy=True)
+        # A Future at run time; pyzmq's stubs say only Awaitable.
+        fut = cast("asyncio.Future[Any]", sock.send_multipart(frames, copy=True))
         if not fut.done():
             fut.add_done_callback(self._log_send_error)
-        elif fut.exception() is not None:
-            raise fut.exception()  # type: ignore[misc]
+        elif (exc := fut.exception()) is not None:
+            raise exc
 
     def _log_send_error(self, fut: asyncio.Future[Any]) -> None:
         if not fut.cancelled() and fut.exception() is not None:
@@ -120,7 +121,7 @@ class KernelSockets:
     async def _pump(self, channel: str, sock: zmq.asyncio.Socket) -> None:
         # Wait with the asyncio socket only when it is empty; read with its synchronous
         # shadow (no Future per message), recv_batch messages per loop iteration.
-        sync = zmq.Socket.shadow(sock.underlying)
+        sync: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         batch = range(self.recv_batch)
         received = self.received
         try:
@@ -129,7 +130,7 @@ class KernelSockets:
                     try:
                         frames = sync.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
-                        await sock.poll(flags=zmq.POLLIN)
+                        await sock.poll(flags=zmq.POLLIN)  # type: ignore[call-arg]  # pyzmq's stub gives it Poller.poll's signature
                         break
                     received[channel] += 1
                     self.dispatch(channel, frames)
@@ -148,7 +149,7 @@ class KernelSockets:
         sock = self.sockets.get("iopub")
         if sock is None or sock.closed:
             return 0
-        sync = zmq.Socket.shadow(sock.underlying)
+        sync: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         count = 0
         while True:
             try:

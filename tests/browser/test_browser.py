@@ -15,13 +15,20 @@ Skip it on purpose with ``-m 'not browser'``.
 
 from __future__ import annotations
 
-import time
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.browser import ARTIFACTS, chromium, quiet_lab_settings, require_browser, write_notebook
+from harness.browser import (
+    ARTIFACTS,
+    chromium,
+    quiet_lab_settings,
+    require_browser,
+    wait_for,
+    write_notebook,
+)
 from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a JupyterLab/Notebook/Voila server, Chromium, and the
@@ -108,17 +115,22 @@ def run_cell_and_look(page: Any, lab: JupyterServer) -> dict[str, Any]:
     page.wait_for_function(
         "el => el.innerText.trim() !== '[ ]:'", arg=prompt.element_handle(), timeout=60_000
     )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not prompt.inner_text().strip()[1:-2].isdigit():
-        time.sleep(0.5)
+    # Not reaching it is not the failure here: the verdict below says what the page showed.
+    with contextlib.suppress(TimeoutError):
+        wait_for(
+            lambda: prompt.inner_text().strip()[1:-2].isdigit(),
+            300,
+            0.5,
+            "the execution count in the prompt",
+            page,
+        )
 
-    # Views render after the cell finished: wait until all are there (the deadline only
+    # Views render after the cell finished: wait until all are there (the timeout only
     # guards a hang). There is no "count stopped changing for a while" exit: on a loaded
-    # machine rendering can pause that long, and the test then failed on a partial page.
+    # machine rendering can pause that long, and the test would then judge a partial page.
     buttons = page.locator(BUTTON_SELECTOR)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and buttons.count() != N_BUTTONS:
-        time.sleep(0.5)
+    with contextlib.suppress(TimeoutError):
+        wait_for(lambda: buttons.count() == N_BUTTONS, 180, 0.5, f"{N_BUTTONS} buttons", page)
 
     output_text = cell.inner_text()
     return {

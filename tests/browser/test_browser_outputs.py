@@ -1,4 +1,4 @@
-"""Outputs survive the tab (issue 23): what a page shows of a cell whose tab went away.
+"""Outputs survive the tab: what a page shows of a cell whose tab went away.
 
 A real ``jupyter lab`` (JupyterLab 4.6 and Notebook 7) with jupyter-collaboration, kernels
 ``python3-ext`` with CurveZMQ required, the server's kernel websockets handled by
@@ -13,7 +13,7 @@ No verdict depends on speed: the cells stop at holds (harness/outputs_cells.py) 
 has looked; every wait is on what the page or the file shows, with a generous hang guard.
 Without collaboration the server writes the file once the cell ended with no tab open (the
 solo tests). The last tests start the servers as a user of this venv would, with no flag
-(issue 30: the package's server extension, enabled by installing it, picks the class): the
+(the package's server extension, enabled by installing it, picks the class): the
 same cells survive, with stock ipykernel too, and with the off switch a reload loses the
 later lines as on stock. A screenshot of each page as the test left it goes to artifacts/.
 """
@@ -85,7 +85,7 @@ def ready() -> None:
         pytest.skip("jupyter-collaboration missing (pip install 'ipykernel-ext[collab]')")
 
 
-#: Servers as installed (issue 30): no connection class named, the package's server extension
+#: Servers as installed: no connection class named, the package's server extension
 #: as the environment's config has it (on), collaboration on or off, or the off switch.
 INSTALLED_ARGS = (*LAB_ARGS, "--YDocExtension.document_save_delay=0.5")
 INSTALLED_SOLO_ARGS = (*INSTALLED_ARGS, "--YDocExtension.disable_rtc=True")
@@ -514,7 +514,7 @@ def solo_case(context: Any, nb: Notebook) -> None:
         shut_down_everything(nb.lab)
 
 
-# --- as installed (issue 30): no flag ------------------------------------------------------
+# --- as installed: no flag, the server extension picks the class ---------------------------
 
 
 @pytest.mark.parametrize(
@@ -564,7 +564,7 @@ def test_installed_with_the_off_switch_a_reload_loses_the_later_lines(
             shut_down_everything(lab)
 
 
-# --- through Enterprise Gateway (issue 30): --gateway-url, no other flag --------------------
+# --- through Enterprise Gateway: --gateway-url, no other flag -------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Reloading a page while a cell runs: widgets and status come back mid-cell (issue 10).
+"""Reloading a page while a cell runs: widgets and status come back mid-cell.
 
 A user's notebook shows widgets, then runs a long cell; they reload the page (or the browser
 reconnects). JupyterLab and Notebook 7 reopen the notebook from disk and ask the kernel, on
@@ -541,8 +541,8 @@ def test_voila_dashboard_of_1000_buttons_renders_whole(lab: JupyterServer, page:
     log = WebsocketLog(page)
     started = time.perf_counter()
     page.goto(lab.http_url(f"voila/render/{path.name}?token={lab.token}"), wait_until="commit")
-    # A hang guard: about 6 s here. 300 s once ran out with a busy loop on each core and
-    # benchmarks beside it; what the page showed and asked for is then in the failure.
+    # A hang guard: about 6 s on a quiet machine, minutes with every core busy; if it runs
+    # out, what the page showed and asked for is in the failure.
     try:
         wait_for(
             lambda: page.locator(BUTTON).count() == N_BUTTONS, 300, what="1000 Buttons", page=page

@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,9 @@ import zmq
 from jupyter_client import KernelManager
 
 from harness.kernels import EXT_KERNEL, new_client, start_kernel
+from harness.polling import wait_until
 from ipykernel_ext.client.router import (
-    CHANNELS,
+    ROUTER_CLIENT_CHANNELS,
     KernelUnreachable,
     RouterClient,
 )
@@ -67,30 +67,37 @@ def client() -> Iterator[RouterClient]:
 # --- three kernels, one ROUTER per channel ---------------------------------------------------
 
 
-# Hang guard: the module's three kernels start here (flagged), then requests to each.
+# Hang guard for each of the three below: the module's three kernels start in the first
+# that runs (flagged), then requests to each.
 @pytest.mark.timeout(180)
-def test_shell_and_control_reach_each_kernel_by_endpoint(
+def test_each_kernel_is_addressed_by_its_connection_files_endpoints(
     flagged: list[KernelManager], client: RouterClient
 ) -> None:
     # What a client knows is the connection file: add the kernels by path.
     ids = [client.add_kernel(km.connection_file) for km in flagged]
     for km, kernel_id in zip(flagged, ids, strict=True):
         info = json.loads(Path(km.connection_file).read_text())
-        assert "curve_publickey" in info
-        for channel in CHANNELS:
-            port = info[f"{channel}_port"]
-            assert client.routing_id(kernel_id, channel) == f"tcp://{info['ip']}:{port}".encode()
+        assert "curve_publickey" in info, "a kernel without CurveZMQ"
+        for channel in ROUTER_CLIENT_CHANNELS:
+            endpoint = f"tcp://{info['ip']}:{info[f'{channel}_port']}".encode()
+            assert client.routing_id(kernel_id, channel) == endpoint, (channel, info)
     assert json.loads(Path(flagged[2].connection_file).read_text())["ip"] == "0.0.0.0"
 
-    infos = client.gather(ids, "shell", "kernel_info_request")
-    assert set(infos) == set(ids)
-    for reply in infos.values():
-        assert reply["msg_type"] == "kernel_info_reply"
-        assert "router_identity_endpoint" in reply["content"]["supported_features"]
 
+@pytest.mark.timeout(180)
+def test_shell_requests_reach_each_kernel_by_endpoint(
+    flagged: list[KernelManager], client: RouterClient
+) -> None:
+    ids = [client.add_kernel(km.connection_file) for km in flagged]
+    infos = client.gather(ids, "shell", "kernel_info_request")
+    assert set(infos) == set(ids), "a kernel_info_reply missing"
+    for reply in infos.values():
+        assert reply["msg_type"] == "kernel_info_reply", reply
+        assert "router_identity_endpoint" in reply["content"]["supported_features"], reply
+    # Each kernel runs what was sent to it, and only that: its own pid and its own name.
     for i, kernel_id in enumerate(ids):
         reply = client.request(kernel_id, "shell", "execute_request", {"code": f"name = 'k{i}'"})
-        assert reply["content"]["status"] == "ok"
+        assert reply["content"]["status"] == "ok", reply
     replies = client.gather(
         ids,
         "shell",
@@ -98,12 +105,18 @@ def test_shell_and_control_reach_each_kernel_by_endpoint(
         {"code": "import os", "user_expressions": {"pid": "os.getpid()", "name": "name"}},
     )
     for i, (km, kernel_id) in enumerate(zip(flagged, ids, strict=True)):
-        assert _pid_and_name(replies[kernel_id]) == (km.provisioner.pid, f"k{i}")
+        assert _pid_and_name(replies[kernel_id]) == (km.provisioner.pid, f"k{i}"), i
 
+
+@pytest.mark.timeout(180)
+def test_control_requests_reach_each_kernel_by_endpoint(
+    flagged: list[KernelManager], client: RouterClient
+) -> None:
+    ids = [client.add_kernel(km.connection_file) for km in flagged]
     usage = client.gather(ids, "control", "usage_request")
     for km, kernel_id in zip(flagged, ids, strict=True):
-        assert usage[kernel_id]["msg_type"] == "usage_reply"
-        assert usage[kernel_id]["content"]["pid"] == km.provisioner.pid
+        assert usage[kernel_id]["msg_type"] == "usage_reply", usage[kernel_id]
+        assert usage[kernel_id]["content"]["pid"] == km.provisioner.pid, "another kernel answered"
     control_infos = client.gather(ids, "control", "kernel_info_request")
     assert {k: r["msg_type"] for k, r in control_infos.items()} == dict.fromkeys(
         ids, "kernel_info_reply"
@@ -192,10 +205,10 @@ def test_without_the_flag_the_identity_is_not_the_endpoint() -> None:
         assert "router_identity_endpoint" not in features
         with RouterClient(connect_timeout=3) as client:
             kernel_id = client.add_kernel(km.connection_file)
-            started = time.monotonic()
+            # The request's own timeout is past this test's hang guard: only the diagnosis,
+            # once the connect timeout is over, can end it (whatever the machine's speed).
             with pytest.raises(KernelUnreachable, match="--router-identity=endpoint") as caught:
-                client.request(kernel_id, "control", "kernel_info_request", timeout=30)
-            assert time.monotonic() - started < 30
+                client.request(kernel_id, "control", "kernel_info_request", timeout=600)
         assert caught.value.reason == "identity-mismatch"
         assert isinstance(caught.value, TimeoutError)
     finally:
@@ -257,10 +270,9 @@ def test_a_kernel_that_never_appears_is_a_clear_timeout() -> None:
     try:
         with RouterClient(connect_timeout=1.5) as client:
             kernel_id = client.add_kernel(km.connection_file)
-            started = time.monotonic()
+            # The gather's own timeout is past the hang guard above: only the diagnosis can end it.
             with pytest.raises(KernelUnreachable, match="nothing answers") as caught:
-                client.gather([kernel_id], "shell", "kernel_info_request", timeout=30)
-            assert time.monotonic() - started < 20
+                client.gather([kernel_id], "shell", "kernel_info_request", timeout=600)
     finally:
         km.cleanup_connection_file()
     assert caught.value.reason == "not-listening"
@@ -302,16 +314,17 @@ def test_ports_the_kernel_picks_itself(transport: str, tmp_path: Path) -> None:
         args += ["--transport=ipc", f"--ip={tmp_path / 'k'}"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while not cf.exists() or not cf.read_text().strip().endswith("}"):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no connection file written"
-            time.sleep(0.1)
+
+        def written() -> bool:
+            assert proc.poll() is None, proc.communicate()  # the kernel exited: why
+            return cf.exists() and cf.read_text().strip().endswith("}")
+
+        wait_until(written, 60, "the connection file written", 0.1)
         info = json.loads(cf.read_text())
-        assert all(info[f"{c}_port"] > 0 for c in CHANNELS)
+        assert all(info[f"{c}_port"] > 0 for c in ROUTER_CLIENT_CHANNELS)
         with RouterClient(connect_timeout=60) as client:
             kernel_id = client.add_kernel(cf)
-            for channel in CHANNELS:
+            for channel in ROUTER_CLIENT_CHANNELS:
                 reply = client.request(kernel_id, channel, "kernel_info_request")
                 assert "router_identity_endpoint" in reply["content"]["supported_features"]
             usage = client.request(kernel_id, "control", "usage_request")

@@ -37,7 +37,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from harness.cells import busy_cell
 from harness.kernels import EXT_KERNEL_CLASS, install_ssh_spec, iopub_stats, new_client
 from harness.messages import control_request, shell_reply
 from harness.netns import namespaces_missing, veth_namespace
+from harness.polling import wait_until
 from harness.raw_subscriber import RawSubscriber
 from harness.widget_control import fetch_update_states
 from ipykernel_ext.demo.cells import run_cell
@@ -397,11 +397,13 @@ def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHost]:
             )
         try:
             host = SshHost(net.namespace, net.remote_ip, home)
-            deadline = time.monotonic() + 30
-            while "Server listening" not in (tmp / "sshd.log").read_text():
-                assert sshd.poll() is None, (tmp / "sshd.log").read_text()
-                assert time.monotonic() < deadline, "sshd did not start in 30 s"
-                time.sleep(0.05)
+
+            def listening() -> bool:
+                log = (tmp / "sshd.log").read_text()
+                assert sshd.poll() is None, log  # sshd exited: its log says why
+                return "Server listening" in log
+
+            wait_until(listening, 30, "sshd listening")
             yield host
         finally:
             sshd.kill()

@@ -104,9 +104,9 @@ NODROP_PAD = 16_000  # bytes per message: TCP buffers then hold few messages
 #: The cell's IOPub messages: busy, execute_input, the comm_opens, idle.
 NODROP_CELL_MESSAGES = NODROP_BURST + 3
 #: The subscriber's kernel receive buffer (RawSubscriber's default, named here because the
-#: bound below counts it): 4 times a message, so TCP's window does not pace the reading (with
-#: 4 kB the test once ran past 300 s on a loaded machine), yet a subscriber that does not read
-#: holds few of these messages.
+#: bound below counts it): 4 times a message, so TCP's window does not pace the reading (a
+#: 4 kB buffer, smaller than one message, makes each read wait on the window: minutes on a
+#: loaded machine), yet a subscriber that does not read holds few of these messages.
 NODROP_RCVBUF = 64 * 1024
 
 
@@ -213,8 +213,8 @@ def read_only_when_waited_for(
     included) handed to the socket: whatever did not fit in its queue and buffers is lost,
     whatever the machine's speed. Then ``sub`` reads up to a barrier sent after the cell.
     That count is exact only from an exact baseline (:func:`read_to_shell_barrier`): one
-    message sent for something else after it (a subscriber's late welcome, issue 28) ended
-    the wait before the idle was sent, and the barrier's idle then came first.
+    message sent for something else after it (a subscriber's late welcome) would end the
+    wait before the idle was sent, and the barrier's idle would then come first.
     ``look_for_idle``: if the cell's idle was not before the barrier, read on for it (NODROP
     promises it; without NODROP it is usually lost, and looking would only cost the wait).
     ``timeout`` is a hang guard.
@@ -526,10 +526,10 @@ def test_sndhwm_is_the_queue_each_subscriber_gets() -> None:
             "the never-reading subscriber given up",
         )
         held = len(sub.read_to_barrier(kc))
-    # The subscriber's two iopub_welcome (b"" and its own topic), read before the cell, still
-    # take two places in its queue: libzmq tells the sending side of reads only once about
-    # half a queue was read. So the cell fills sndhwm - 2 (the bound was sndhwm - 1 while
-    # the second welcome was read here; RawSubscriber now waits for it, issue 28).
+    # The subscriber's two iopub_welcome (b"" and its own topic), read before the cell
+    # (RawSubscriber waits for both), still take two places in its queue: libzmq tells the
+    # sending side of reads only once about half a queue was read. So the cell fills at
+    # least sndhwm - 2.
     assert sndhwm - 2 <= held <= 1.5 * sndhwm, (held, stats)
 
 

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import queue
 import threading
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from jupyter_client import AsyncKernelClient
 from harness.cells import busy_cell, evaluate, run
 from harness.kernels import EXT_KERNEL, new_client, running_kernel
 from harness.messages import control_request, iopub_until_barrier, shell_reply
+from harness.polling import wait_until
 from harness.widget_control import fetch_ipywidgets_update_states
 from ipykernel_ext.client import WidgetStateError, fetch_widget_states
 
@@ -141,34 +142,62 @@ def test_1000_buttons_same_as_update_states(ext: Any) -> None:
     assert names == {"ButtonModel", "ButtonStyleModel", "LayoutModel", "GridBoxModel"}
 
 
-def test_buffers_at_their_paths_and_put_back(ext: Any) -> None:
+@dataclass
+class OddWidgets:
+    """:data:`ODD_WIDGETS` made on the shared kernel, and what was asked of them."""
+
+    ids: dict[str, str]  # name in the cell -> model id
+    theirs: tuple[dict[str, Any], list[Any], list[bytes]]  # ipywidgets' update_states
+    reply: dict[str, Any]  # our widget_state_reply for every model
+    fetched: dict[str, Any]  # fetch_widget_states for the blob and the image: their states
+    image_value: bytes
+
+
+@pytest.fixture(scope="module")
+def odd(ext: Any) -> OddWidgets:
+    """The odd widgets made and asked for once; the tests below each check one thing."""
     kc = ext[1]
     run(kc, ODD_WIDGETS)
     ids = evaluate(kc, "ids")
     iopub_until_barrier(kc)
-    theirs, their_paths, their_buffers = update_states(kc)
+    theirs = update_states(kc)
     reply = request(kc)
-    content = reply["content"]
+    fetched = fetch_widget_states(kc, [ids["blob"], ids["image"]])["states"]
+    return OddWidgets(ids, theirs, reply, fetched, evaluate(kc, "bytes(image.value)"))
+
+
+def test_odd_widgets_answer_as_ipywidgets_own_update_states(odd: OddWidgets) -> None:
+    content = odd.reply["content"]
+    their_states, their_paths, their_buffers = odd.theirs
     assert content["status"] == "ok", content
-    assert_same_states(content["states"], theirs)
-    assert content["buffer_paths"] == their_paths
-    assert [bytes(b) for b in reply["buffers"]] == their_buffers
-    blob, image = ids["blob"], ids["image"]
-    assert [blob, "state", "data"] in content["buffer_paths"]
-    assert [image, "state", "value"] in content["buffer_paths"]
-    assert content["states"][ids["own"]]["state"]["value"] == 30  # its own get_state
-    assert content["states"][ids["extra"]]["state"]["more"] == 5  # added trait
-    assert content["states"][ids["dates"]]["state"]["value"] == {
+    assert_same_states(content["states"], their_states)
+    assert content["buffer_paths"] == their_paths, "not ipywidgets' buffer paths"
+    assert [bytes(b) for b in odd.reply["buffers"]] == their_buffers, "not ipywidgets' buffers"
+
+
+def test_binary_traits_are_buffers_at_their_paths(odd: OddWidgets) -> None:
+    paths = odd.reply["content"]["buffer_paths"]
+    assert [odd.ids["blob"], "state", "data"] in paths, paths
+    assert [odd.ids["image"], "state", "value"] in paths, paths
+
+
+def test_a_widgets_own_get_state_added_traits_and_serializers_count(odd: OddWidgets) -> None:
+    states = odd.reply["content"]["states"]
+    assert states[odd.ids["own"]]["state"]["value"] == 30, "not the widget's own get_state"
+    assert states[odd.ids["extra"]]["state"]["more"] == 5, "a trait added with add_traits"
+    assert states[odd.ids["dates"]]["state"]["value"] == {
         "year": 2024,
         "month": 1,
         "date": 29,
-    }
+    }, "not ipywidgets' date serializer"
 
-    # the client helper puts every buffer back, byte for byte
-    states = fetch_widget_states(kc, [blob, image])["states"]
+
+def test_the_client_helper_puts_every_buffer_back(odd: OddWidgets) -> None:
+    """Byte for byte, wherever the buffer was: top level, in lists, tuples, nested dicts."""
+    blob, image = odd.ids["blob"], odd.ids["image"]
+    states = odd.fetched
     assert set(states) == {blob, image}
-    image_value = evaluate(kc, "bytes(image.value)")
-    assert bytes(states[image]["state"]["value"]) == image_value
+    assert bytes(states[image]["state"]["value"]) == odd.image_value
     got = states[blob]["state"]
     assert bytes(got["data"]) == bytes(range(256)) * 4
     parts = got["parts"]
@@ -218,7 +247,8 @@ def test_every_ipywidgets_class_same_as_update_states(ext: Any) -> None:
     assert [bytes(b) for b in reply["buffers"]] == their_buffers
 
 
-def test_failing_serializer_reported_others_kept(ext: Any) -> None:
+def test_failing_serializer_reported_others_kept(ext: Any, odd: OddWidgets) -> None:
+    """``odd``: the cell that defines ``FAIL``, ``ids`` and the fragile widgets has run."""
     kc = ext[1]
     run(kc, "FAIL[0] = True")
     try:
@@ -372,7 +402,7 @@ def test_timeout_raises() -> None:
 @pytest.mark.timeout(240)
 def test_50_requests_while_widgets_come_and_go(tmp_path: Path) -> None:
     # The cell says when its first round is done, so the requests meet widgets coming and
-    # going however slowly the loop starts (it was a 1 s sleep).
+    # going however slowly the loop starts (a fixed sleep could end before it started).
     first_round = tmp_path / "first-round-done"
     # The cell ends when this file appears: a marker, not an interrupt (a SIGINT that lands
     # inside the comm machinery can be lost on a loaded machine, and the cell then runs on).
@@ -411,10 +441,7 @@ def test_50_requests_while_widgets_come_and_go(tmp_path: Path) -> None:
         drainer = threading.Thread(target=drain_until_stopped, daemon=True)
         drainer.start()
         try:
-            deadline = time.monotonic() + 120
-            while not first_round.exists():
-                assert time.monotonic() < deadline, "the churn loop did not start in 120 s"
-                time.sleep(0.01)
+            wait_until(first_round.exists, 120, "the churn loop's first round", 0.01)
             for _ in range(50):
                 content = request(kc)["content"]
                 assert content["status"] == "ok", content

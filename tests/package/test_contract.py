@@ -237,7 +237,8 @@ class Row:
     shapes: Sequence[Shape]
     users: tuple[str, ...]
     why: str
-    #: Set while the user is being written ("issue 10"): the users are not checked yet.
+    #: Set, to what is being written, while the user is (``"the restore answers"``): the
+    #: users are not checked yet.
     pending: str = ""
 
     @property
@@ -370,11 +371,13 @@ KERNEL_PY = "ipykernel_ext/kernel/ipkernel.py"
 APP_PY = "ipykernel_ext/kernel/kernelapp.py"
 ECHO_PY = "ipykernel_ext/kernel/comms/echo.py"
 WIDGET_STATE_PY = "ipykernel_ext/kernel/widgets/snapshot.py"
+WIDGET_READER_PY = "ipykernel_ext/kernel/widgets/reader.py"
 SERVER_PY = "ipykernel_ext/server/connection.py"
 SERVER_KERNELS_PY = "ipykernel_ext/server/kernels.py"
 EXTENSION_PY = "ipykernel_ext/server/extension.py"
 STREAMS_PY = "ipykernel_ext/shared_channels/clients.py"
 IOPUB_ADOPT_PY = "ipykernel_ext/kernel/iopub/adoption.py"
+IOPUB_KERNEL_OPTIONS_PY = "ipykernel_ext/kernel/iopub/kernel_options.py"
 BUSY_ANSWERS_PY = "ipykernel_ext/kernel/busy/answers.py"
 BUSY_ROUTING_PY = "ipykernel_ext/kernel/busy/routing.py"
 CONTROL_COMM_PY = "ipykernel_ext/kernel/widgets/control_comm.py"
@@ -412,7 +415,7 @@ CONTRACT: list[Row] = [
     Row(
         f"{KERNEL}.iopub_thread",
         [Trait("Any")],
-        (KERNEL_PY, IOPUB_ADOPT_PY, QUERIES_INPROC),
+        (KERNEL_PY, IOPUB_ADOPT_PY, IOPUB_KERNEL_OPTIONS_PY, QUERIES_INPROC),
         "its socket's counters answer iopub_stats_request",
     ),
     Row(
@@ -562,7 +565,7 @@ CONTRACT: list[Row] = [
         [Trait("Dict")],
         (ECHO_PY, BUSY_ROUTING_PY, BUSY_ANSWERS_PY, CONTROL_COMM_PY),
         "the known comms by id: whether, and under which target, a comm_msg is echoed; "
-        "which comms comm_info lists mid-cell, and which control comm is routed or adopted",
+        "which comms comm_info lists mid-cell, and which control comm is routed or answered",
     ),
     Row(
         "ipykernel.comm.manager:CommManager.targets",
@@ -642,7 +645,7 @@ CONTRACT: list[Row] = [
     Row(
         "ipykernel.iostream:IOPubThread.__init__",
         [Source((r"self\.socket\s*=\s*socket", r"self\.background_socket\s*="))],
-        (APP_PY, KERNEL_PY, IOPUB_ADOPT_PY),
+        (APP_PY, KERNEL_PY, IOPUB_ADOPT_PY, IOPUB_KERNEL_OPTIONS_PY),
         "IOPubThread.socket is our XPUB socket; background_socket is what the kernel sends on",
     ),
     Row(
@@ -667,8 +670,8 @@ CONTRACT: list[Row] = [
     Row(
         "ipykernel.iostream:IOPubThread.schedule",
         [Function(("self", "f"))],
-        (IOPUB_ADOPT_PY,),
-        "runs the adoption on the IOPub thread",
+        (IOPUB_ADOPT_PY, IOPUB_KERNEL_OPTIONS_PY),
+        "runs the adoption, and a run-time change of the options, on the IOPub thread",
     ),
     Row(
         "ipykernel.iostream:IOPubThread.__init__",
@@ -712,7 +715,7 @@ CONTRACT: list[Row] = [
             "benchmarks/widget_fetch.py",
             "benchmarks/widget_fetching/floors.py",
         ),
-        "the registry of live widgets, model id to widget, copied on the control thread",
+        "the registry of live widgets, model id to widget, copied by the thread taking a snapshot",
     ),
     Row(
         f"{WIDGET}:_remove_buffers",
@@ -721,7 +724,7 @@ CONTRACT: list[Row] = [
             Probe("splits buffers as the fast path does", _remove_buffers_splits_as_we_do),
         ],
         (
-            WIDGET_STATE_PY,
+            WIDGET_READER_PY,
             "tests/unit/test_widget_state_unit.py",
             "benchmarks/widget_fetching/floors.py",
         ),
@@ -730,7 +733,7 @@ CONTRACT: list[Row] = [
     Row(
         f"{WIDGET}:Widget._trait_to_json",
         [Function(("x", "self"), "staticmethod")],
-        (WIDGET_STATE_PY,),
+        (WIDGET_READER_PY,),
         "the identity serializer, skipped by the fast path",
     ),
     Row(
@@ -746,19 +749,19 @@ CONTRACT: list[Row] = [
     Row(
         f"{WIDGET}:Widget._model_name",
         [Trait("Unicode")],
-        (WIDGET_STATE_PY,),
+        (WIDGET_READER_PY,),
         "update_states' model_name",
     ),
     Row(
         f"{WIDGET}:Widget._model_module",
         [Trait("Unicode")],
-        (WIDGET_STATE_PY,),
+        (WIDGET_READER_PY,),
         "update_states' model_module",
     ),
     Row(
         f"{WIDGET}:Widget._model_module_version",
         [Trait("Unicode")],
-        (WIDGET_STATE_PY,),
+        (WIDGET_READER_PY,),
         "update_states' model_module_version",
     ),
     Row(
@@ -804,7 +807,7 @@ CONTRACT: list[Row] = [
             Attribute(dict, _new_has_traits),
             Probe("maps each set trait's name to its value", _trait_values_hold_set_values),
         ],
-        (WIDGET_STATE_PY,),
+        (WIDGET_READER_PY,),
         "the fast path reads values there, not through descriptors",
     ),
     Row(
@@ -816,7 +819,7 @@ CONTRACT: list[Row] = [
     Row(
         "traitlets:TraitType.__get__",
         [Function(("self", "obj", "cls"))],
-        (WIDGET_STATE_PY,),
+        (WIDGET_READER_PY,),
         "same, for the descriptor protocol",
     ),
     Row(
@@ -1022,7 +1025,7 @@ CONTRACT: list[Row] = [
         "jupyter_server.services.contents.manager:AsyncContentsManager.rename",
         [Source((r'"action": "rename", "path": new_path, "source_path": old_path',))],
         (SERVER_KERNELS_PY,),
-        "a notebook renamed or moved: its followed cells go to the new path (issue 30)",
+        "a notebook renamed or moved: its followed cells go to the new path",
     ),
     Row(
         "jupyter_server.services.contents.manager:ContentsManager.rename",
@@ -1034,7 +1037,7 @@ CONTRACT: list[Row] = [
         "jupyter_server.serverapp:ServerApp.kernel_websocket_connection_class",
         [Trait("Type")],
         (EXTENSION_PY,),
-        "set by the server extension unless configured (issue 30)",
+        "set by the server extension unless configured (installed is on)",
     ),
     Row(
         "jupyter_server.serverapp:ServerApp.init_webapp",
@@ -1232,7 +1235,7 @@ def test_the_checker_names_a_renamed_name_and_our_file() -> None:
 
     message = failure_message(row, problems)
     assert problems == [f"is gone: {WIDGET} has no attribute '_remove_buffers'"]
-    assert "_remove_buffers" in message and WIDGET_STATE_PY in message
+    assert "_remove_buffers" in message and WIDGET_READER_PY in message
 
 
 def test_the_checker_names_a_changed_signature() -> None:

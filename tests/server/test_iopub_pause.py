@@ -1,4 +1,4 @@
-"""Issue 17: a subscriber that pauses or reads slowly, then carries on, loses nothing.
+"""A subscriber that pauses or reads slowly, then carries on, loses nothing.
 
 The headline promise (PROTOCOL.md section 1) for the subscriber users actually have:
 jupyter_server, the one IOPub subscriber behind every browser tab, which stops reading for a
@@ -22,9 +22,9 @@ and for each the client gets all 9002 comm_open and the idle, while the kernel's
 and that no subscriber missed anything (``missed == 0``). A server-side pause lasts at least
 ``PAUSE_SECONDS`` and then until the kernel's own counters, asked straight on its control
 channel, show it held messages back (:func:`held_up`): how fast this machine makes the burst
-decides how long the pause is, never whether the test proves something (issue 28: on a quiet
-machine gateway_provisioners' server kept up with the burst, and the test failed on its
-premise instead). Everything runs over CurveZMQ
+decides how long the pause is, never whether the test proves something (on a quiet machine
+gateway_provisioners' server alone can keep up with the burst; the test would then fail on
+its premise, not on the promise). Everything runs over CurveZMQ
 (``transport_encryption="required"``), through a real jupyter_server with JupyterLab's
 websocket protocol where a server is involved.
 
@@ -211,9 +211,9 @@ def test_a_paused_server_gets_the_whole_burst(
 #: gateway_provisioners refuses to start kernels as ``root`` by default; CI may run as root.
 #: This is the only setting changed: GP_SOCKET_TIMEOUT keeps its default (0.01 s), whose
 #: response socket blocks the server's event loop for 10 ms each turn (docs/CLUSTER.md), so
-#: the server reads IOPub slowly. How slowly depends on the machine: on a quiet one it kept
-#: up with the burst (issue 28), so the test also stops the server mid-burst until the kernel
-#: holds messages back for it; then the slow server reads the rest.
+#: the server reads IOPub slowly. How slowly depends on the machine: on a quiet one it keeps
+#: up with the burst, so the test also stops the server mid-burst until the kernel holds
+#: messages back for it; then the slow server reads the rest.
 GP_ENV = {"GP_UNAUTHORIZED_USERS": "ipykernel-ext-tests-nobody"}
 GP_KERNEL = "ssh_python_ext_pause"
 

@@ -31,15 +31,16 @@ from harness.gateway import EG_EXT, EG_STOCK, EnterpriseGateway, gateway_command
 from harness.kernel_websocket import KernelWebsocket
 from harness.outputs_notebook import (
     CELL_ID,
+    HANG,
     K,
     N,
     Notebook,
     document_follows_the_cell,
     lines,
     stream,
-    until,
     until_line,
 )
+from harness.polling import wait_until
 from harness.server import JupyterServer
 from harness.ws_protocol import WS_V1, auth_header, channels_path
 
@@ -91,7 +92,9 @@ def gateway_connections(gateway: EnterpriseGateway, nb: Notebook) -> int:
 
 
 def test_installed_the_gateway_class_is_ours_and_says_so(server: JupyterServer) -> None:
-    until(lambda: "ipykernel_ext: kernels behind the gateway" in server.log_text(), "the log")
+    wait_until(
+        lambda: "ipykernel_ext: kernels behind the gateway" in server.log_text(), HANG, "the log"
+    )
     assert f"({OURS}); outputs survive the tab: on, written into the .ipynb" in server.log_text()
 
 
@@ -118,10 +121,12 @@ def test_the_feed_closes_once_no_tab_is_open_and_no_cell_runs(
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
     assert gateway_connections(gateway, nb) == 2  # the tab's and the feed's
     _msg_id, _count = nb.leave_mid_cell(ws)
-    until(lambda: gateway_connections(gateway, nb) == 1, "the tab's gone, the feed stays")
+    wait_until(
+        lambda: gateway_connections(gateway, nb) == 1, HANG, "the tab's gone, the feed stays"
+    )
     nb.release(N)
     nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    until(lambda: gateway_connections(gateway, nb) == 0, "the feed closed")
+    wait_until(lambda: gateway_connections(gateway, nb) == 0, HANG, "the feed closed")
 
 
 def test_with_the_extension_off_the_cell_is_lost_as_on_stock(

@@ -28,6 +28,7 @@ import pytest
 from harness.kernel_websocket import KernelWebsocket
 from harness.outputs_notebook import (
     CELL_ID,
+    HANG,
     K,
     N,
     Notebook,
@@ -37,10 +38,10 @@ from harness.outputs_notebook import (
     lines,
     stdout_of,
     stream,
-    until,
     until_line,
     wait_doc,
 )
+from harness.polling import wait_until
 from harness.server import JupyterServer
 
 # Hang guard per test (default 120 s): a jupyter_server, kernels, cells whose tab went away
@@ -178,9 +179,9 @@ def close_mid_cell(
 def test_the_offline_buffer_holds_no_decoded_copy_of_an_owned_cell(
     server: JupyterServer,
 ) -> None:
-    """The 50 MB cell's +190 MB (docs/BENCHMARKS.md): jupyter_server's offline buffer keeps
-    every message of the departed session, and each message the owner folded used to keep
-    its decoded content too (the text twice). The owner decodes for the fold only."""
+    """jupyter_server's offline buffer keeps every message of the departed session, as bytes;
+    the owner decodes what it folds for the fold only, so the buffer holds no decoded copy
+    beside them (for the 50 MB cell of docs/BENCHMARKS.md, that copy is the text twice)."""
     nb = Notebook(server, "buffered.ipynb")
     msg_id, count = close_mid_cell(server, nb)
     nb.wait_log("takes over the outputs of cell")
@@ -208,11 +209,12 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
             srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
         msg_id, _ = close_mid_cell(srv, nb)
         nb.release(N)
-        until(
+        wait_until(
             lambda: (
                 buffer_probe(srv, nb, msg_id)["others"] >= 2  # its idle and reply
                 and srv.kernel_model(nb.kernel_id)["execution_state"] == "idle"
             ),
+            HANG,
             "the cell's end, in the offline buffer",
         )
         probe = buffer_probe(srv, nb, msg_id)
@@ -326,7 +328,7 @@ def test_collab_offline_buffer_skips_outputs_written_into_the_document(
     collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
     msg_id, count = close_mid_cell(collab_server, nb)
     nb.wait_log("takes over the outputs of cell")
-    until(lambda: buffer_probe(collab_server, nb, msg_id)["hidden"], "the first write")
+    wait_until(lambda: buffer_probe(collab_server, nb, msg_id)["hidden"], HANG, "the first write")
     nb.release(N)
     cell = wait_doc(collab_server, nb, lines(N), "idle")
     assert cell["execution_count"] == count
@@ -343,7 +345,7 @@ def test_collab_without_a_room_the_file_gets_the_cell(collab_server: JupyterServ
     assert not buffer_probe(collab_server, nb, msg_id)["hidden"]
 
 
-# --- every cut is told (issue 30) ------------------------------------------------------------
+# --- every cut is told: a note in the file, a line in the log --------------------------------
 
 
 def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
@@ -369,7 +371,7 @@ def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
         srv.stop()
 
 
-# --- the outputs follow the notebook (issue 30) ----------------------------------------------
+# --- the outputs follow the notebook when it is renamed or moved -----------------------------
 
 
 def rename(server: JupyterServer, nb: Notebook, new_name: str) -> None:

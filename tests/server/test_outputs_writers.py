@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from harness.polling import wait_until
 from harness.server import JupyterServer
 
 nbformat = pytest.importorskip("nbformat")
@@ -97,19 +98,23 @@ def sync_server() -> Any:
         yield srv
 
 
+def read_notebook(path: Path) -> Any:
+    """The notebook file, or None while it is being written."""
+    try:
+        return nbformat.reads(path.read_text(), as_version=4)  # joins multiline strings
+    except (OSError, ValueError, nbformat.reader.NotJSONError):
+        return None
+
+
 def wait_for_file(path: Path, check: Any, timeout: float = 90) -> Any:
     """Read ``path`` until ``check(nb)`` holds (the room saves on its own); hang guard only."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            nb = nbformat.reads(path.read_text(), as_version=4)  # joins multiline strings
-            if check(nb):
-                return nb
-        except (OSError, ValueError, nbformat.reader.NotJSONError):
-            nb = None
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never got there in {timeout} s: {nb}")
-        time.sleep(0.2)
+    return wait_until(
+        lambda: read_notebook(path),
+        timeout,
+        f"{path.name} saved as expected",
+        0.2,
+        done=lambda nb: nb is not None and check(nb),
+    )
 
 
 def cell_of(nb: dict[str, Any], cell_id: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""On once installed (issue 30, part 1): the server extension the install enables.
+"""On once installed: the server extension the install enables.
 
 Real ``jupyter_server`` subprocesses of this venv, where the project is installed (``pip
 install -e .`` put ``etc/jupyter/jupyter_server_config.d/ipykernel_ext.json`` into it), each
@@ -16,7 +16,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 
 from harness.gateway import EnterpriseGateway, gateway_command
 from harness.kernel_websocket import KernelWebsocket
+from harness.polling import WaitTimeout, wait_until
 from harness.server import JupyterServer
 from ipykernel_ext import KERNEL_NAME, __version__
 
@@ -43,13 +43,12 @@ OURS_GATEWAY = "ipykernel_ext.server.GatewayOutputsConnection"
 
 def wait_for_log(server: JupyterServer, text: str, timeout: float = 60) -> str:
     """The server's log once it has ``text`` (a hang guard, not a verdict on speed)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        log = server.log_text()
-        if text in log:
-            return log
-        time.sleep(0.05)
-    raise AssertionError(f"{text!r} not in the server's log:\n{server.log_tail()}")
+    try:
+        return wait_until(
+            server.log_text, timeout, f"{text!r} in the log", done=lambda log: text in log
+        )
+    except WaitTimeout:
+        raise AssertionError(f"{text!r} not in the server's log:\n{server.log_tail()}") from None
 
 
 def test_the_install_enables_the_extension() -> None:

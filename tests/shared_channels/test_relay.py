@@ -7,7 +7,6 @@ jupyter_client over CurveZMQ; no server (that level is tests/server/test_shared_
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ from jupyter_client.session import Session
 
 from harness.async_websocket import settle
 from harness.kernels import EXT_KERNEL, start_kernel
+from harness.polling import wait_until_async
 from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
 
@@ -53,13 +53,12 @@ class LibClient:
     async def wait(
         self, pred: Callable[[KernelMessage], bool], timeout: float = 30
     ) -> KernelMessage:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for m in self.received:
-                if pred(m):
-                    return m
-            await asyncio.sleep(0.02)
-        raise TimeoutError("no matching message")
+        return await wait_until_async(
+            lambda: next((m for m in self.received if pred(m)), None),
+            timeout,
+            "a matching message",
+            0.02,
+        )
 
 
 def idle(msg_id: str) -> Callable[[KernelMessage], bool]:

@@ -266,43 +266,60 @@ def test_info_requests_are_claimed_for_the_main_shell_only_while_it_is_busy(rig:
         assert not rig.claims(rig.a, rig.a.msg(msg_type, {}, subshell_id="sub-1")), msg_type
 
 
-def test_an_info_request_never_overtakes_its_clients_own_main_shell_messages(
-    rig: Rig,
-) -> None:
-    """Stock's reply order within one client; every other client is answered at once."""
+# An info request never overtakes its own client's main-shell messages (stock's reply order
+# within one client), and nothing else holds it back: each case below on a busy main shell.
+
+
+def test_an_info_request_waits_for_its_clients_queued_messages(rig: Rig) -> None:
     rig.busy()
     cell = rig.a.msg("execute_request", {"code": "1 / 0", "stop_on_error": True})
-    assert not rig.claims(rig.a, cell)  # queued on the main shell
+    assert not rig.claims(rig.a, cell), "a's cell is for the main shell"
     info = rig.a.msg("kernel_info_request", {})
     comm_info = rig.a.msg("comm_info_request", {})
     # a asked after its cell: the replies come in that order, as on stock.
-    assert not rig.claims(rig.a, info)
-    assert not rig.claims(rig.a, comm_info)
-    # b (a page reloaded mid-cell) has nothing of its own queued: answered at once.
-    assert rig.claims(rig.b, rig.b.msg("kernel_info_request", {}))
-    assert rig.claims(rig.b, rig.b.msg("comm_info_request", {}))
+    assert not rig.claims(rig.a, info), "kernel_info answered ahead of a's cell"
+    assert not rig.claims(rig.a, comm_info), "comm_info answered ahead of a's cell"
     # The main shell finishes a's messages in order; only the last one releases a.
     rig.answers.finished(cell)
     probe = rig.a.msg("kernel_info_request", {})
-    assert not rig.claims(rig.a, probe)  # info and comm_info are still queued, then the probe
+    assert not rig.claims(rig.a, probe), "answered while info and comm_info were still queued"
     for queued in (info, comm_info, probe):
         rig.answers.finished(queued)
-    assert rig.claims(rig.a, rig.a.msg("kernel_info_request", {}))
-    # Not only user code: a completion a queued on the main shell is answered first, too.
+    assert rig.claims(rig.a, rig.a.msg("kernel_info_request", {})), "a not released"
+
+
+def test_another_client_is_answered_at_once(rig: Rig) -> None:
+    """b (a page reloaded mid-cell) has nothing of its own queued behind a's cell."""
+    rig.busy()
+    assert not rig.claims(rig.a, rig.a.msg("execute_request", {"code": "1 / 0"}))
+    assert rig.claims(rig.b, rig.b.msg("kernel_info_request", {})), "b's kernel_info held back"
+    assert rig.claims(rig.b, rig.b.msg("comm_info_request", {})), "b's comm_info held back"
+
+
+def test_a_queued_completion_holds_back_info_requests_only(rig: Rig) -> None:
+    """Not only user code: a completion queued on the main shell is answered first, too; the
+    client's control comm is still answered mid-cell."""
+    rig.busy()
     c = rig.page()
-    complete = c.msg("complete_request", {"code": "pri", "cursor_pos": 3})
-    assert not rig.claims(c, complete)
-    assert not rig.claims(c, c.msg("comm_info_request", {}))
-    # (A completion holds back info requests only: c's control comm is still answered here.)
-    assert rig.claims(c, control_open(c))
-    # A message to a subshell is not queued behind the cell: it holds nothing back.
+    assert not rig.claims(c, c.msg("complete_request", {"code": "pri", "cursor_pos": 3}))
+    assert not rig.claims(c, c.msg("comm_info_request", {})), "comm_info overtook a completion"
+    assert rig.claims(c, control_open(c)), "the control comm was held back by a completion"
+
+
+def test_a_message_to_a_subshell_holds_nothing_back(rig: Rig) -> None:
+    """It is not queued behind the cell."""
+    rig.busy()
     d = rig.page()
     assert not rig.claims(d, d.msg("execute_request", {"code": "2"}, subshell_id="sub-1"))
-    assert rig.claims(d, d.msg("kernel_info_request", {}))
-    # Nor does a message that names no client (an empty session).
+    assert rig.claims(d, d.msg("kernel_info_request", {})), "held back by a subshell's request"
+
+
+def test_a_message_naming_no_client_holds_nothing_back(rig: Rig) -> None:
+    """An empty session is no client whose order there is to keep."""
+    rig.busy()
     e = rig.page()
     assert not rig.claims(e, e.msg("execute_request", {"code": "3"}, session=""))
-    assert rig.claims(e, e.msg("kernel_info_request", {}, session=""))
+    assert rig.claims(e, e.msg("kernel_info_request", {}, session="")), "held back by no one"
 
 
 def test_busy_again_unless_the_cells_own_client_keeps_stocks_statuses() -> None:
@@ -605,7 +622,7 @@ def test_wrongly_signed_or_replayed_claimed_messages_are_refused(
 # --- an idle kernel: the main shell's own control comm ---------------------------------------
 
 
-def test_idle_control_comm_is_adopted_only_where_ipywidgets_accepted_it(rig: Rig) -> None:
+def test_idle_control_comm_gets_our_answer_only_where_ipywidgets_accepted_it(rig: Rig) -> None:
     comm_open = rig.answers.wrap_comm_open(rig.manager.comm_open)
     rig.idle()
 
@@ -617,7 +634,7 @@ def test_idle_control_comm_is_adopted_only_where_ipywidgets_accepted_it(rig: Rig
 
     accepted = main_shell_opens(control_open(rig.a))
     assert isinstance(accepted._msg_callback, ControlCommAnswer)
-    # Another major version: ipywidgets refuses and closes it; nothing to adopt.
+    # Another major version: ipywidgets refuses and closes it; nothing to answer.
     assert main_shell_opens(control_open(rig.a, "2.0.0")) is None
     # Someone else's handler on the control target is theirs to answer.
     rig.manager.register_target(CONTROL_TARGET, lambda comm, msg: comm.on_msg(print))

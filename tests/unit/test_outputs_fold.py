@@ -478,8 +478,8 @@ def test_the_kernel_bound_lets_ended_cells_go_then_cuts_the_running_one() -> Non
 
 
 def test_the_kernel_bound_never_lets_go_of_a_cell_not_yet_written() -> None:
-    """Issue 30: an ended cell the server still has to write stays; the running cell is cut,
-    with a note that names the kernel's bound."""
+    """At the kernel's bound, an ended cell the server still has to write stays; the running
+    cell is cut, with a note that names the kernel's bound."""
     unwritten: set[str] = set()
     kernel = KernelOutputs(
         max_cell_bytes=10**6, max_kernel_bytes=3000, keep=lambda msg_id: msg_id in unwritten
@@ -514,7 +514,7 @@ def test_the_cell_bound_is_recorded_for_the_log() -> None:
     assert kernel.cells[cell].outputs.cut_by == (500, "cell")
 
 
-# --- what the tab writes itself: the input echo (issue 30) -----------------------------------
+# --- what the tab writes itself: the input echo ----------------------------------------------
 
 
 def input_request(kernel, parent, prompt, password=False, msg_id=None):

@@ -1,11 +1,11 @@
 """status_rule: which statuses set a kernel's execution_state, on any multi-kernel manager.
 
-jupyter_server's ``MappingKernelManager.track_message_type`` is the rule; a manager without
-it (another class in its place) used to fall back to the ``untracked_message_types`` trait's
-``default_value``, which traitlets leaves Undefined for that List: the fallback raised
-TypeError when the kernel's shared channels were made. Now: the manager's own list if it has
-one, else jupyter_server's default (``protocol.UNTRACKED_MESSAGE_TYPES``, which
-tests/package/test_contract.py checks against it).
+jupyter_server's ``MappingKernelManager.track_message_type`` is the rule. A manager without
+it (another class in its place) gets the manager's own ``untracked_message_types`` list if it
+has one, else jupyter_server's default (``protocol.UNTRACKED_MESSAGE_TYPES``, which
+tests/package/test_contract.py checks against it): never the trait's ``default_value``, which
+traitlets leaves Undefined for that List, so making the kernel's shared channels would raise
+TypeError.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ claims, the remembered status for late joiners, a receiving loop that dies, and 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import Session
 
+from harness.polling import wait_until_async
 from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import (
     KernelMessage,
@@ -103,12 +103,9 @@ class ChannelClient:
         return [m.msg_type for m in self.received]
 
 
-async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition never became true")
-        await asyncio.sleep(0.005)
+#: A wait's hang guard (s), and its poll step (the relay runs in this event loop).
+HANG = 10
+POLL = 0.005
 
 
 def run(test: Callable[[SharedChannels, ScriptedKernel], Any], **channel_kw: Any) -> None:
@@ -134,7 +131,12 @@ async def barrier(kernel: ScriptedKernel, *clients: ChannelClient) -> None:
     marker = f"barrier-{uuid.uuid4().hex}".encode()
     kernel.publish("stream", {"name": "stdout", "text": marker.decode()}, None)
     for ws in clients:
-        await until(lambda ws=ws: any(marker in m.frames[CONTENT] for m in ws.received))
+        await wait_until_async(
+            lambda ws=ws: any(marker in m.frames[CONTENT] for m in ws.received),
+            HANG,
+            "the barrier's marker",
+            POLL,
+        )
 
 
 def test_replies_go_to_their_session_only() -> None:
@@ -145,7 +147,9 @@ def test_replies_go_to_their_session_only() -> None:
             idents, request = await kernel.request("shell")
             assert request["header"]["msg_id"] == msg["header"]["msg_id"]
             kernel.reply("shell", idents, request["header"], "kernel_info_reply")
-        await until(lambda: len(a.received) == 1 and len(b.received) == 1)
+        await wait_until_async(
+            lambda: len(a.received) == 1 and len(b.received) == 1, HANG, "one message each", POLL
+        )
         assert a.received[0].parent_header["session"] == a.session.session
         assert b.received[0].parent_header["session"] == b.session.session
         # A reply for a session nobody owns reaches nobody; the barrier shows nothing else came.
@@ -215,7 +219,7 @@ def test_a_stream_diverts_its_channel_as_a_zmqstream_does() -> None:
         held: list[KernelMessage] = []
         iopub.on_recv(held.append)
         kernel.publish("stream", {"name": "stdout", "text": "held"}, None)
-        await until(lambda: len(held) == 1)
+        await wait_until_async(lambda: len(held) == 1, HANG, "the stream held", POLL)
         iopub.on_recv(None)
         await barrier(kernel, a)
         assert b"held" in held[0].frames[CONTENT]
@@ -274,7 +278,7 @@ def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
         closed: list[SharedChannels] = []
         channels.on_close = closed.append
         kernel.publish("stream", {"name": "stdout", "text": FAULT_MARKER.decode()}, None)
-        await until(lambda: channels.closed)
+        await wait_until_async(lambda: channels.closed, HANG, "the set closed", POLL)
         assert closed == [channels]
         for ws in clients:
             assert len(ws.lost) == 1 and "iopub channel stopped receiving" in ws.lost[0]
@@ -293,7 +297,12 @@ def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
             msg = again.send("control", "kernel_info_request")
             idents, request = await kernel.request("control")
             kernel.reply("control", idents, request["header"], "kernel_info_reply")
-            await until(lambda: any(m.channel == "control" for m in again.received))
+            await wait_until_async(
+                lambda: any(m.channel == "control" for m in again.received),
+                HANG,
+                "the control reply on the new set",
+                POLL,
+            )
             assert again.received[-1].parent_header["msg_id"] == msg["header"]["msg_id"]
             await barrier(kernel, again)
         finally:
@@ -307,7 +316,7 @@ def test_the_last_client_leaving_closes_the_set_after_the_grace_period() -> None
         ws = ChannelClient(channels)
         ws.handle.close()
         assert not channels.closed
-        await until(lambda: channels.closed)
+        await wait_until_async(lambda: channels.closed, HANG, "the set closed", POLL)
         assert ws.lost == []  # it had left: nobody to tell
 
     run(test)
@@ -345,7 +354,9 @@ def test_the_watcher_sees_every_message_once_before_any_client() -> None:
         idents, seen = await kernel.request("shell")
         assert [c for c, _ in recorder.sent] == ["shell"]  # before the kernel had it
         kernel.publish("stream", {"name": "stdout", "text": "x"}, seen["header"])
-        await until(lambda: len(a.received) == 1 and len(b.received) == 1)
+        await wait_until_async(
+            lambda: len(a.received) == 1 and len(b.received) == 1, HANG, "one message each", POLL
+        )
         assert recorder.received == [("iopub", "stream", 0)]  # shown first, once
         a.handle.close()  # the reply's client leaves: the watcher still sees the reply
         kernel.reply("shell", idents, request["header"], "execute_reply")

@@ -11,12 +11,12 @@ connects (what lets libzmq drain the kernel while the loop is busy).
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import zmq
 import zmq.asyncio
 
+from harness.polling import wait_until
 from ipykernel_ext.endpoints import connect_channel
 from ipykernel_ext.server.outbox import Outbox
 
@@ -174,15 +174,16 @@ def test_the_iopub_receive_queue_is_sized_before_connecting() -> None:
     try:
         assert sub.rcvhwm == 10000
         assert pub.poll(HANG_MS) and pub.recv() == b"\x01"  # the subscription: connected
+
+        def sent() -> bool:
+            try:
+                pub.send(b"x" * 1000, zmq.NOBLOCK)
+            except zmq.Again:  # no room yet: the I/O threads are moving the queue
+                return False
+            return True
+
         for i in range(5000):
-            deadline = time.monotonic() + HANG_MS / 1000
-            while True:
-                try:
-                    pub.send(b"x" * 1000, zmq.NOBLOCK)
-                    break
-                except zmq.Again:  # no room yet: the I/O threads are moving the queue
-                    assert time.monotonic() < deadline, f"sender stalled at message {i}"
-                    time.sleep(0.001)
+            wait_until(sent, HANG_MS / 1000, f"room for message {i}", 0.001)
         for received in range(5000):
             assert sync.poll(HANG_MS), f"only {received} of 5000 arrived"
             sync.recv()

@@ -1,4 +1,5 @@
-"""widget_state.py in process: request parsing, the buffer split, and the fail-safe slow path.
+"""widgets/snapshot.py in process: request parsing, the buffer split, the fail-safe slow path,
+and one reader shared by the threads that take snapshots at once.
 
 Widgets are made in this process (without a kernel their comms send nothing); the reference
 for every state is what ipywidgets' ``update_states`` builds: ``get_state()`` per widget,
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from ipykernel_ext.kernel.widgets import reader as widget_reader
 from ipykernel_ext.kernel.widgets import snapshot as widget_state
 from ipykernel_ext.kernel.widgets.buffers import split_buffers
 from ipykernel_ext.kernel.widgets.snapshot import (
@@ -147,11 +150,9 @@ def widgets() -> Iterator[list[Any]]:
 
 
 @pytest.fixture
-def fresh_reader() -> Iterator[None]:
-    """A reader with no plans and no warnings yet (it is cached per process)."""
-    widget_state._cached_reader = None
-    yield
-    widget_state._cached_reader = None
+def fresh_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader with no plans and no warnings yet (it is kept per process)."""
+    monkeypatch.setattr(widget_state, "_current_reader", widget_state._CurrentReader())
 
 
 def update_states(model_ids: list[str]) -> tuple[dict[str, Any], list[Any], list[Any]]:
@@ -186,7 +187,7 @@ def test_fast_path_failure_falls_back_to_the_same_state(
     widgets: list[Any], fresh_reader: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     ids = ids_of(widgets)
-    reader = widget_state._reader()
+    reader = widget_state._current_reader.get()
     assert reader is not None
     reader.plans[Custom] = BrokenPlan(widgets[3].keys)  # type: ignore[assignment]
     with caplog.at_level(logging.WARNING, logger=widget_state.__name__):
@@ -210,7 +211,7 @@ def test_every_widget_through_the_slow_path_is_the_same(
     """Force the slow path for every widget: the reply is what the fast path gives."""
     ids = ids_of(widgets)
     fast, fast_buffers = build_widget_state_reply({"model_ids": ids})
-    reader = widget_state._reader()
+    reader = widget_state._current_reader.get()
     assert reader is not None
 
     def broken(*args: Any) -> Any:
@@ -247,7 +248,7 @@ def test_only_a_failing_get_state_is_an_error(
 def test_a_closed_widget_is_missing_on_the_slow_path_too(
     widgets: list[Any], fresh_reader: None
 ) -> None:
-    reader = widget_state._reader()
+    reader = widget_state._current_reader.get()
     assert reader is not None
     target = widgets[3]
     model_id = target.model_id
@@ -255,3 +256,86 @@ def test_a_closed_widget_is_missing_on_the_slow_path_too(
     target.close()
     assert reader.read_slowly(model_id, target, [], [], errors) is None
     assert errors == {}
+
+
+# --- one reader, several threads -------------------------------------------------------------
+
+THREADS = 6
+
+
+def run_together(work: Callable[[int], None]) -> None:
+    """``work(n)`` on THREADS real threads, started together at a barrier; re-raises a failure."""
+    barrier = threading.Barrier(THREADS, timeout=30)
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            barrier.wait()
+            work(n)
+        except BaseException as exc:  # handed to the test below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    if errors:
+        raise errors[0]
+
+
+@pytest.fixture
+def many_classes() -> Iterator[list[Any]]:
+    """One widget of each of 24 classes, each with a key of its own (so plans differ)."""
+    made = [
+        type(f"Planned{i}", (w.DOMWidget,), {f"value{i}": Int(i).tag(sync=True)})()
+        for i in range(24)
+    ]
+    yield made
+    for widget in made:
+        widget.close()
+
+
+def test_threads_share_the_plan_cache_and_it_stays_bounded(many_classes: list[Any]) -> None:
+    """The snapshot's threads plan at once: each gets its class's plan; the bound holds."""
+    bound = 8  # a third of the classes: the cache fills and is emptied again and again
+    reader = widget_reader.StateReader(w.widgets.widget, plan_cache_max=bound)
+    sizes: list[int] = []
+
+    def plan_every_class(n: int) -> None:
+        for turn in range(30):
+            for i in range(len(many_classes)):
+                widget = many_classes[(i + n * 5 + turn) % len(many_classes)]
+                plan = reader.plan_for(widget, widget.keys)
+                assert plan.keys == widget.keys
+                assert [key for key, _, _ in plan.entries] == widget.keys
+                sizes.append(len(reader.plans))
+
+    run_together(plan_every_class)
+    assert sizes and max(sizes) <= bound
+    assert 0 < len(reader.plans) <= bound
+    for cls, plan in reader.plans.items():
+        assert plan.keys == next(x for x in many_classes if type(x) is cls).keys
+
+
+def test_snapshots_taken_at_once_on_several_threads_are_each_whole(
+    many_classes: list[Any], widgets: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole replies, equal to ipywidgets' own, from one reader shared by every thread."""
+    shared = widget_state._CurrentReader()
+    monkeypatch.setattr(widget_state, "_current_reader", shared)
+    ids = ids_of(many_classes + widgets)
+    replies: list[tuple[dict[str, Any], list[Any]]] = []
+    readers: set[int] = set()
+
+    def snapshot(n: int) -> None:
+        for _ in range(5):
+            replies.append(build_widget_state_reply({"model_ids": ids}))
+            readers.add(id(shared.get()))
+
+    run_together(snapshot)
+    assert len(replies) == THREADS * 5
+    assert len(readers) == 1  # one reader made, whichever thread came first
+    for content, buffers in replies:
+        assert_same_as_update_states(content, buffers, ids)

@@ -1,7 +1,9 @@
 """A frontend that (re)connects while the main shell runs a cell is answered at once.
 
-Everything here runs on ipykernel's shell-channel thread, which receives every shell message
-before it is routed to the main shell or a subshell:
+The answers run on ipykernel's shell-channel thread, which receives every shell message
+before it is routed to the main shell or a subshell; the main shell's thread tells them what
+it publishes and what it has finished (under the locks of :mod:`.main_shell_status` and
+:mod:`.routing`):
 
 * :mod:`.answers`: :class:`~.answers.BusyAnswers`, the answers themselves (``kernel_info``,
   ``comm_info``, ipywidgets' control comm) and the check after the cell;

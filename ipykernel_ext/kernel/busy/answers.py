@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ...protocol import comm_topic
-from ..widgets.control_comm import ControlCommAdoption, update_states
+from ..widgets.control_comm import REQUEST_STATES, IdleControlComms, update_states
 from ..widgets.reconcile import WidgetReconcile, with_buffers
 from .main_shell_status import MainShellStatus
 from .routing import BusyRouting
@@ -79,19 +79,21 @@ class BusyAnswers:
     ) -> None:
         self.kernel = kernel
         self.publish_status = publish_status
-        #: control comms opened here: comm_id -> the states last sent on it (None: none yet)
+        #: control comms opened here: comm_id -> the states last sent on it (None: none yet).
+        #: Only the shell-channel thread touches it (the snapshot read on a worker is stored
+        #: back on that thread's loop), so it needs no lock.
         self._control_comms: dict[str, dict[str, Any] | None] = {}
         self.routing = BusyRouting(
             kernel.session, kernel.comm_manager, status, self._control_comms, comm_to_main
         )
-        self.adoption = ControlCommAdoption(kernel.comm_manager, kernel.log, enabled)
+        self.idle_control_comms = IdleControlComms(kernel.comm_manager, kernel.log, enabled)
         self.widget_reconcile = WidgetReconcile(kernel.session, kernel.iopub_socket, kernel.log)
         #: What the kernel calls: whether the shell-channel thread answers a message
         #: (BusyRouting.claims), and, as the main shell goes idle, that it finished one.
         self.claims = self.routing.claims
         self.finished = self.routing.finished
-        #: Stock's comm_open handler, then an idle kernel's control comm adopted.
-        self.wrap_comm_open = self.adoption.wrap_comm_open
+        #: Stock's comm_open handler, then an idle kernel's control comm given our answer.
+        self.wrap_comm_open = self.idle_control_comms.wrap_comm_open
 
     async def answer(self, idents: list[Any], frames: list[Any]) -> None:
         """Verify and answer a message :meth:`claims` took. Never raises."""
@@ -153,7 +155,7 @@ class BusyAnswers:
         comm_id = content["comm_id"]
         data = content.get("data")
         method = data.get("method") if isinstance(data, dict) else None
-        if method != "request_states":
+        if method != REQUEST_STATES:
             # ipywidgets raises on any other method, and sends nothing back.
             self.kernel.log.warning(
                 "Widget control comm %s: unknown method %r ignored", comm_id, method

@@ -20,18 +20,21 @@ class MainShellStatus:
     """The main shell's state as the kernel last published it on IOPub.
 
     Written by the main shell's thread each time it publishes ``busy`` or ``idle``; read from
-    the shell-channel, control and IOPub threads (one reference assignment: never torn).
+    the shell-channel thread (what to answer there) and from every thread that publishes an
+    ``idle`` beside the main shell: control, subshells', the shell-channel thread's answers
+    (one reference assignment: never torn).
     """
 
     def __init__(self) -> None:
+        #: the main shell's thread: set once, by the kernel's ``start``, before any message
         self.thread: threading.Thread | None = None
         #: the request the main shell is busy with (its full message), or None
         self.running: dict[str, Any] | None = None
         # Held while the main shell publishes a status and records it, and while another
         # thread decides on and publishes its "busy again": without it, that thread could
         # read the cell as running between the main shell's idle and its record, and
-        # publish a busy for the cell after the cell's own idle (the kernel then showed
-        # busy until its next status).
+        # publish a busy for the cell after the cell's own idle (and frontends would show the
+        # kernel busy until its next status).
         self._lock = threading.Lock()
 
     def record(self, status: str, parent: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from ...protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
+from ..widgets.control_comm import REQUEST_STATES
 from ..widgets.snapshot import widget_module
 from .main_shell_status import MainShellStatus
 
@@ -124,7 +125,7 @@ class BusyRouting:
             return (
                 getattr(comm, "target_name", None) == CONTROL_COMM_TARGET
                 and isinstance(data, dict)
-                and data.get("method") == "request_states"
+                and data.get("method") == REQUEST_STATES
             )
         return False
 

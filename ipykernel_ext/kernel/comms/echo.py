@@ -45,13 +45,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
-from ...protocol import COMM_MSG_TYPES
-
-#: The client messages that are echoed: every comm message a client sends.
-ECHOED_MSG_TYPES = COMM_MSG_TYPES
+from ...protocol import COMM_ECHO_MSG_TYPE, COMM_MSG_TYPES
 
 ShellHandler = Callable[[Any, list[bytes], dict[str, Any]], Any]
 
@@ -87,14 +85,17 @@ class CommEcho:
     Wrap each comm shell handler; the wrapper publishes the echo, then calls the handler::
 
         echo = CommEcho(session=kernel.session, iopub_socket=kernel.iopub_socket,
-                        topic=kernel._topic("comm_echo"), comm_manager=kernel.comm_manager,
+                        topic=kernel._topic(COMM_ECHO_MSG_TYPE), comm_manager=kernel.comm_manager,
                         log=kernel.log, enabled=True, exclude_targets=["big.upload"])
-        for msg_type in ECHOED_MSG_TYPES:
+        for msg_type in COMM_MSG_TYPES:  # every comm message a client sends is echoed
             kernel.shell_handlers[msg_type] = echo.wrap(kernel.shell_handlers[msg_type])
 
     ``comm_manager`` is only read (its ``comms``, to find a comm's target). ``enabled`` and
     ``exclude_targets`` may be replaced at any time from any thread: plain attributes read
-    once per message, so no lock is needed.
+    once per message, so no lock is needed. The wrapped handlers run where comm messages are
+    handled: the main shell's thread, and subshells' threads too with
+    ``ExtKernel.comms_on_subshells`` or ``concurrent_comm_targets``; so the counts and the
+    faults already warned about, which they change, are changed under a lock.
     """
 
     def __init__(
@@ -121,6 +122,7 @@ class CommEcho:
         #: client comm messages not echoed because they were malformed
         self.malformed = 0
         self._warned_reasons: set[str] = set()
+        self._counts_lock = threading.Lock()
 
     def wrap(self, handler: ShellHandler) -> ShellHandler:
         """A shell handler that publishes the echo of ``msg``, then calls ``handler``."""
@@ -140,7 +142,7 @@ class CommEcho:
     def should_echo(self, msg: dict[str, Any]) -> bool:
         """True if ``msg`` (a verified client comm message) is to be echoed."""
         msg_type = msg["header"].get("msg_type")
-        if msg_type not in ECHOED_MSG_TYPES:
+        if msg_type not in COMM_MSG_TYPES:
             return False
         reason = malformed_reason(msg)
         if reason is not None:
@@ -160,24 +162,27 @@ class CommEcho:
         """Publish the ``comm_echo`` of ``msg`` if it is to be echoed; return what was sent."""
         if not self.should_echo(msg):
             return None
-        echo = self.session.msg("comm_echo", content=msg["content"], parent=msg)
+        echo = self.session.msg(COMM_ECHO_MSG_TYPE, content=msg["content"], parent=msg)
         # Set, not merged: Session.msg would mix in the kernel session's default metadata.
         echo["metadata"] = msg["metadata"]
         sent: dict[str, Any] = self.session.send(
             self.iopub_socket, echo, ident=self.topic, buffers=list(msg.get("buffers") or ())
         )
-        self.echoed += 1
+        with self._counts_lock:
+            self.echoed += 1
         return sent
 
     def _report_malformed(self, msg_type: str, reason: str) -> None:
-        self.malformed += 1
         # One warning per kind of fault: a frontend with a bug would repeat it for every
         # message, and the comm manager logs each one anyway.
         key = f"{msg_type}: {reason}"
-        if key in self._warned_reasons:
+        with self._counts_lock:
+            self.malformed += 1
+            warned = key in self._warned_reasons
+            self._warned_reasons.add(key)
+        if warned:
             self.log.debug("Not echoing malformed %s", key)
             return
-        self._warned_reasons.add(key)
         self.log.warning(
             "Not echoing a malformed %s (%s); the frontend that sent it has a bug. "
             "Further ones like it are logged at debug level.",

@@ -10,7 +10,9 @@ The kernel's IOPub socket and what it runs with, one concept per module:
 * :mod:`.give_up_log`: the kernel log's warning about give-ups;
 * :mod:`.notice`: the affected cell told, in its own output, what a frontend missed;
 * :mod:`.adoption`: the same socket under any other app (stock ``IPKernelApp``, the cluster
-  launchers, ``embed_kernel``), and :class:`~.adoption.IOPubOptions`, the kernel's options.
+  launchers, ``embed_kernel``): :class:`~.adoption.AdoptedXPubSocket` over the socket it bound;
+* :mod:`.kernel_options`: :class:`~.kernel_options.IOPubOptions`, the kernel's options mixin
+  (the adoption when the kernel is made, a change at run time).
 
 Only the IOPub thread sends and changes the socket's state; what other threads read is named
 where it is kept. Nothing here imports the rest of the kernel side.

@@ -5,7 +5,9 @@ configured before bind). Other apps bind a plain XPUB and hand the kernel an ``I
 around it: stock ``IPKernelApp`` (``--IPKernelApp.kernel_class=ipykernel_ext.kernel.ExtKernel``),
 the cluster launchers of gateway_provisioners and Enterprise Gateway (``launch_ipykernel.py
 --kernel-class-name ipykernel_ext.kernel.ExtKernel``) and ``embed_kernel(kernel_class=...)``.
-Under those, ExtKernel adopts the bound socket when it is made:
+Under those, ExtKernel adopts the bound socket when it is made (its ``__init__`` calls
+:meth:`~.kernel_options.IOPubOptions.adopt_iopub_socket`). This module owns the adoption,
+:func:`adopt_iopub_socket` and the socket it puts in place, :class:`AdoptedXPubSocket`:
 
 * :class:`AdoptedXPubSocket` is a ``NoDropXPubSocket`` over the *same* libzmq socket (pyzmq's
   ``shadow``): the wait / timeout / fallback / counters code is the one ExtKernelApp uses;
@@ -26,13 +28,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import zmq
-from traitlets import observe
 
-from .settings import IOPubSettings, IOPubTraits
+from .settings import IOPubSettings
 from .socket import NoDropXPubSocket
 from .stats import ADOPTED
 
@@ -73,7 +73,7 @@ class AdoptedXPubSocket(NoDropXPubSocket):
         return super().send_multipart(msg_parts, *args, **kwargs)
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         return self.owner.closed
 
 
@@ -179,46 +179,3 @@ def adopt_iopub_socket(
         in_use,
     )
     return adopted
-
-
-class IOPubOptions(IOPubTraits):
-    """The IOPub options of a kernel, honoured whichever app starts it.
-
-    A mixin for the kernel class (``c.ExtKernel.iopub_nodrop = ...``; under ExtKernelApp the
-    app's ``--iopub-*`` flags win where both are given). :meth:`adopt_iopub_socket` is called
-    once, from the kernel's ``__init__``. The options are validated where they are declared
-    (:class:`~.settings.IOPubTraits`), an error naming ``ExtKernel.iopub_*``.
-    """
-
-    @observe("iopub_send_timeout", "iopub_backlog_limit")
-    def _apply_at_run_time(self, change: dict[str, Any]) -> None:
-        """``kernel.iopub_send_timeout = ...`` (or the budget) takes effect at once.
-
-        The socket reads its settings at every decision, on the IOPub thread, so the new
-        settings (those in force, with this one changed) are handed over there, between two
-        sends.
-        """
-        if not self._iopub_options_live:
-            return  # values from config at construction: the app or the adoption applies them
-        thread = getattr(self, "iopub_thread", None)
-        socket = getattr(thread, "socket", None)
-        if not isinstance(socket, NoDropXPubSocket):
-            return
-        changed = {self.trait_metadata(change["name"], "setting"): change["new"]}
-        thread.schedule(lambda: socket.apply(replace(socket.settings, **changed)))
-
-    #: The adopted socket, or None where there was nothing to adopt (see the log).
-    iopub_adopted: AdoptedXPubSocket | None = None
-    #: False until the kernel is made: only later changes are run-time changes.
-    _iopub_options_live = False
-
-    def adopt_iopub_socket(self) -> None:
-        """Give IOPub the no-loss send path if the app that made the socket did not."""
-        parent = getattr(self, "parent", None)
-        self.iopub_adopted = adopt_iopub_socket(
-            getattr(self, "iopub_thread", None),
-            settings=self.iopub_settings(),
-            log=getattr(self, "log", logging.getLogger(__name__)),
-            bound_by=type(parent).__name__ if parent is not None else "the embedding app",
-        )
-        self._iopub_options_live = True

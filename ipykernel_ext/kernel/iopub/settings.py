@@ -5,7 +5,8 @@ frozen value, checked when it is made and replaced as a whole when an option cha
 
 Two classes take the options: ``ExtKernelApp`` (``--iopub-*`` flags, ``c.ExtKernelApp.iopub_*``),
 which binds the socket and so is the only one that can set the queue size, and ``ExtKernel``
-(``c.ExtKernel.iopub_*``, honoured under any app, changeable at run time). Both inherit
+(``c.ExtKernel.iopub_*``, honoured under any app, changeable at run time: the kernel's
+use of them is in :mod:`.kernel_options`). Both inherit
 :class:`IOPubTraits`: the options, their validation (one rule per setting, the error naming
 the option as each class spells it) and :meth:`IOPubTraits.iopub_settings`, the value they make.
 """

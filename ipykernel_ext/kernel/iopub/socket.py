@@ -88,7 +88,7 @@ class GiveUpWatcher(Protocol):
         """The messages to send just before ``parts`` leaves the socket (usually none)."""
 
 
-class NoDropXPubSocket(zmq.Socket):
+class NoDropXPubSocket(zmq.Socket[bytes]):
     """An XPUB socket that keeps a full subscriber's messages, up to a limit, instead of dropping.
 
     Create it through the context and configure it before binding::
@@ -190,7 +190,7 @@ class NoDropXPubSocket(zmq.Socket):
 
     # --- sending -----------------------------------------------------------------------
 
-    def send_multipart(  # type: ignore[override]
+    def send_multipart(
         self,
         msg_parts: Any,
         flags: int = 0,

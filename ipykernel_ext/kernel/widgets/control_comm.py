@@ -7,13 +7,15 @@ A frontend loading a notebook opens ipywidgets' control comm (``comm_open`` to
 * :func:`update_states`: that reply's data and buffers, built by
   :mod:`ipykernel_ext.kernel.widgets.snapshot` (ipywidgets' states, the fast way). The one
   snapshot both paths send: mid-cell, from :class:`~ipykernel_ext.kernel.busy.answers.BusyAnswers`
-  on the shell-channel thread, and on an idle kernel, here;
+  (read on a worker of the shell-channel thread), and on an idle kernel, here;
 * on an idle kernel the control comm is ipywidgets' own, opened by the main shell as on stock:
-  :meth:`ControlCommAdoption.wrap_comm_open` then gives it a :class:`ControlCommAnswer`,
-  which answers ``request_states`` with :func:`update_states` on the main shell, in stock's
-  order, and leaves everything else to ipywidgets' handler.
+  :meth:`IdleControlComms.wrap_comm_open` then installs a :class:`ControlCommAnswer` as its
+  message callback, which answers ``request_states`` with :func:`update_states` on the main
+  shell, in stock's order, and leaves everything else to ipywidgets' handler.
 
 The switch (``ExtKernel.answer_while_busy``) is read at each message: off, ipywidgets answers.
+Both classes run on the thread that handles the comm messages (the main shell's; a subshell's
+with ``ExtKernel.comms_on_subshells``) and keep nothing that changes after they are made.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from typing import Any
 
 from ...protocol import CONTROL_COMM_TARGET
 from .snapshot import build_widget_state_reply, widget_module
+
+#: The control comm's two methods (ipywidgets' ``Widget._handle_control_comm_msg``): a
+#: frontend's request, and the kernel's reply with every model's state.
+REQUEST_STATES = "request_states"
+UPDATE_STATES = "update_states"
 
 
 def update_states(log: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -37,14 +44,14 @@ def update_states(log: Any) -> tuple[dict[str, Any], list[Any]]:
     for model_id, error in reply["errors"].items():
         log.warning("Widget %s left out of update_states: %s", model_id, error)
     data = {
-        "method": "update_states",
+        "method": UPDATE_STATES,
         "states": reply["states"],
         "buffer_paths": reply["buffer_paths"],
     }
     return data, buffers
 
 
-class ControlCommAdoption:
+class IdleControlComms:
     """Gives the control comms the main shell opens our ``request_states`` answer.
 
     ``comm_manager`` is the kernel's; ``enabled`` says whether the switch is on now.
@@ -56,31 +63,31 @@ class ControlCommAdoption:
         self.enabled = enabled
 
     def wrap_comm_open(self, handler: Callable[..., Any]) -> Callable[..., Any]:
-        """Stock's ``comm_open`` shell handler, then :meth:`adopt`.
+        """Stock's ``comm_open`` shell handler, then :meth:`install_answer`.
 
         So the comm is opened, version-checked (or refused and closed) by ipywidgets exactly as
         on stock, on the thread and in the order stock handles it.
         """
 
         @functools.wraps(handler)
-        def comm_open_then_adopt(stream: Any, ident: list[bytes], msg: dict[str, Any]) -> Any:
+        def comm_open_then_answer(stream: Any, ident: list[bytes], msg: dict[str, Any]) -> Any:
             result = handler(stream, ident, msg)
             if self.enabled():
                 try:
-                    self.adopt(msg)
+                    self.install_answer(msg)
                 except Exception:
                     self.log.error("Widget control comm left to ipywidgets:", exc_info=True)
             return result
 
-        return comm_open_then_adopt
+        return comm_open_then_answer
 
-    def adopt(self, msg: dict[str, Any]) -> bool:
+    def install_answer(self, msg: dict[str, Any]) -> bool:
         """After stock opened ``msg``'s comm: answer its ``request_states`` with our snapshot.
 
         Only a ``jupyter.widget.control`` comm that ipywidgets accepted and gave its own
         handler (``Widget._handle_control_comm_msg``): the handler is swapped for a
         :class:`ControlCommAnswer`, which keeps ipywidgets' for everything else. Returns
-        whether it was adopted.
+        whether it was installed.
         """
         content = msg.get("content")
         if not isinstance(content, dict) or content.get("target_name") != CONTROL_COMM_TARGET:
@@ -88,7 +95,7 @@ class ControlCommAdoption:
         module = widget_module()
         comm_id = content.get("comm_id")
         comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
-        if module is None or comm is None:
+        if module is None or comm is None or not isinstance(comm_id, str):
             return False  # no ipywidgets, or refused (another major version): stock's answer
         theirs = module.Widget._handle_control_comm_msg
         if getattr(comm, "_msg_callback", None) != theirs:
@@ -109,23 +116,23 @@ class ControlCommAnswer:
     """
 
     def __init__(
-        self, adoption: ControlCommAdoption, comm_id: str, theirs: Callable[[Any], Any]
+        self, idle_comms: IdleControlComms, comm_id: str, theirs: Callable[[Any], Any]
     ) -> None:
-        self.adoption = adoption
+        self.idle_comms = idle_comms
         self.comm_id = comm_id
         self.theirs = theirs
 
     def __call__(self, msg: dict[str, Any]) -> Any:
         data = msg["content"].get("data")
-        adoption, log = self.adoption, self.adoption.log
+        idle_comms, log = self.idle_comms, self.idle_comms.log
         if (
-            not adoption.enabled()
+            not idle_comms.enabled()
             or not isinstance(data, dict)
-            or data.get("method") != "request_states"
+            or data.get("method") != REQUEST_STATES
         ):
             return self.theirs(msg)
         # Held by the comm manager, not by this callback (no comm <-> callback cycle).
-        comm = adoption.comm_manager.comms.get(self.comm_id)
+        comm = idle_comms.comm_manager.comms.get(self.comm_id)
         if comm is None:
             return None
         try:

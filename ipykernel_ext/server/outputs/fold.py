@@ -30,7 +30,8 @@ from .text import StreamText
 #: Output message types that add an output (``update_display_data`` replaces one).
 ADDING = frozenset({"stream", "display_data", "execute_result", "error"})
 
-#: Every output message type a cell's output area handles.
+#: Every output message type a cell's output area handles: the IOPub messages that change a
+#: cell's outputs (what the server hides from a returning session, :mod:`.owner`).
 OUTPUT_TYPES = ADDING | {"clear_output", "update_display_data"}
 
 #: The metadata key that marks the note written where a cell's output was cut.
@@ -132,12 +133,6 @@ class CellOutputs:
         if self._stream is not None:
             result[-1]["text"] = self._stream.text
         return result
-
-    def last_stream(self) -> tuple[int, str, str] | None:
-        """``(index, name, text)`` of the last output when it is a stream (writers extend it)."""
-        if self._stream is None:
-            return None
-        return len(self._outputs) - 1, self._outputs[-1]["name"], self._stream.text
 
     # applying messages ---------------------------------------------------------------------
 

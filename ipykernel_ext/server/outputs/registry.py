@@ -1,14 +1,15 @@
-"""The running cells of one kernel and their folded outputs, from the messages that pass.
+"""The cells of one kernel the server follows and their folded outputs, from the messages that
+pass.
 
 A :class:`KernelOutputs` is fed what a server connection sees of one kernel: every
 ``execute_request`` a client sends (:meth:`~KernelOutputs.on_execute_request`), every IOPub
 message (:meth:`~KernelOutputs.on_iopub`), the shell replies and the comm messages clients
 send (:meth:`~KernelOutputs.on_shell`), and a restart or death
 (:meth:`~KernelOutputs.end_all`). It keeps, per request that names a cell
-(``metadata.cellId``, as JupyterLab and Notebook 7 send it), a :class:`RunningCell`: the cell
-id, the session that sent it, the notebook path once someone tells it, and the
-:class:`~.fold.CellOutputs` folded from that request's IOPub messages. It owns three things
-the fold of one cell cannot know:
+(``metadata.cellId``, as JupyterLab and Notebook 7 send it), a :class:`FollowedCell`, running
+then ended: the cell id, the session that sent it, the notebook path once someone tells it,
+and the :class:`~.fold.CellOutputs` folded from that request's IOPub messages. It owns four
+things the fold of one cell cannot know:
 
 * the display index: ``display_id`` -> the cells that show it, kernel-wide, as JupyterLab's
   kernel connection keeps it: ``update_display_data`` (from any parent) replaces the display
@@ -17,12 +18,13 @@ the fold of one cell cannot know:
 * capture by an ipywidgets ``Output`` widget (:mod:`.capture`): such outputs are not the cell's;
 * the kernel's byte bound: all cells held together stay under ``max_kernel_bytes``; an ended
   cell is let go (oldest first) before a running one is cut, but never one the caller still
-  has to write (``keep``: issue 30, a bound never drops outputs silently): then the running
-  cell is cut, with its note;
-* what the tab writes itself (issue 30): no kernel message carries the input echo that
-  JupyterLab 4.6 and Notebook 7 add to the cell when the user answers ``input()``
-  (``OutputArea.onInputRequest``: a ``stdin`` stream, the request's prompt, a space, the
-  answer, or eight middle dots for a password, and a newline). The server sees the kernel's
+  has to write (``keep``): then the running cell is cut, with its note, so a bound never
+  drops outputs without saying so (docs/PROTOCOL.md section 6, "What the server follows");
+* what the tab writes itself (docs/PROTOCOL.md section 6, "What the tab wrote itself"): no
+  kernel message carries the input echo that JupyterLab 4.6 and Notebook 7 add to the cell
+  when the user answers ``input()`` (``OutputArea.onInputRequest``: a ``stdin`` stream, the
+  request's prompt, a space, the answer, or eight middle dots for a password, and a
+  newline). The server sees the kernel's
   ``input_request`` (:meth:`~KernelOutputs.on_input_request`) and the tab's ``input_reply``
   (:meth:`~KernelOutputs.on_input_reply`) and folds the same echo at the same place, so a cell
   taken over keeps it, in order, in the document and the file.
@@ -37,11 +39,11 @@ changed and write them (:mod:`.collab`, :mod:`.contents`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from ...protocol import COMM_MSG_TYPES
 from .capture import OutputCapture
 from .fold import OUTPUT_TYPES, CellOutputs, output_from_content
 
@@ -50,8 +52,6 @@ DEFAULT_MAX_CELL_BYTES = 8 * 1024 * 1024
 
 #: Default bound of all cells of one kernel, in bytes.
 DEFAULT_MAX_KERNEL_BYTES = 64 * 1024 * 1024
-
-_COMM_TYPES = frozenset({"comm_open", "comm_msg", "comm_close"})
 
 #: What JupyterLab's Stdin widget shows for a password's answer (and writes into the echo).
 PASSWORD_ECHO = "\u00b7" * 8
@@ -65,15 +65,15 @@ def input_echo(prompt: str, answer: str, password: bool) -> str:
 
 
 @dataclass
-class RunningCell:
-    """One execution of one cell, as the server saw it."""
+class FollowedCell:
+    """One execution of one cell that the server follows, as it saw it: running until its
+    request ends (:attr:`state`), then ended, kept until the kernel's cells let it go."""
 
     msg_id: str  # the execute_request's msg_id (its outputs' parent)
     cell_id: str
     session: str  # header.session of the request: the tab (websocket) that ran it
     outputs: CellOutputs
     path: str | None = None  # the notebook's path, when known (from the kernel's session)
-    started: float = field(default_factory=time.monotonic)
     #: "running" until the request's idle, then "idle" (the cell's execution_state)
     state: str = "running"
     #: why it ended: "idle", "aborted", "restart" or "dead"; None while running
@@ -90,7 +90,8 @@ class RunningCell:
 
 
 class KernelOutputs:
-    """Running and recently ended cells of one kernel (see the module docstring)."""
+    """The followed cells of one kernel, running and recently ended (see the module
+    docstring)."""
 
     def __init__(
         self,
@@ -104,7 +105,7 @@ class KernelOutputs:
         self.keep = keep
         #: msg_ids the kernel's bound let go of (the caller may log them), oldest first
         self.let_go: list[str] = []
-        self.cells: dict[str, RunningCell] = {}  # msg_id -> cell, oldest first
+        self.cells: dict[str, FollowedCell] = {}  # msg_id -> cell, oldest first
         self._displays: dict[str, list[str]] = {}  # display_id -> msg_ids of cells showing it
         #: input_request msg_id -> (the cell's msg_id, its prompt, password), until answered
         self._input_requests: dict[str, tuple[str, str, bool]] = {}
@@ -112,10 +113,10 @@ class KernelOutputs:
 
     # queries -----------------------------------------------------------------------------
 
-    def running(self) -> list[RunningCell]:
+    def running(self) -> list[FollowedCell]:
         return [c for c in self.cells.values() if c.running]
 
-    def cells_of_session(self, session: str) -> list[RunningCell]:
+    def cells_of_session(self, session: str) -> list[FollowedCell]:
         return [c for c in self.cells.values() if c.session == session]
 
     @property
@@ -126,7 +127,7 @@ class KernelOutputs:
 
     def on_execute_request(
         self, msg: dict[str, Any], path: str | None = None
-    ) -> RunningCell | None:
+    ) -> FollowedCell | None:
         """A client sent an ``execute_request``: a new running cell if it names one."""
         cell_id = (msg.get("metadata") or {}).get("cellId")
         msg_id = msg["header"]["msg_id"]
@@ -135,7 +136,7 @@ class KernelOutputs:
         for old in [c for c in self.cells.values() if c.cell_id == cell_id and not c.running]:
             if path is None or old.path in (None, path):
                 self.forget(old.msg_id)  # rerun: its outputs are the new run's now
-        cell = RunningCell(
+        cell = FollowedCell(
             msg_id=msg_id,
             cell_id=cell_id,
             session=msg["header"].get("session", ""),
@@ -150,7 +151,7 @@ class KernelOutputs:
         msg_type = msg["header"]["msg_type"]
         content = msg.get("content") or {}
         parent = (msg.get("parent_header") or {}).get("msg_id")
-        if msg_type in _COMM_TYPES:
+        if msg_type in COMM_MSG_TYPES:
             self.capture.on_comm_message(msg_type, content)
             return set()
         cell = self.cells.get(parent) if parent else None
@@ -186,7 +187,7 @@ class KernelOutputs:
         """A shell message either way: a client's comm message, or a kernel's reply."""
         msg_type = msg["header"]["msg_type"]
         content = msg.get("content") or {}
-        if msg_type in _COMM_TYPES:
+        if msg_type in COMM_MSG_TYPES:
             self.capture.on_comm_message(msg_type, content)
             return set()
         if msg_type != "execute_reply":
@@ -240,7 +241,7 @@ class KernelOutputs:
             return {msg_id}
         return set()
 
-    def end_all(self, reason: str) -> list[RunningCell]:
+    def end_all(self, reason: str) -> list[FollowedCell]:
         """The kernel restarted (``"restart"``) or died (``"dead"``): running cells end idle
         with what they had; returns them. Output widgets and displays are forgotten."""
         ended = self.running()
@@ -251,7 +252,7 @@ class KernelOutputs:
         self._input_requests.clear()
         return ended
 
-    def forget(self, msg_id: str) -> RunningCell | None:
+    def forget(self, msg_id: str) -> FollowedCell | None:
         """Let go of one cell (a writer is done with it, or it was rerun)."""
         cell = self.cells.pop(msg_id, None)
         if cell is not None:
@@ -265,7 +266,7 @@ class KernelOutputs:
 
     # internals ---------------------------------------------------------------------------
 
-    def _end(self, cell: RunningCell, reason: str) -> None:
+    def _end(self, cell: FollowedCell, reason: str) -> None:
         cell.state = "idle"
         cell.ended_by = reason
 

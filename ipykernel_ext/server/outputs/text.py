@@ -81,11 +81,6 @@ class StreamText:
         return self._done_bytes + len(self._line.encode("utf-8", "surrogatepass"))
 
 
-def fold_text(text: str) -> str:
-    """``text`` as JupyterLab stores it when it arrives as one new stream output."""
-    return StreamText(text).text
-
-
 def common_prefix(a: str, b: str) -> int:
     """The length of the longest common prefix of ``a`` and ``b``."""
     n = min(len(a), len(b))
