@@ -224,19 +224,7 @@ def run_trial(
         ws = KernelWebsocket(bench.server, bench.kernel_id, session_id=uuid.uuid4().hex)
         rss_before = bench.proc.memory_info().rss / 2**20
         cpu0, start = cpu_seconds(bench.proc), time.perf_counter()
-        msg_id = ws.send(
-            "shell",
-            "execute_request",
-            {
-                "code": code,
-                "silent": False,
-                "store_history": True,
-                "user_expressions": {},
-                "allow_stdin": False,
-                "stop_on_error": True,
-            },
-            metadata={"cellId": CELL_ID},
-        )["header"]["msg_id"]
+        msg_id = ws.execute(code, metadata={"cellId": CELL_ID})
         reopen = None
         if tab == "open":
             with ws:

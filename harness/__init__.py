@@ -11,7 +11,7 @@ module:
 * :mod:`.kernels`: kernels started and shut down, their clients, their IOPub counters;
 * :mod:`.messages`: requests and replies on a client, and waiting on IOPub (barriers);
 * :mod:`.cells`: cells run for their effect, for a value, or held running;
-  running a cell and collecting it up to its idle is :func:`ipykernel_ext.client.run_cell`;
+  running a cell and collecting it up to its idle is :func:`ipykernel_ext.demo.cells.run_cell`;
 * :mod:`.widget_control`: ipywidgets' control comm, as its manager drives it;
 * :mod:`.bursts`: the IOPub bursts (cells, collection, settings);
 * :mod:`.raw_subscriber`: a bare ``zmq.SUB`` on a kernel's IOPub;

@@ -19,7 +19,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from jupyter_client.session import Session
 from tornado.httpclient import HTTPRequest
@@ -60,7 +60,7 @@ class WSClient:
         self._reader: asyncio.Task[None] | None = None
         self.closed = False
 
-    async def connect(self) -> WSClient:
+    async def connect(self) -> Self:
         request = HTTPRequest(
             self.server.ws_url(channels_path(self.kernel_id, self.session)),
             headers=dict([auth_header(self.server.token)]),
@@ -172,7 +172,10 @@ class WSClient:
                 self._reader.cancel()
 
 
-async def connect_all(clients: list[WSClient]) -> list[WSClient]:
+Client = TypeVar("Client", bound=WSClient)
+
+
+async def connect_all(clients: list[Client]) -> list[Client]:
     """``clients``, each connected (all at once)."""
     return list(await asyncio.gather(*(c.connect() for c in clients)))
 

@@ -1,6 +1,6 @@
 """Cells a test runs for their effect: to completion, for a value, or held running.
 
-Every cell goes through :func:`ipykernel_ext.client.run_cell` or waits on its own messages
+Every cell goes through :func:`ipykernel_ext.demo.cells.run_cell` or waits on its own messages
 (:func:`harness.messages.wait_iopub`): a marker it prints, its idle.
 """
 
@@ -38,6 +38,27 @@ def evaluate(kc: BlockingKernelClient, expression: str) -> Any:
     return ast.literal_eval(result["data"]["text/plain"])
 
 
+#: What a held cell prints first: :func:`start_cell` returns once it is seen.
+START_MARKER = "CELL STARTED"
+
+
+def start_cell(kc: BlockingKernelClient, code: str, seen: list[Any] | None = None) -> str:
+    """Execute ``code`` (which prints :data:`START_MARKER` first); return its msg_id once the
+    marker is seen. ``seen`` collects the IOPub messages read meanwhile."""
+    msg_id = kc.execute(code)
+    wait_iopub(
+        kc,
+        lambda m: (
+            m["msg_type"] == "stream"
+            and m["parent_header"].get("msg_id") == msg_id
+            and START_MARKER in m["content"]["text"]
+        ),
+        what="the cell's start marker",
+        seen=seen,
+    )
+    return msg_id
+
+
 class BusyCell:
     """A cell that runs until :meth:`release`; its execute request's id is ``msg_id``."""
 
@@ -56,26 +77,16 @@ def busy_cell(kc: BlockingKernelClient, tmp_path: Path, then: str = "") -> Itera
     marker is seen."""
     release_file = tmp_path / f"release-{uuid.uuid4().hex}"
     code = (
-        f"import os as _os, time as _time\nprint('CELL STARTED', flush=True)\n{then}\n"
+        f"import os as _os, time as _time\nprint({START_MARKER!r}, flush=True)\n{then}\n"
         f"while not _os.path.exists({str(release_file)!r}):\n    _time.sleep(0.01)\n"
     )
-    msg_id = kc.execute(code)
-    wait_iopub(
-        kc,
-        lambda m: (
-            m["msg_type"] == "stream"
-            and m["parent_header"].get("msg_id") == msg_id
-            and "CELL STARTED" in m["content"]["text"]
-        ),
-        what="the cell's start marker",
-    )
-    cell = BusyCell(kc, release_file, msg_id)
+    cell = BusyCell(kc, release_file, start_cell(kc, code))
     try:
         yield cell
     finally:
         cell.release()
         wait_iopub(
             kc,
-            is_status("idle", msg_id),
+            is_status("idle", cell.msg_id),
             what="the cell's idle",
         )

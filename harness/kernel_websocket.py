@@ -134,8 +134,8 @@ class KernelWebsocket:
         self.ws.send(data, opcode=opcode)
         return msg
 
-    def execute(self, code: str, **content: Any) -> str:
-        """Send an ``execute_request``; returns its msg_id."""
+    def execute(self, code: str, metadata: dict[str, Any] | None = None, **content: Any) -> str:
+        """Send an ``execute_request`` (``content`` over stock's defaults); returns its msg_id."""
         fields = {
             "code": code,
             "silent": False,
@@ -145,7 +145,7 @@ class KernelWebsocket:
             "stop_on_error": True,
         }
         fields.update(content)
-        return self.send("shell", "execute_request", fields)["header"]["msg_id"]
+        return self.send("shell", "execute_request", fields, metadata)["header"]["msg_id"]
 
     # receiving ----------------------------------------------------------------------
 

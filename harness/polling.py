@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -47,6 +47,26 @@ class WaitTimeout(AssertionError, TimeoutError):
         super().__init__(f"{what}: not reached in {timeout:g} s; last seen: {_shown(last)}")
 
 
+#: What :func:`_polls` yields while the condition does not hold yet: time for a pause.
+_NOT_YET = object()
+
+
+def _polls(
+    probe: Callable[[], T], timeout: float, what: str, done: Callable[[T], Any]
+) -> Iterator[T | object]:
+    """The rule of every wait, once for the sync and the async loop: read, and yield the value
+    once it is done, :data:`_NOT_YET` while time is left, or raise :class:`WaitTimeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if done(value):
+            yield value
+            return
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(what, timeout, value)
+        yield _NOT_YET
+
+
 def wait_until(
     probe: Callable[[], T],
     timeout: float,
@@ -65,14 +85,10 @@ def wait_until(
     probe can assert what must hold meanwhile (the process it waits on is still alive).
     Raises :class:`WaitTimeout` naming ``what`` and the last value read.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if done(value):
-            return value
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(what, timeout, value)
+    polls = _polls(probe, timeout, what, done)
+    while (reached := next(polls)) is _NOT_YET:
         sleep(interval)
+    return cast(T, reached)  # _polls yields a T once it yields anything but _NOT_YET
 
 
 async def wait_until_async(
@@ -85,11 +101,7 @@ async def wait_until_async(
 ) -> T:
     """:func:`wait_until` inside an event loop: the pauses are ``asyncio.sleep``, so the
     loop runs whatever the probe waits for."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if done(value):
-            return value
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(what, timeout, value)
+    polls = _polls(probe, timeout, what, done)
+    while (reached := next(polls)) is _NOT_YET:
         await asyncio.sleep(interval)
+    return cast(T, reached)  # _polls yields a T once it yields anything but _NOT_YET

@@ -1,4 +1,8 @@
-"""SharedChannelsConnection: jupyter_server's kernel websocket on one set of ZMQ channels.
+"""The jupyter_server side: kernel websockets on shared channels, and outputs that survive the tab.
+
+:class:`SharedChannelsConnection` is jupyter_server's kernel websocket on one set of ZMQ
+channels per kernel; :class:`GatewayOutputsConnection` its gateway websocket; the installed
+server extension picks one, and both keep a departed tab's outputs (:mod:`.outputs`).
 
 Stock jupyter_server (``ZMQChannelsWebsocketConnection``) opens shell, control, stdin and
 IOPub sockets for every websocket: twenty browser tabs on one notebook are eighty sockets at

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import zmq
 from jupyter_client import KernelManager
+from jupyter_client.provisioning import LocalProvisioner
 
 from harness.kernels import EXT_KERNEL, new_client, start_kernel
 from harness.polling import wait_until
@@ -29,6 +30,12 @@ from ipykernel_ext.client.router import (
 )
 
 FLAG = "--router-identity=endpoint"
+
+
+def kernel_pid(km: KernelManager) -> int | None:
+    """The kernel's process id, as its provisioner keeps it (a local kernel's)."""
+    assert isinstance(km.provisioner, LocalProvisioner)
+    return km.provisioner.pid
 
 
 def _pid_and_name(reply: dict[str, Any]) -> tuple[int, str]:
@@ -105,7 +112,7 @@ def test_shell_requests_reach_each_kernel_by_endpoint(
         {"code": "import os", "user_expressions": {"pid": "os.getpid()", "name": "name"}},
     )
     for i, (km, kernel_id) in enumerate(zip(flagged, ids, strict=True)):
-        assert _pid_and_name(replies[kernel_id]) == (km.provisioner.pid, f"k{i}"), i
+        assert _pid_and_name(replies[kernel_id]) == (kernel_pid(km), f"k{i}"), i
 
 
 @pytest.mark.timeout(180)
@@ -116,7 +123,7 @@ def test_control_requests_reach_each_kernel_by_endpoint(
     usage = client.gather(ids, "control", "usage_request")
     for km, kernel_id in zip(flagged, ids, strict=True):
         assert usage[kernel_id]["msg_type"] == "usage_reply", usage[kernel_id]
-        assert usage[kernel_id]["content"]["pid"] == km.provisioner.pid, "another kernel answered"
+        assert usage[kernel_id]["content"]["pid"] == kernel_pid(km), "another kernel answered"
     control_infos = client.gather(ids, "control", "kernel_info_request")
     assert {k: r["msg_type"] for k, r in control_infos.items()} == dict.fromkeys(
         ids, "kernel_info_reply"
@@ -129,7 +136,7 @@ def test_connect_ip_keeps_the_connection_file_identity(flagged: list[KernelManag
         kernel_id = client.add_kernel(flagged[2].connection_file, connect_ip="127.0.0.1")
         assert client.routing_id(kernel_id, "control").startswith(b"tcp://0.0.0.0:")
         usage = client.request(kernel_id, "control", "usage_request")
-        assert usage["content"]["pid"] == flagged[2].provisioner.pid
+        assert usage["content"]["pid"] == kernel_pid(flagged[2])
 
 
 def test_send_then_recv_files_replies_by_kernel(
@@ -142,7 +149,7 @@ def test_send_then_recv_files_replies_by_kernel(
         kernel_id, msg = client.recv("control", timeout=60)
         assert sent[msg["parent_header"]["msg_id"]] == kernel_id
         got[kernel_id] = msg["content"]["pid"]
-    assert got == {k: km.provisioner.pid for k, km in zip(ids, flagged, strict=True)}
+    assert got == {k: kernel_pid(km) for k, km in zip(ids, flagged, strict=True)}
     # Nothing else came (no duplicate, no stray reply): a barrier request per kernel, whose
     # reply must be the next message from that kernel (its control thread answers in order).
     barrier = {client.send(k, "control", "kernel_info_request"): k for k in ids}
@@ -177,7 +184,7 @@ def test_adding_removing_and_misuse(flagged: list[KernelManager], client: Router
     assert client.kernel_ids == []
     again = client.add_kernel(flagged[0].connection_file, kernel_id="again")
     reply = client.request(again, "control", "usage_request")
-    assert reply["content"]["pid"] == flagged[0].provisioner.pid
+    assert reply["content"]["pid"] == kernel_pid(flagged[0])
 
 
 # --- CurveZMQ and the stock behaviour ---------------------------------------------------------
@@ -256,7 +263,7 @@ def test_client_waits_for_a_kernel_that_starts_later_and_survives_its_restart() 
             code = {"code": "import os", "user_expressions": {"pid": "os.getpid()"}}
             reply = client.request(kernel_id, "shell", "execute_request", code)
             pid = int(reply["content"]["user_expressions"]["pid"]["data"]["text/plain"])
-            assert pid == km.provisioner.pid
+            assert pid == kernel_pid(km)
     finally:
         if km.has_kernel:
             km.shutdown_kernel(now=True)
@@ -297,10 +304,10 @@ def test_ipc_and_plain_kernels_share_the_sockets_with_curve_ones(
         )
         code = {"code": "import os", "user_expressions": {"pid": "os.getpid()", "name": "0"}}
         replies = client.gather([curve_id, ipc_id], "shell", "execute_request", code)
-        assert _pid_and_name(replies[ipc_id])[0] == ipc.provisioner.pid
-        assert _pid_and_name(replies[curve_id])[0] == flagged[0].provisioner.pid
+        assert _pid_and_name(replies[ipc_id])[0] == kernel_pid(ipc)
+        assert _pid_and_name(replies[curve_id])[0] == kernel_pid(flagged[0])
         usage = client.request(ipc_id, "control", "usage_request")
-        assert usage["content"]["pid"] == ipc.provisioner.pid
+        assert usage["content"]["pid"] == kernel_pid(ipc)
     finally:
         ipc.shutdown_kernel(now=True)
 

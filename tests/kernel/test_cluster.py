@@ -166,8 +166,8 @@ def launch(launcher: str, ksm: KernelSpecManager, log_dir: Path) -> Launched:
         )
         km.start_kernel()
         # The provisioner sends the kernel's output to a log file of its own.
-        log_path = Path(km.provisioner.kernel_log)  # type: ignore[union-attr]
-        helpers = psutil.Process(km.provisioner.pid).children()  # type: ignore[union-attr]
+        log_path = Path(km.provisioner.kernel_log)  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base
+        helpers = psutil.Process(km.provisioner.pid).children()  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base
     else:
         km = KernelManager(
             kernel_name="python3_ext_ipkernelapp",
@@ -311,6 +311,7 @@ def test_a_stalled_subscriber_costs_one_give_up_and_the_cell_is_told(launched: L
     code = comm_loop_code(STALL_BURST, pad=1000)
     set_timeout = "get_ipython().kernel.iopub_send_timeout = {}"
     reply = run_cell(kc, set_timeout.format(STALL_TIMEOUT_MS), timeout=30).reply
+    assert reply is not None
     assert reply["content"]["status"] == "ok"
     before = iopub_stats(kc)
     assert before["send_timeout_ms"] == STALL_TIMEOUT_MS
@@ -326,6 +327,7 @@ def test_a_stalled_subscriber_costs_one_give_up_and_the_cell_is_told(launched: L
     missed = after["missed"] - before["missed"]
     assert missed >= 1
     reply = run_cell(kc, "1 + 1", timeout=30).reply
+    assert reply is not None
     assert reply["content"]["status"] == "ok"
     # Logged on the kernel's stderr (the provisioner's kernel log); the cell gets one notice.
     assert STALL_WARNING in launched.log_text()
@@ -431,7 +433,7 @@ def test_over_a_real_ssh_hop(
     km.start_kernel()
     kc = None
     try:
-        assert km.provisioner.pid in ssh_host.pids()  # type: ignore[union-attr]
+        assert km.provisioner.pid in ssh_host.pids()  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base
         assert km.ip == ssh_host.address
         kc = new_client(km)
         assert iopub_stats(kc)["socket"] == ADOPTED
@@ -444,4 +446,4 @@ def test_over_a_real_ssh_hop(
             kc.stop_channels()
         km.shutdown_kernel(now=True)
         # The "remote host" wrote the kernel's log into this machine's /tmp.
-        Path(km.provisioner.kernel_log).unlink(missing_ok=True)  # type: ignore[union-attr]
+        Path(km.provisioner.kernel_log).unlink(missing_ok=True)  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base

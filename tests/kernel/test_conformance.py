@@ -16,7 +16,7 @@ import jupyter_kernel_test
 from harness.kernels import EXT_KERNEL, new_client, start_kernel
 
 
-class ExtKernelConformance(jupyter_kernel_test.KernelTests):
+class ExtKernelConformance(jupyter_kernel_test.KernelTests):  # type: ignore[misc]  # jupyter_kernel_test ships no types
     kernel_name = EXT_KERNEL
     language_name = "python"
     file_extension = ".py"
@@ -77,7 +77,7 @@ class ExtKernelConformanceNoAnswerWhileBusy(ExtKernelConformance):
         assert reply["content"]["status"] == "ok" and printed == ["False\n"], printed
 
 
-class ExtKernelIopubWelcome(jupyter_kernel_test.IopubWelcomeTests):
+class ExtKernelIopubWelcome(jupyter_kernel_test.IopubWelcomeTests):  # type: ignore[misc]  # jupyter_kernel_test ships no types
     kernel_name = EXT_KERNEL
     support_iopub_welcome = True
 

@@ -66,6 +66,7 @@ class Pair:
         """Run ``code`` from A; return its stdout (and result text). B is synced past it."""
         cell = run_cell(self.a, code)
         reply, messages = cell.reply, cell.messages
+        assert reply is not None
         assert reply["content"]["status"] == "ok", reply["content"]
         self.sync_b()
         out = []

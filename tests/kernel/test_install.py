@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jupyter_client import KernelManager
@@ -18,7 +19,7 @@ from harness.kernels import new_client
 EXT_ARGV_TAIL = ["-m", "ipykernel_ext", "-f", "{connection_file}"]
 
 
-def run_install(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_install(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ipykernel_ext", "install", *args],
         capture_output=True,
@@ -28,7 +29,7 @@ def run_install(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
     )
 
 
-def read_spec(kernels_dir: Path, name: str) -> dict:
+def read_spec(kernels_dir: Path, name: str) -> dict[str, Any]:
     return json.loads((kernels_dir / name / "kernel.json").read_text())
 
 

@@ -333,6 +333,7 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
             stalled = run_burst(kc, code)
             stats_after = iopub_stats(kc)
             after_reply = run_cell(kc, "1 + 1", timeout=30).reply
+            assert after_reply is not None
             stats_after_reply = iopub_stats(kc)
             stderr_after_stall = stderr_path.read_text()
             # The stalled subscriber wakes up: it reads what it holds, then a new cell.
@@ -493,6 +494,7 @@ def test_subscriber_killed_mid_burst_changes_nothing(stall_run: StallRun) -> Non
         assert proc.wait(timeout=10) == -signal.SIGKILL
         assert counts.get("comm_open") == STALL_BURST
         reply = run_cell(kc, "1 + 1", timeout=30).reply
+        assert reply is not None
         assert reply["content"]["status"] == "ok"
     finally:
         if proc.poll() is None:

@@ -47,7 +47,11 @@ def notices_in(messages: list[dict[str, Any]]) -> list[int]:
 
 
 def assert_told_once(
-    messages: list[dict[str, Any]], msg_id: str, missed: int, before: dict, after: dict
+    messages: list[dict[str, Any]],
+    msg_id: str,
+    missed: int,
+    before: dict[str, Any],
+    after: dict[str, Any],
 ) -> None:
     """One notice, on ``msg_id``'s stderr, right ahead of its idle, counted once."""
     [at] = notices_in(messages)

@@ -225,6 +225,7 @@ def _startup_stderr(kernel_name: str, tmp_path: Path) -> list[str]:
     CurveZMQ (so stock warns that TCP is not encrypted); its pid and connection file
     replaced by placeholders."""
     from jupyter_client import KernelManager
+    from jupyter_client.provisioning import LocalProvisioner
 
     from harness.kernels import new_client
 
@@ -237,8 +238,8 @@ def _startup_stderr(kernel_name: str, tmp_path: Path) -> list[str]:
         # Every start-up line is logged (and flushed, by logging's handler) before the kernel
         # starts answering: once it has, the file holds them all.
         kc = new_client(km, timeout=60)
-        assert km.provisioner is not None
-        pid = str(km.provisioner.pid)  # type: ignore[attr-defined]
+        assert isinstance(km.provisioner, LocalProvisioner)  # a local kernel: it has a pid
+        pid = str(km.provisioner.pid)
         text = log_path.read_text()
     finally:
         if kc is not None:

@@ -220,6 +220,7 @@ def test_embed_kernel_adopts_and_a_burst_arrives_whole(kernelspecs: KernelSpecMa
         )
         cell = run_cell(kc, code)
         reply, messages = cell.reply, cell.messages
+        assert reply is not None
         assert reply["content"]["status"] == "ok", reply["content"]
         assert sum(m["msg_type"] == "comm_open" for m in messages) == 3 * 1000 + 2
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness.kernels import running_kernel
-from ipykernel_ext import client
+from ipykernel_ext.demo import cells
 from ipykernel_ext.server.outputs import KernelOutputs
 
 nbformat = pytest.importorskip("nbformat")
@@ -21,9 +21,9 @@ nbformat = pytest.importorskip("nbformat")
 
 def run_cell(kc: Any, kernel: KernelOutputs, cell_id: str, code: str) -> str:
     """Run ``code`` as the cell ``cell_id`` and fold its IOPub messages; its msg_id."""
-    msgs: list[dict[str, Any]] = []
-    cell = client.run_cell(kc, code, keep=lambda m: msgs.append(m) is None)
+    cell = cells.run_cell(kc, code)  # keeps every message of the request
     reply, messages = cell.reply, cell.messages
+    assert reply is not None
     msg_id = reply["parent_header"]["msg_id"]
     kernel.on_execute_request(
         {

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient
 
-from harness.cells import evaluate, run
+from harness.cells import evaluate, run, start_cell
 from harness.kernels import EXT_KERNEL, running_kernel
 from harness.messages import control_request, get_reply, is_status, wait_iopub
 
@@ -62,22 +62,6 @@ def subshell_barrier(kc: BlockingKernelClient, subshell_id: str) -> None:
     order: stock's routing has run every comm callback sent there before by now.
     """
     get_reply(kc, send_on(kc, subshell_id, "kernel_info_request", {}))
-
-
-def start_cell(kc: BlockingKernelClient, code: str, seen: list[Message]) -> str:
-    """Execute ``code`` (which prints CELL STARTED first) and return once it printed that."""
-    msg_id = kc.execute(code)
-    wait_iopub(
-        kc,
-        lambda m: (
-            m["msg_type"] == "stream"
-            and m["parent_header"].get("msg_id") == msg_id
-            and "CELL STARTED" in m["content"]["text"]
-        ),
-        what="the cell's start marker",
-        seen=seen,
-    )
-    return msg_id
 
 
 def wait_idles(kc: BlockingKernelClient, msg_ids: list[str], seen: list[Message]) -> None:

@@ -309,7 +309,7 @@ def test_bad_request_gets_error_reply(ext: Any, content: dict[str, Any]) -> None
 
 def test_helper_raises_on_error_reply(ext: Any) -> None:
     with pytest.raises(WidgetStateError, match="list of strings") as caught:
-        fetch_widget_states(ext[1], ["ok", 3], timeout=30)  # type: ignore[list-item]
+        fetch_widget_states(ext[1], ["ok", 3], timeout=30)  # type: ignore[list-item]  # a non-string id on purpose: refused
     assert caught.value.ename == "WidgetStateRequestError"
     assert caught.value.traceback
 

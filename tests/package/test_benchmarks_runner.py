@@ -26,7 +26,7 @@ PRESETS = sorted(
     for node in ast.walk(ast.parse((BENCHMARKS / "burst" / "presets.py").read_text()))
     if isinstance(node, ast.Dict)
     for key in node.keys
-    if isinstance(key, ast.Constant)
+    if isinstance(key, ast.Constant) and isinstance(key.value, str)
 )
 BENCHMARK_NAMES = sorted([*MODULES, *PRESETS])
 
@@ -48,7 +48,7 @@ def python(*args: str) -> subprocess.CompletedProcess[str]:
 
 def top_level_names(path: Path) -> set[str]:
     """The functions, classes and assigned names a module defines at its top level."""
-    names = set()
+    names: set[str] = set()
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
             names.add(node.name)
@@ -63,7 +63,7 @@ def top_level_names(path: Path) -> set[str]:
 
 def imported_modules(path: Path) -> set[str]:
     """Every module ``path`` imports, at any depth (function-level imports included)."""
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

@@ -196,7 +196,7 @@ class Source(Shape):
         return "code matching " + ", ".join(repr(p) for p in self.patterns)
 
     def problems(self, owner: Any, name: str, value: Any) -> list[str]:
-        target = value.fget if isinstance(value, property) else value
+        target: Any = value.fget if isinstance(value, property) else value
         try:
             text = inspect.getsource(target)
         except (OSError, TypeError) as exc:
@@ -1229,7 +1229,7 @@ def test_the_checker_names_a_renamed_name_and_our_file() -> None:
     """Renaming a listed name upstream fails with the name and the file of ours using it."""
     row = next(r for r in CONTRACT if r.path == f"{WIDGET}:_remove_buffers")
     renamed = types.ModuleType(WIDGET)
-    renamed._remove_buffers_v2 = lambda state: (state, [], [])  # type: ignore[attr-defined]
+    renamed._remove_buffers_v2 = lambda state: (state, [], [])  # type: ignore[attr-defined]  # a stand-in module
 
     problems = check(row, import_module=lambda name: renamed)
 
@@ -1245,7 +1245,7 @@ def test_the_checker_names_a_changed_signature() -> None:
     class Kernel:
         def _publish_status(self, state: str, channel: str, parent: Any = None) -> None: ...
 
-    changed.Kernel = Kernel  # type: ignore[attr-defined]
+    changed.Kernel = Kernel  # type: ignore[attr-defined]  # a stand-in module
     problems = check(row, import_module=lambda name: changed)
     assert len(problems) == 1 and "expected (self, status, channel, parent" in problems[0]
     assert KERNEL_PY in failure_message(row, problems)

@@ -20,6 +20,7 @@ import ast
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
@@ -96,7 +97,7 @@ def package_imports() -> dict[str, set[str]]:
     return found
 
 
-def distributions_of(name: str, installed: dict[str, list[str]]) -> set[str]:
+def distributions_of(name: str, installed: Mapping[str, list[str]]) -> set[str]:
     """The canonical distributions that install the top-level ``name``: the one named like it
     when several share it (``pycrdt``, not the ``pycrdt-store`` that adds a subpackage), else
     all of them, any of which may be the declared one. Empty: nothing installed provides it."""
@@ -107,7 +108,7 @@ def distributions_of(name: str, installed: dict[str, list[str]]) -> set[str]:
 def undeclared(
     pyproject_text: str,
     imports: dict[str, set[str]] | None = None,
-    installed: dict[str, list[str]] | None = None,
+    installed: Mapping[str, list[str]] | None = None,
 ) -> dict[str, list[str]]:
     """Distribution (or ``?name`` when no installed distribution provides the import) -> the
     modules importing it where neither the runtime dependencies nor their side's extras

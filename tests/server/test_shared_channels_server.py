@@ -412,7 +412,11 @@ def test_a_failed_channel_set_closes_every_websocket_and_a_new_one_works() -> No
             await a.until_iopub_live()
             a.execute(f"print({FAULT_MARKER.decode()!r})")
             for client in (a, b):
-                assert await settle(lambda c=client: c.closed), f"{client.session} left open"
+
+                def closed(c: WSClient = client) -> bool:
+                    return c.closed
+
+                assert await settle(closed), f"{client.session} left open"
                 assert client.ws is not None
                 assert client.ws.close_code == 1011
                 assert "stopped receiving" in (client.ws.close_reason or "")

@@ -144,12 +144,11 @@ def test_comm_echo_reaches_second_websocket_client(
         ]
         for msg in sent:
             parent_id = msg["header"]["msg_id"]
-            echo = ws.recv_until(
-                lambda m, pid=parent_id: (
-                    m["msg_type"] == "comm_echo" and m["parent_header"].get("msg_id") == pid
-                ),
-                timeout=30,
-            )
+
+            def is_echo(m: dict[str, Any], pid: str = parent_id) -> bool:
+                return m["msg_type"] == "comm_echo" and m["parent_header"].get("msg_id") == pid
+
+            echo = ws.recv_until(is_echo, timeout=30)
             assert echo["channel"] == "iopub"
             assert echo["parent_header"]["session"] == other.session_id
             assert echo["parent_header"]["msg_type"] == msg["header"]["msg_type"]
@@ -159,12 +158,7 @@ def test_comm_echo_reaches_second_websocket_client(
             assert not is_own_echo(echo, ws.session_id)
 
             # The sender sees it too and can tell it is its own.
-            own = other.recv_until(
-                lambda m, pid=parent_id: (
-                    m["msg_type"] == "comm_echo" and m["parent_header"].get("msg_id") == pid
-                ),
-                timeout=30,
-            )
+            own = other.recv_until(is_echo, timeout=30)
             assert is_own_echo(own, other.session_id)
 
         # The handlers ran, after the echoes.

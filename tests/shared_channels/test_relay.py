@@ -43,7 +43,7 @@ class LibClient:
         self.handle = channels.attach(self.received.append, self.session.session, **attach)
 
     def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
-        msg = self.session.send(self.handle.stream(channel), msg_type, content)
+        msg = self.session.send(self.handle.stream(channel), msg_type, content)  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
         assert msg is not None
         return msg["header"]["msg_id"]
 
@@ -53,12 +53,14 @@ class LibClient:
     async def wait(
         self, pred: Callable[[KernelMessage], bool], timeout: float = 30
     ) -> KernelMessage:
-        return await wait_until_async(
+        found = await wait_until_async(
             lambda: next((m for m in self.received if pred(m)), None),
             timeout,
             "a matching message",
             0.02,
         )
+        assert found is not None  # the wait returns a truthy value: a message
+        return found
 
 
 def idle(msg_id: str) -> Callable[[KernelMessage], bool]:
@@ -84,9 +86,11 @@ def test_library_routes_replies_and_echoes(kernel_manager: Any) -> None:
         id_b = b.send("control", "kernel_info_request", {})
         for msg_id in ids_a:
             await a.wait(idle(msg_id))
-            await a.wait(
-                lambda m, i=msg_id: m.channel == "shell" and m.parent_header["msg_id"] == i
-            )
+
+            def is_reply(m: KernelMessage, i: str = msg_id) -> bool:
+                return m.channel == "shell" and m.parent_header["msg_id"] == i
+
+            await a.wait(is_reply)
         await b.wait(lambda m: m.parent_header.get("msg_id") == id_b and m.channel == "control")
         # Each reply once, to its sender only (in any order: a kernel may answer kernel_info
         # off the main thread while it is busy).
@@ -110,7 +114,7 @@ def test_library_routes_replies_and_echoes(kernel_manager: Any) -> None:
         # Sessions are owned: b cannot send with a's session.
         thief = Session(key=key, session=a.session.session)
         with pytest.raises(SessionInUse):
-            thief.send(b.handle.stream("shell"), "kernel_info_request", {})
+            thief.send(b.handle.stream("shell"), "kernel_info_request", {})  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
         # A new attach with a's session takes it over (a reconnecting): a's old handle can
         # no longer send with it, and replies for it go to the new owner.
         a2 = LibClient(channels, key, session=a.session.session)
@@ -125,7 +129,9 @@ def test_library_routes_replies_and_echoes(kernel_manager: Any) -> None:
         b.handle.close()
         with pytest.raises(SessionInUse):
             Session(key=key, session=b.session.session).send(
-                a2.handle.stream("shell"), "kernel_info_request", {}
+                a2.handle.stream("shell"),  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
+                "kernel_info_request",
+                {},
             )
         b2 = LibClient(channels, key, session=b.session.session)
         msg_id = b2.send("shell", "kernel_info_request", {})

@@ -21,7 +21,7 @@ HANG_MS = 10_000
 class Frontend:
     """A frontend: its own session (``key``) and a DEALER connected to ``url``."""
 
-    def __init__(self, ctx: zmq.Context, url: str, key: bytes) -> None:
+    def __init__(self, ctx: zmq.Context[Any], url: str, key: bytes) -> None:
         self.session = Session(key=key)
         self.socket = ctx.socket(zmq.DEALER)
         self.socket.linger = 0
@@ -46,7 +46,7 @@ class Frontend:
         """The next message back on this frontend's socket."""
         return self.read(self.socket, "no reply")
 
-    def read(self, socket: zmq.Socket, what: str = "nothing arrived") -> dict[str, Any]:
+    def read(self, socket: zmq.Socket[Any], what: str = "nothing arrived") -> dict[str, Any]:
         """The next message on ``socket`` (a subscriber too), decoded with this session."""
         assert socket.poll(HANG_MS), what
         _, msg = self.session.recv(socket, mode=0)

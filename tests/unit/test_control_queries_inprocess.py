@@ -54,16 +54,17 @@ class Rig:
     def __init__(
         self,
         kernel: ExtKernel,
-        ctx: zmq.Context,
-        control: zmq.Socket,
+        ctx: zmq.Context[Any],
+        control: zmq.Socket[Any],
         url: str,
-        subscriber: zmq.Socket,
+        subscriber: zmq.Socket[Any],
     ) -> None:
         self.kernel = kernel
         self.ctx = ctx
         self.control = control
         self.url = url
         self.subscriber = subscriber
+        assert kernel.control_stream is not None
         self.io_loop: IOLoop = kernel.control_stream.io_loop
         self.client = self.new_client()
 
@@ -84,6 +85,7 @@ class Rig:
             await self.kernel.process_control(frames)
             # A reply waits in the ZMQStream's queue: send it now, as stock's
             # _publish_status_and_flush does.
+            assert self.kernel.control_stream is not None
             self.kernel.control_stream.flush(zmq.POLLOUT)
 
         self.io_loop.run_sync(process, timeout=HANG_MS / 1000)
@@ -102,7 +104,7 @@ class Rig:
 
 @pytest.fixture(scope="module")
 def kernel_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    ctx = zmq.Context()
+    ctx: zmq.Context[Any] = zmq.Context()
     url = f"inproc://control-{uuid.uuid4().hex}"
     control = ctx.socket(zmq.ROUTER)
     control.linger = 0
@@ -144,11 +146,13 @@ def kernel_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             yield made
         finally:
             shell = kernel.shell
+            assert shell is not None
             atexit.unregister(shell.atexit_operations)
             ZMQInteractiveShell.clear_instance()
             sys.modules.pop(user_module.__name__, None)
             for name in set(vars(builtins)) - builtins_before:
                 delattr(builtins, name)
+            assert kernel.control_stream is not None
             kernel.control_stream.close()
             io_loop.close()
             stop_iopub(iopub)

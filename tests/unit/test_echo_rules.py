@@ -104,7 +104,7 @@ class Wire:
         """Everything published so far: read up to a barrier sent after it (same pipe, so
         whatever was published before has arrived once the barrier has)."""
         self.pub.send_multipart([b"barrier", b""])
-        out = []
+        out: list[dict[str, Any]] = []
         while True:
             assert self.sub.poll(10_000), "the barrier never arrived"
             frames = self.sub.recv_multipart()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zmq
@@ -46,20 +47,20 @@ PORTS = {
 
 
 @pytest.fixture
-def ctx() -> Iterator[zmq.Context]:
+def ctx() -> Iterator[zmq.Context[Any]]:
     context = zmq.Context()
     yield context
     context.destroy(linger=0)
 
 
-def jupyter_client_url(info: dict, channel: str) -> str:
+def jupyter_client_url(info: dict[str, Any], channel: str) -> str:
     mixin = ConnectionFileMixin()
-    mixin.load_connection_info({**info, **PORTS})
+    mixin.load_connection_info({**info, **PORTS})  # type: ignore[typeddict-item]  # typed as its TypedDict; reads any connection dict
     return mixin._make_url(channel)
 
 
 @pytest.mark.parametrize("info", INFOS, ids=lambda i: f"{i['transport']}-{i['ip']}")
-def test_channel_endpoint_is_jupyter_clients_url(info: dict) -> None:
+def test_channel_endpoint_is_jupyter_clients_url(info: dict[str, Any]) -> None:
     full = {**info, **PORTS}
     for channel in CHANNELS:
         assert channel_endpoint(full, channel) == jupyter_client_url(info, channel)
@@ -80,7 +81,7 @@ def test_routing_ids_only_for_tcp_and_ipc() -> None:
         routing_id("ipc", "/tmp/" + "x" * 300, 1)
 
 
-def curve_server(ctx: zmq.Context) -> tuple[zmq.Socket, int]:
+def curve_server(ctx: zmq.Context[Any]) -> tuple[zmq.Socket[Any], int]:
     """A ROUTER with the kernel's CurveZMQ server options, as ipykernel binds it."""
     server = ctx.socket(zmq.ROUTER)
     server.curve_server = True
@@ -89,13 +90,13 @@ def curve_server(ctx: zmq.Context) -> tuple[zmq.Socket, int]:
     return server, server.bind_to_random_port("tcp://127.0.0.1")
 
 
-def reaches(server: zmq.Socket, client: zmq.Socket, port: int) -> bool:
+def reaches(server: zmq.Socket[Any], client: zmq.Socket[Any], port: int) -> bool:
     client.connect(f"tcp://127.0.0.1:{port}")
     client.send(b"ping")
     return bool(server.poll(5000)) and server.recv_multipart()[-1] == b"ping"
 
 
-def test_curve_options_are_jupyter_clients(ctx: zmq.Context) -> None:
+def test_curve_options_are_jupyter_clients(ctx: zmq.Context[Any]) -> None:
     km = KernelManager(transport_encryption="required")
     km.curve_publickey, km.curve_secretkey = PUBLIC, SECRET
     km.context = ctx
@@ -123,7 +124,7 @@ def test_curve_keys_from_a_connection_file_dict() -> None:
 
 
 @pytest.mark.parametrize("encrypted", [False, True])
-def test_connect_channel_is_jupyter_clients_socket(ctx: zmq.Context, encrypted: bool) -> None:
+def test_connect_channel_is_jupyter_clients_socket(ctx: zmq.Context[Any], encrypted: bool) -> None:
     server, port = curve_server(ctx) if encrypted else (ctx.socket(zmq.ROUTER), 0)
     if not encrypted:
         port = server.bind_to_random_port("tcp://127.0.0.1")
@@ -168,7 +169,7 @@ SIGNING = [
 
 @pytest.mark.parametrize("signing", SIGNING)
 def test_one_signing_session_for_the_relay_and_the_router(
-    ctx: zmq.Context, tmp_path: Path, signing: dict
+    ctx: zmq.Context[Any], tmp_path: Path, signing: dict[str, Any]
 ) -> None:
     """The shared channels (a ``get_connection_info()`` dict, key as bytes) and the
     RouterClient (that dict, or a connection file: key as str) sign as jupyter_client does."""
@@ -194,7 +195,7 @@ def test_one_signing_session_for_the_relay_and_the_router(
     if "key" in signing:
         # jupyter_client's own reading of the same dict verifies what ours signs.
         km = KernelManager()
-        km.load_connection_info(dict(info))
+        km.load_connection_info(dict(info))  # type: ignore[arg-type]  # typed as its TypedDict; reads any connection dict
         for session in sessions:
             frames = session.serialize(session.msg("kernel_info_request", {}))
             _, frames = km.session.feed_identities(frames)

@@ -41,8 +41,8 @@ POLL = 0.005
 @contextmanager
 def xpub(
     nodrop: bool = True, timeout_ms: int = 5000
-) -> Iterator[tuple[zmq.Context, str, NoDropXPubSocket]]:
-    ctx = zmq.Context()
+) -> Iterator[tuple[zmq.Context[Any], str, NoDropXPubSocket]]:
+    ctx: zmq.Context[Any] = zmq.Context()
     url = f"inproc://iopub-{uuid.uuid4().hex}"
     pub = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
     pub.configure(IOPubSettings(sndhwm=SNDHWM, nodrop=nodrop, send_timeout_ms=timeout_ms))
@@ -53,7 +53,9 @@ def xpub(
         ctx.destroy(linger=0)  # closes the subscribers too, even after a failed assertion
 
 
-def subscribe(ctx: zmq.Context, url: str, pub: zmq.Socket, topic: bytes = b"") -> zmq.Socket:
+def subscribe(
+    ctx: zmq.Context[Any], url: str, pub: zmq.Socket[Any], topic: bytes = b""
+) -> zmq.Socket[Any]:
     sub = ctx.socket(zmq.SUB)
     sub.rcvhwm = RCVHWM
     sub.linger = 0
@@ -66,7 +68,7 @@ def subscribe(ctx: zmq.Context, url: str, pub: zmq.Socket, topic: bytes = b"") -
     return sub
 
 
-def read_all(sub: zmq.Socket, count: int, timeout: float = 10) -> list[bytes]:
+def read_all(sub: zmq.Socket[Any], count: int, timeout: float = 10) -> list[bytes]:
     got: list[bytes] = []
     deadline = time.monotonic() + timeout
     while len(got) < count and time.monotonic() < deadline:
@@ -192,7 +194,7 @@ def test_nodrop_off_is_a_plain_xpub_that_still_counts() -> None:
 @contextmanager
 def on_iopub_thread(
     topics: tuple[bytes, ...] = (b"",), timeout_ms: int = 60_000, backlog_limit: int = 1 << 30
-) -> Iterator[tuple[list[zmq.Socket], NoDropXPubSocket, IOPubThread]]:
+) -> Iterator[tuple[list[zmq.Socket[Any]], NoDropXPubSocket, IOPubThread]]:
     """The socket under a real, running ipykernel IOPubThread, attached as the apps do.
 
     One subscriber per topic, made before the thread starts: from then on only the IOPub
@@ -232,7 +234,12 @@ def stop_cleanly(thread: IOPubThread) -> None:
 def on_thread(thread: IOPubThread, f: Callable[[], object]) -> None:
     """Run ``f`` on the IOPub thread after what is queued there, and wait for it."""
     done = threading.Event()
-    thread.schedule(lambda: (f(), done.set()))
+
+    def run() -> None:
+        f()
+        done.set()
+
+    thread.schedule(run)
     assert done.wait(10), "the IOPub thread did not get to it: it is blocked"
 
 
@@ -342,12 +349,12 @@ class Shell:
 class Reader:
     """Reads ``sub`` on a thread of its own up to the idle for ``msg_id`` (deserialized)."""
 
-    def __init__(self, sub: zmq.Socket, session: Session, msg_id: str) -> None:
+    def __init__(self, sub: zmq.Socket[Any], session: Session, msg_id: str) -> None:
         self.got: list[dict[str, Any]] = []
         self.thread = threading.Thread(target=self._read, args=(sub, session, msg_id))
         self.thread.start()
 
-    def _read(self, sub: zmq.Socket, session: Session, msg_id: str) -> None:
+    def _read(self, sub: zmq.Socket[Any], session: Session, msg_id: str) -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if not sub.poll(100):

@@ -4,6 +4,7 @@ more."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from ipykernel_ext.server.outputs.coalesce import Coalescer
 
@@ -15,7 +16,7 @@ def test_requests_during_a_write_become_one_more_write_with_the_newest_writer() 
         gate = asyncio.Event()
         started = asyncio.Event()
 
-        def writer(name: str, blocking: bool = False):
+        def writer(name: str, blocking: bool = False) -> Callable[[], Awaitable[None]]:
             async def write() -> None:
                 if blocking:
                     started.set()

@@ -20,7 +20,7 @@ nbformat = pytest.importorskip("nbformat")
 _ids = itertools.count()
 
 
-def request(kernel: KernelOutputs, cell_id: str | None = "cell-1", session: str = "tab-1"):
+def request(kernel: KernelOutputs, cell_id: str | None = "cell-1", session: str = "tab-1") -> str:
     msg_id = f"req-{next(_ids)}"
     metadata = {"cellId": cell_id} if cell_id else {}
     kernel.on_execute_request(
@@ -44,11 +44,17 @@ def iopub(kernel: KernelOutputs, parent: str, msg_type: str, **content: Any) -> 
     )
 
 
-def stream(kernel, parent, text, name="stdout"):
+def stream(kernel: KernelOutputs, parent: str, text: str, name: str = "stdout") -> set[str]:
     return iopub(kernel, parent, "stream", name=name, text=text)
 
 
-def display(kernel, parent, plain, display_id=None, msg_type="display_data"):
+def display(
+    kernel: KernelOutputs,
+    parent: str,
+    plain: str,
+    display_id: str | None = None,
+    msg_type: str = "display_data",
+) -> set[str]:
     transient = {"display_id": display_id} if display_id else {}
     return iopub(
         kernel, parent, msg_type, data={"text/plain": plain}, metadata={}, transient=transient
@@ -95,7 +101,9 @@ def kernel() -> KernelOutputs:
         (["é€😀\rX"], "X€😀"),
     ],
 )
-def test_stream_text_applies_cr_and_bs_as_jupyterlab_stores_them(pieces, expected) -> None:
+def test_stream_text_applies_cr_and_bs_as_jupyterlab_stores_them(
+    pieces: list[str], expected: str
+) -> None:
     text = StreamText()
     for piece in pieces:
         text.feed(piece)
@@ -120,14 +128,14 @@ def test_stream_text_of_many_lines_stays_linear() -> None:
         ("x" * 999 + "a", "x" * 1000, 999),
     ],
 )
-def test_common_prefix(a, b, n) -> None:
+def test_common_prefix(a: str, b: str, n: int) -> None:
     assert common_prefix(a, b) == n
 
 
 # --- one cell -------------------------------------------------------------------------------
 
 
-def test_consecutive_streams_of_one_name_merge(kernel) -> None:
+def test_consecutive_streams_of_one_name_merge(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     for i in range(3):
         stream(kernel, cell, f"line {i}\n")
@@ -140,7 +148,7 @@ def test_consecutive_streams_of_one_name_merge(kernel) -> None:
     ]
 
 
-def test_a_display_between_streams_starts_a_new_stream(kernel) -> None:
+def test_a_display_between_streams_starts_a_new_stream(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     stream(kernel, cell, "a\r")
     display(kernel, cell, "shown")
@@ -148,7 +156,7 @@ def test_a_display_between_streams_starts_a_new_stream(kernel) -> None:
     assert outputs_of(kernel, cell) == [S("a"), D("shown"), S("b")]
 
 
-def test_progress_bar_with_cr_keeps_one_line(kernel) -> None:
+def test_progress_bar_with_cr_keeps_one_line(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     for pct in range(0, 101, 10):
         stream(kernel, cell, f"\r{pct:3d}% [{'#' * (pct // 10):10s}]")
@@ -156,7 +164,7 @@ def test_progress_bar_with_cr_keeps_one_line(kernel) -> None:
     assert outputs_of(kernel, cell) == [S("100% [##########]\ndone\n")]
 
 
-def test_execute_result_error_and_execution_count(kernel) -> None:
+def test_execute_result_error_and_execution_count(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     iopub(kernel, cell, "execute_input", code="1/0", execution_count=7)
     iopub(kernel, cell, "execute_result", data={"text/plain": "2"}, metadata={}, execution_count=7)
@@ -185,13 +193,13 @@ def test_execute_result_error_and_execution_count(kernel) -> None:
     assert kernel.cells[cell].execution_count == 7
 
 
-def test_transient_is_not_kept(kernel) -> None:
+def test_transient_is_not_kept(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     display(kernel, cell, "x", display_id="d1")
     assert "transient" not in outputs_of(kernel, cell)[0]
 
 
-def test_clear_output_clears_at_once(kernel) -> None:
+def test_clear_output_clears_at_once(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     stream(kernel, cell, "old\n")
     display(kernel, cell, "old display")
@@ -201,7 +209,7 @@ def test_clear_output_clears_at_once(kernel) -> None:
     assert outputs_of(kernel, cell) == [S("new\n")]
 
 
-def test_clear_output_wait_clears_on_the_next_output(kernel) -> None:
+def test_clear_output_wait_clears_on_the_next_output(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     for frame in range(5):
         iopub(kernel, cell, "clear_output", wait=True)
@@ -210,7 +218,9 @@ def test_clear_output_wait_clears_on_the_next_output(kernel) -> None:
     assert outputs_of(kernel, cell) == [D("frame 4")]
 
 
-def test_clear_output_wait_then_a_stream_of_the_same_name_starts_fresh(kernel) -> None:
+def test_clear_output_wait_then_a_stream_of_the_same_name_starts_fresh(
+    kernel: KernelOutputs,
+) -> None:
     cell = request(kernel)
     stream(kernel, cell, "frame 0\n")
     iopub(kernel, cell, "clear_output", wait=True)
@@ -218,7 +228,7 @@ def test_clear_output_wait_then_a_stream_of_the_same_name_starts_fresh(kernel) -
     assert outputs_of(kernel, cell) == [S("frame 1\n")]
 
 
-def test_an_update_does_not_trigger_a_pending_clear(kernel) -> None:
+def test_an_update_does_not_trigger_a_pending_clear(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     display(kernel, cell, "v0", display_id="p")
     iopub(kernel, cell, "clear_output", wait=True)
@@ -231,7 +241,7 @@ def test_an_update_does_not_trigger_a_pending_clear(kernel) -> None:
 # --- display ids ----------------------------------------------------------------------------
 
 
-def test_update_display_data_replaces_every_display_with_the_id(kernel) -> None:
+def test_update_display_data_replaces_every_display_with_the_id(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     display(kernel, cell, "v0", display_id="p")
     stream(kernel, cell, "between\n")
@@ -244,14 +254,16 @@ def test_update_display_data_replaces_every_display_with_the_id(kernel) -> None:
     assert outputs_of(kernel, cell) == [D("v3"), S("between\n"), D("v3"), D("other")]
 
 
-def test_display_data_with_a_known_id_updates_the_old_ones_and_is_added(kernel) -> None:
+def test_display_data_with_a_known_id_updates_the_old_ones_and_is_added(
+    kernel: KernelOutputs,
+) -> None:
     cell = request(kernel)
     display(kernel, cell, "v0", display_id="p")
     display(kernel, cell, "v1", display_id="p")
     assert outputs_of(kernel, cell) == [D("v1"), D("v1")]
 
 
-def test_update_display_data_across_cells_and_from_any_parent(kernel) -> None:
+def test_update_display_data_across_cells_and_from_any_parent(kernel: KernelOutputs) -> None:
     first = request(kernel, "cell-1")
     display(kernel, first, "v0", display_id="p")
     iopub(kernel, first, "status", execution_state="idle")
@@ -266,13 +278,13 @@ def test_update_display_data_across_cells_and_from_any_parent(kernel) -> None:
     assert outputs_of(kernel, first) == [D("v2")]
 
 
-def test_an_unknown_display_id_updates_nothing(kernel) -> None:
+def test_an_unknown_display_id_updates_nothing(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     assert display(kernel, cell, "v", display_id="nobody", msg_type="update_display_data") == set()
     assert outputs_of(kernel, cell) == []
 
 
-def test_rerunning_a_cell_forgets_the_old_run_and_its_displays(kernel) -> None:
+def test_rerunning_a_cell_forgets_the_old_run_and_its_displays(kernel: KernelOutputs) -> None:
     first = request(kernel, "cell-1")
     display(kernel, first, "v0", display_id="p")
     iopub(kernel, first, "status", execution_state="idle")
@@ -284,7 +296,9 @@ def test_rerunning_a_cell_forgets_the_old_run_and_its_displays(kernel) -> None:
 # --- Output widgets -------------------------------------------------------------------------
 
 
-def widget_open(kernel, comm_id, model="OutputModel", msg_id=""):
+def widget_open(
+    kernel: KernelOutputs, comm_id: str, model: str = "OutputModel", msg_id: str = ""
+) -> None:
     kernel.on_iopub(
         {
             "header": {"msg_type": "comm_open"},
@@ -298,7 +312,13 @@ def widget_open(kernel, comm_id, model="OutputModel", msg_id=""):
     )
 
 
-def widget_update(kernel, comm_id, msg_id, channel="iopub", method="update"):
+def widget_update(
+    kernel: KernelOutputs,
+    comm_id: str,
+    msg_id: str,
+    channel: str = "iopub",
+    method: str = "update",
+) -> None:
     msg = {
         "header": {"msg_type": "comm_msg"},
         "parent_header": {},
@@ -310,7 +330,7 @@ def widget_update(kernel, comm_id, msg_id, channel="iopub", method="update"):
     (kernel.on_iopub if channel == "iopub" else kernel.on_shell)(msg)
 
 
-def test_outputs_captured_by_an_output_widget_are_not_the_cells(kernel) -> None:
+def test_outputs_captured_by_an_output_widget_are_not_the_cells(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     widget_open(kernel, "out-1")
     stream(kernel, cell, "before\n")
@@ -323,7 +343,7 @@ def test_outputs_captured_by_an_output_widget_are_not_the_cells(kernel) -> None:
     assert outputs_of(kernel, cell) == [S("before\nafter\n")]
 
 
-def test_a_captured_update_still_updates_the_display_it_names(kernel) -> None:
+def test_a_captured_update_still_updates_the_display_it_names(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     display(kernel, cell, "v0", display_id="p")
     widget_open(kernel, "out-1", msg_id=cell)
@@ -332,7 +352,7 @@ def test_a_captured_update_still_updates_the_display_it_names(kernel) -> None:
     assert outputs_of(kernel, cell) == [D("v2")]
 
 
-def test_a_frontend_can_point_an_output_widget_at_a_request(kernel) -> None:
+def test_a_frontend_can_point_an_output_widget_at_a_request(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     widget_open(kernel, "out-1")
     widget_update(kernel, "out-1", cell, channel="shell")
@@ -342,7 +362,9 @@ def test_a_frontend_can_point_an_output_widget_at_a_request(kernel) -> None:
     assert outputs_of(kernel, cell) == [S("mine\n")]
 
 
-def test_other_widgets_capture_nothing_and_a_closed_output_widget_stops(kernel) -> None:
+def test_other_widgets_capture_nothing_and_a_closed_output_widget_stops(
+    kernel: KernelOutputs,
+) -> None:
     cell = request(kernel)
     widget_open(kernel, "slider", model="IntSliderModel", msg_id=cell)
     widget_open(kernel, "out-1", msg_id=cell)
@@ -361,13 +383,13 @@ def test_other_widgets_capture_nothing_and_a_closed_output_widget_stops(kernel) 
 # --- the registry ---------------------------------------------------------------------------
 
 
-def test_a_request_without_cell_id_is_not_registered(kernel) -> None:
+def test_a_request_without_cell_id_is_not_registered(kernel: KernelOutputs) -> None:
     msg_id = request(kernel, cell_id=None)
     assert msg_id not in kernel.cells
     assert stream(kernel, msg_id, "x") == set()
 
 
-def test_a_cell_ends_at_its_idle_and_takes_the_reply_count(kernel) -> None:
+def test_a_cell_ends_at_its_idle_and_takes_the_reply_count(kernel: KernelOutputs) -> None:
     cell = request(kernel, session="tab-9")
     iopub(kernel, cell, "status", execution_state="busy")
     assert kernel.cells[cell].running
@@ -387,7 +409,7 @@ def test_a_cell_ends_at_its_idle_and_takes_the_reply_count(kernel) -> None:
     assert kernel.cells_of_session("tab-9") == [ran]
 
 
-def test_an_aborted_request_ends_at_its_reply(kernel) -> None:
+def test_an_aborted_request_ends_at_its_reply(kernel: KernelOutputs) -> None:
     cell = request(kernel, "cell-3")
     changed = kernel.on_shell(
         {
@@ -401,7 +423,7 @@ def test_an_aborted_request_ends_at_its_reply(kernel) -> None:
     assert (ran.state, ran.ended_by, ran.execution_count) == ("idle", "aborted", None)
 
 
-def test_restart_ends_running_cells_idle_with_what_they_had(kernel) -> None:
+def test_restart_ends_running_cells_idle_with_what_they_had(kernel: KernelOutputs) -> None:
     done = request(kernel, "cell-1")
     iopub(kernel, done, "status", execution_state="idle")
     running = request(kernel, "cell-2")
@@ -413,7 +435,7 @@ def test_restart_ends_running_cells_idle_with_what_they_had(kernel) -> None:
     assert kernel.cells[done].ended_by == "idle"
 
 
-def test_outputs_after_the_idle_still_reach_the_cell(kernel) -> None:
+def test_outputs_after_the_idle_still_reach_the_cell(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     iopub(kernel, cell, "status", execution_state="idle")
     assert stream(kernel, cell, "from a thread\n") == {cell}
@@ -517,7 +539,13 @@ def test_the_cell_bound_is_recorded_for_the_log() -> None:
 # --- what the tab writes itself: the input echo ----------------------------------------------
 
 
-def input_request(kernel, parent, prompt, password=False, msg_id=None):
+def input_request(
+    kernel: KernelOutputs,
+    parent: str,
+    prompt: str,
+    password: bool = False,
+    msg_id: str | None = None,
+) -> str:
     msg_id = msg_id or f"ask-{next(_ids)}"
     kernel.on_input_request(
         {
@@ -529,7 +557,7 @@ def input_request(kernel, parent, prompt, password=False, msg_id=None):
     return msg_id
 
 
-def input_reply(kernel, asked, value, status="ok"):
+def input_reply(kernel: KernelOutputs, asked: str, value: str, status: str = "ok") -> set[str]:
     return kernel.on_input_reply(
         {
             "header": {"msg_type": "input_reply", "msg_id": f"ans-{next(_ids)}"},
@@ -539,7 +567,7 @@ def input_reply(kernel, asked, value, status="ok"):
     )
 
 
-def test_the_input_echo_is_folded_where_the_tab_writes_it(kernel) -> None:
+def test_the_input_echo_is_folded_where_the_tab_writes_it(kernel: KernelOutputs) -> None:
     msg_id = request(kernel)
     stream(kernel, msg_id, "before\n")
     asked = input_request(kernel, msg_id, "name?")
@@ -555,7 +583,7 @@ def test_the_input_echo_is_folded_where_the_tab_writes_it(kernel) -> None:
     ]
 
 
-def test_a_password_echo_shows_dots_never_the_answer(kernel) -> None:
+def test_a_password_echo_shows_dots_never_the_answer(kernel: KernelOutputs) -> None:
     msg_id = request(kernel)
     asked = input_request(kernel, msg_id, "secret:", password=True)
     input_reply(kernel, asked, "hunter2")
@@ -563,7 +591,7 @@ def test_a_password_echo_shows_dots_never_the_answer(kernel) -> None:
     assert "hunter2" not in str(outputs_of(kernel, msg_id))
 
 
-def test_replies_to_no_known_request_or_not_ok_add_nothing(kernel) -> None:
+def test_replies_to_no_known_request_or_not_ok_add_nothing(kernel: KernelOutputs) -> None:
     msg_id = request(kernel)
     assert input_reply(kernel, "never-asked", "x") == set()
     asked = input_request(kernel, msg_id, "q")

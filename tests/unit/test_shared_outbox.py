@@ -155,7 +155,7 @@ def test_the_iopub_receive_queue_is_sized_before_connecting() -> None:
     run; with too small a receive queue the burst would not fit and the sender would stall.
     """
     ctx = zmq.asyncio.Context()
-    pub = zmq.Context.shadow(ctx.underlying).socket(zmq.XPUB)
+    pub: zmq.Socket[Any] = zmq.Context.shadow(ctx.underlying).socket(zmq.XPUB)
     pub.setsockopt(zmq.XPUB_NODROP, 1)
     port = pub.bind_to_random_port("tcp://127.0.0.1")
     info = {
@@ -170,7 +170,7 @@ def test_the_iopub_receive_queue_is_sized_before_connecting() -> None:
         "signature_scheme": "hmac-sha256",
     }
     sub = connect_channel(ctx, info, "iopub", rcvhwm=10000)
-    sync = zmq.Socket.shadow(sub.underlying)
+    sync: zmq.Socket[Any] = zmq.Socket.shadow(sub.underlying)
     try:
         assert sub.rcvhwm == 10000
         assert pub.poll(HANG_MS) and pub.recv() == b"\x01"  # the subscription: connected

@@ -26,6 +26,7 @@ from ipykernel_ext.kernel.widgets.snapshot import (
 )
 
 w = pytest.importorskip("ipywidgets")
+from ipywidgets import DOMWidget, Widget  # noqa: E402
 from ipywidgets.widgets.widget import _remove_buffers  # noqa: E402
 from traitlets import Bytes, Int, List, Unicode  # noqa: E402
 
@@ -99,7 +100,7 @@ def test_split_buffers_never_mutates_its_input() -> None:
 # --- the fast path and the fail-safe slow path ----------------------------------------------
 
 
-class Custom(w.DOMWidget):
+class Custom(DOMWidget):  # type: ignore[misc]  # ipywidgets ships no types: its classes are Any
     _model_name = Unicode("CustomModel").tag(sync=True)
     count = Int(3).tag(sync=True)
     data = Bytes(b"payload").tag(sync=True)
@@ -114,7 +115,7 @@ class BrokenPlan:
     """
 
     overridden = False
-    per_instance = frozenset()
+    per_instance: frozenset[str] = frozenset()
     meta_direct = False
 
     def __init__(self, keys: list[str]) -> None:
@@ -125,7 +126,7 @@ class BrokenPlan:
         raise KeyError("an internal moved")
 
 
-class GetStateFails(w.Widget):
+class GetStateFails(Widget):  # type: ignore[misc]  # ipywidgets ships no types: its classes are Any
     value = Int(1).tag(sync=True)
     refuse = False
 
@@ -174,7 +175,9 @@ def ids_of(widgets: list[Any]) -> list[str]:
     return [widget.model_id for widget in widgets]
 
 
-def assert_same_as_update_states(content: dict[str, Any], buffers: list[Any], ids: list[str]):
+def assert_same_as_update_states(
+    content: dict[str, Any], buffers: list[Any], ids: list[str]
+) -> None:
     states, paths, their_buffers = update_states(ids)
     assert content["errors"] == {} and content["missing"] == []
     assert list(content["states"]) == ids
@@ -189,7 +192,7 @@ def test_fast_path_failure_falls_back_to_the_same_state(
     ids = ids_of(widgets)
     reader = widget_state._current_reader.get()
     assert reader is not None
-    reader.plans[Custom] = BrokenPlan(widgets[3].keys)  # type: ignore[assignment]
+    reader.plans[Custom] = BrokenPlan(widgets[3].keys)  # type: ignore[assignment]  # a stand-in plan
     with caplog.at_level(logging.WARNING, logger=widget_state.__name__):
         content, buffers = build_widget_state_reply({"model_ids": ids})
     assert_same_as_update_states(content, buffers, ids)
@@ -214,10 +217,12 @@ def test_every_widget_through_the_slow_path_is_the_same(
     reader = widget_state._current_reader.get()
     assert reader is not None
 
-    def broken(*args: Any) -> Any:
+    def broken(
+        model_id: str, widget: Any, buffer_paths: list[list[Any]], buffers: list[Any]
+    ) -> dict[str, Any] | None:
         raise KeyError("an internal moved")
 
-    reader.read_one = broken  # type: ignore[method-assign]
+    reader.read_one = broken  # type: ignore[method-assign]  # every fast read fails
     slow, slow_buffers = build_widget_state_reply({"model_ids": ids})
     assert_same_as_update_states(slow, slow_buffers, ids)
     assert _wire(slow) == _wire(fast)
