@@ -50,8 +50,6 @@ PLAN_CACHE_MAX = 1024
 
 Serializer = Callable[[Any, Any], Any]
 
-_log = logging.getLogger(__name__)
-
 
 class ClassPlan:
     """What reading one widget class's state takes, resolved once per class and key list.
@@ -137,9 +135,10 @@ class StateReader:
         buffers: list[Any],
         errors: dict[str, dict[str, str]],
         missing: list[str],
-        log: logging.Logger | logging.LoggerAdapter[Any] = _log,
+        log: logging.Logger | logging.LoggerAdapter[Any],
     ) -> None:
-        """Fill ``states``/``buffer_paths``/``buffers`` for ``items`` (model id, widget)."""
+        """Fill ``states``/``buffer_paths``/``buffers`` for ``items`` (model id, widget);
+        ``log`` gets the once-per-class warning of a fast-path failure."""
         read_one = self.read_one
         for model_id, widget in items:
             mark = len(buffers)
