@@ -21,6 +21,7 @@ module:
 * :mod:`.ws_protocol`: the kernel websocket protocol (v1 framing, legacy JSON, the message
   dict), one rule per fact for every client below;
 * :mod:`.kernel_websocket`: a synchronous websocket client of a kernel through that server;
+* :mod:`.tab_view`: what a tab shows after a cell's messages (outputs, widget states);
 * :mod:`.async_websocket`: websocket clients, many in one asyncio event loop;
 * :mod:`.shared_channels_server`: that server with the shared-channels connection class, and
   the connections its kernels hold;

@@ -24,6 +24,7 @@ from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from traitlets import Bool, Float, Int
 
+from ..protocol import BUFFERS, CONTENT, METADATA
 from ..shared_channels import (
     DEFAULT_GRACE_PERIOD,
     IOPUB_RCVHWM,
@@ -38,6 +39,8 @@ from .keep_outputs import KeepOutputs
 from .kernels import KernelChannels, server_context, status_rule
 from .outbox import DEFAULT_BUDGET, Outbox
 from .outputs.owner import OutputsOwner
+from .paced_iopub import PacedIOPub
+from .pacer import Message, Pacer
 
 V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
 
@@ -52,7 +55,7 @@ CLOSE_TOO_SLOW = 1013
 MAX_CLOSE_REASON = 123
 
 
-class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
+class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, PacedIOPub):
     """A kernel websocket connection that shares one set of ZMQ channels per kernel."""
 
     shared_channels_grace_period = Float(
@@ -119,6 +122,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
     _owner_open = False  # the owner was told this websocket opened (and not yet closed)
     _outbox: Outbox | None = None
     _outbox_reported = False
+    _pacer: Pacer | None = None
 
     @property
     def _v1(self) -> bool:
@@ -143,6 +147,19 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
         """Every write of this connection (kernel messages, the stock class's own statuses and
         stderr notes) goes through the outbox, so they keep their order."""
         return self._queue_message
+
+    @property
+    def pacer(self) -> Pacer:
+        """This websocket's IOPub pacer (:mod:`.pacer`): merged and paced, never dropped."""
+        if self._pacer is None:
+            self._pacer = self.make_pacer(
+                self,
+                self.outbox,
+                self._on_outbox_overflow,
+                self.log,
+                f"websocket {self.session.session} of kernel {self.kernel_id}",
+            )
+        return self._pacer
 
     def _queue_message(self, message: Any, binary: bool = False) -> None:
         self.outbox.put(message, binary)
@@ -170,6 +187,8 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
     def disconnect(self) -> None:  # type: ignore[override]  # sync as stock's; the base declares it async
         """Stock, then drop what this websocket had not taken yet (and say how much)."""
         super().disconnect()
+        if self._pacer is not None:
+            self._pacer.close()
         outbox = self._outbox
         if outbox is not None and not self._outbox_reported:
             self._outbox_reported = True
@@ -326,12 +345,25 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
         if not isinstance(kmsg, KernelMessage):
             kmsg = KernelMessage(stream, list(outgoing_msg), self.session.unpack)
         channel = kmsg.channel
+        if self.paces_iopub:
+            msg_type = kmsg.msg_type if channel == "iopub" else ""
+            size = sum(len(frame) for frame in kmsg.frames)
+            text_bytes = len(kmsg.frames[CONTENT]) if msg_type == "stream" else 0
+            self.pacer.put(kmsg, channel, msg_type, size, text_bytes)
+            return
         if channel == "iopub" and self.limit_rate:
             msg: dict[str, Any] = {"header": kmsg.header, "parent_header": None, "content": None}
             if kmsg.msg_type == "status":
                 msg["content"] = kmsg.content
             if self._limit_rate(channel, msg, kmsg.parts):
                 return
+        self.pace_send(kmsg)
+
+    # --- the pacer's wire (:class:`~.pacer.Wire`) ---------------------------------------
+
+    def pace_send(self, original: KernelMessage) -> None:
+        """Encode one kernel message for this websocket (once per message) and queue it."""
+        kmsg = original
         try:
             if self._v1:
                 data = kmsg.memo("ws:v1", lambda: self._encode_v1(kmsg))
@@ -340,6 +372,33 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs):
         except Exception:
             self.log.critical("Malformed message: %r", kmsg.frames, exc_info=True)
             return
+        self.outbox.put(data, isinstance(data, bytes))
+
+    def pace_decode(self, original: KernelMessage) -> Message:
+        frames = original.frames
+        return {
+            "header": original.header,
+            "parent_header": original.parent_header,
+            "metadata": original.unpack(frames[METADATA]),
+            "content": original.content,
+            "buffers": frames[BUFFERS:],
+        }
+
+    def pace_send_merged(self, msg: Message) -> None:
+        """A message that stands for several waiting ones: encoded anew (no signature: a
+        websocket message carries none)."""
+        if self._v1:
+            pack = self.session.pack
+            parts = [
+                pack(msg["header"]),
+                pack(msg["parent_header"]),
+                pack(msg["metadata"]),
+                pack(msg["content"]),
+                *msg["buffers"],
+            ]
+            data: bytes | str = serialize_msg_to_ws_v1(parts, "iopub")
+        else:
+            data = self._reserialize_reply(dict(msg), channel="iopub")
         self.outbox.put(data, isinstance(data, bytes))
 
     def _encode_v1(self, kmsg: KernelMessage) -> bytes:

@@ -36,13 +36,18 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+from jupyter_client.jsonutil import json_default
 from jupyter_client.session import json_packer
 from jupyter_server.gateway.connections import GatewayWebSocketConnection
 
+from .connection import CLOSE_TOO_SLOW, MAX_CLOSE_REASON
 from .keep_outputs import KeepOutputs
+from .outbox import DEFAULT_BUDGET, Outbox
 from .outputs.owner import OutputsOwner
+from .paced_iopub import PacedIOPub
+from .pacer import Message, Pacer
 
 #: The longest a tab's messages wait for the feed to become live (seconds).
 FEED_READY_TIMEOUT = 10.0
@@ -247,7 +252,15 @@ class GatewayFeed:
         self._release()
 
 
-class GatewayOutputsConnection(GatewayLink, KeepOutputs):
+class FromGateway(NamedTuple):
+    """One message from the gateway as its pacer holds it: the text, and its decoding
+    (None: not JSON; it is passed on untouched, in its place)."""
+
+    text: str
+    msg: dict[str, Any] | None
+
+
+class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
     """jupyter_server's gateway websocket, whose tab's outputs survive the tab (module
     docstring); the relaying itself is stock.
 
@@ -268,6 +281,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs):
     _owner_open = False
     _deferred = False  # nothing opened yet: the client may fail the handshake (above)
     _starting: asyncio.Future[None] | None = None
+    _pacer: Pacer | None = None
 
     def _feed(self) -> GatewayFeed | None:
         owner = self.owner
@@ -313,6 +327,9 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs):
             self.disconnected = True
             return  # nothing was opened
         super().disconnect()
+        if self._pacer is not None:
+            self._pacer.close()
+            self._pacer.outbox.close()
         if self.owner is not None and self._owner_open:
             self._owner_open = False
             self.owner.closed(self.session.session)
@@ -383,4 +400,67 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs):
                     owner.received(heard)
                 elif owner.hides(heard, self.session.session):
                     return
-        super().handle_outgoing_message(incoming_msg, *args)
+        if not self.paces_iopub:
+            super().handle_outgoing_message(incoming_msg, *args)
+            return
+        msg = decode(incoming_msg)
+        channel = msg_type = ""
+        text_bytes = 0
+        if msg is not None:
+            heard = GatewayMessage(msg)
+            channel = heard.channel
+            msg_type = heard.msg_type if channel == "iopub" else ""
+            if msg_type == "stream":
+                text_bytes = len(str(heard.content_once().get("text", "")))
+        original = FromGateway(incoming_msg, msg)
+        self.pacer.put(original, channel, msg_type, len(incoming_msg), text_bytes)
+
+    # --- IOPub paced and merged (:mod:`.pacer`), as for kernels of this server -----------
+
+    @property
+    def pacer(self) -> Pacer:
+        """This websocket's IOPub pacer: jupyter_server's gateway websocket has no rate
+        limit at all, so without one a print flood reaches the page unshielded."""
+        if self._pacer is None:
+            outbox = Outbox(
+                self.websocket_handler.write_message,
+                DEFAULT_BUDGET,
+                self._too_slow,
+                logger=self.log,
+            )
+            self._pacer = self.make_pacer(
+                self,
+                outbox,
+                self._too_slow,
+                self.log,
+                f"websocket {self.session.session} of gateway kernel {self.kernel_id}",
+            )
+        return self._pacer
+
+    def _too_slow(self, buffered: int) -> None:
+        self.log.warning(
+            "Closing websocket %s of gateway kernel %s: it did not read its messages "
+            "(%d bytes waiting, over its %d-byte budget)",
+            self.session.session,
+            self.kernel_id,
+            buffered,
+            DEFAULT_BUDGET,
+        )
+        reason = f"over the server's {DEFAULT_BUDGET}-byte buffer for this websocket; reconnect"
+        try:
+            self.websocket_handler.close(CLOSE_TOO_SLOW, reason[:MAX_CLOSE_REASON])
+        except Exception as exc:  # already closed
+            self.log.debug("Closing the websocket failed: %s", exc)
+
+    def pace_decode(self, original: FromGateway) -> Message:
+        msg = original.msg
+        assert msg is not None  # only decoded messages are read
+        return msg
+
+    def pace_send(self, original: FromGateway) -> None:
+        self.pacer.outbox.put(original.text, False)
+
+    def pace_send_merged(self, msg: Message) -> None:
+        header = msg.get("header") or {}
+        merged = {**msg, "msg_id": header.get("msg_id"), "msg_type": header.get("msg_type")}
+        self.pacer.outbox.put(json.dumps(merged, default=json_default), False)

@@ -75,9 +75,16 @@ class Outbox:
         #: Set when a message would have gone over the budget.
         self.overflowed = False
         self.closed = False
+        #: Called when the queue has drained (a pacer sends what waits for this websocket).
+        self.on_drained: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return len(self._queue)
+
+    @property
+    def behind(self) -> bool:
+        """Whether a message put now would wait (the websocket has not taken earlier ones)."""
+        return bool(self._queue) or self.in_flight >= self.chunk_bytes
 
     def put(self, data: Any, binary: bool) -> bool:
         """Queue one encoded message; False if the outbox is closed or this overflowed it."""
@@ -136,6 +143,8 @@ class Outbox:
         queue = self._queue
         while queue and self.in_flight < self.chunk_bytes and not self.closed:
             self._send(*queue.popleft())
+        if self.on_drained is not None and not queue and self.in_flight < self.chunk_bytes:
+            self.on_drained()
 
     def _stopped(self, exc: BaseException | None) -> None:
         # The websocket closed under us: nothing more can be written to it.

@@ -457,6 +457,8 @@ def strict_server() -> Iterator[SharedChannelsServer]:
     srv = SharedChannelsServer(
         [
             "--MappingKernelManager.buffer_offline_messages=False",
+            # stock's dropping limiter (the one switch that brings it back)
+            "--SharedChannelsConnection.iopub_merge=False",
             # 0.1 msgs/s over 1000 s: exactly 100 messages (100 / 1000.0 == 0.1 in floats).
             "--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit=0.1",
             f"--ZMQChannelsWebsocketConnection.rate_limit_window={RATE_LIMIT_WINDOW_S}",

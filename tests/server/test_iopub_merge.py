@@ -1,0 +1,154 @@
+"""Nothing dropped by the server's IOPub rate: a tab over it gets what waits merged, paced.
+
+A real jupyter_server as installed (the package's extension on: ``SharedChannelsConnection``,
+jupyter_server's rate settings at their defaults: 1000 messages/s, 1 MB/s of stream, 3 s),
+kernels started through its REST API with CurveZMQ required, one websocket client in the
+``v1.kernel.websocket.jupyter.org`` protocol as JupyterLab's. Each cell floods IOPub far over
+the rate; the verdict is what the tab ends with, folded the way JupyterLab's output area and
+ipywidgets' models fold what they receive (:mod:`ipykernel_ext.server.outputs.fold`, the
+merge of widget updates), against what the kernel sent: the same, exactly, with no "rate
+exceeded" text. The pacing itself is read from the server's own account (its log line per
+cell: messages merged, the peak count in any window), never from the tab's clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from harness.kernel_websocket import KernelWebsocket
+from harness.polling import wait_until
+from harness.server import JupyterServer
+from harness.tab_view import TabView
+
+pytestmark = pytest.mark.timeout(300)
+
+KERNELS = ["python3-ext", "python3"]
+RATE_EXCEEDED = re.compile(r"IOPub (message|data) rate exceeded")
+#: jupyter_server's defaults: messages a second, over this window
+RATE, WINDOW = 1000, 3.0
+PEAK_LINE = re.compile(r"cell (\S+): (\d+) messages merged .*peak (\d+) counted messages")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[JupyterServer]:
+    with JupyterServer(ipykernel_ext=None) as srv:  # as installed
+        yield srv
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def tab(request: pytest.FixtureRequest, server: JupyterServer) -> Iterator[KernelWebsocket]:
+    kernel_id = server.start_kernel(request.param)
+    with KernelWebsocket(server, kernel_id) as ws:
+        ws.run("import ipywidgets as w\nfrom IPython.display import display, clear_output")
+        yield ws
+    server.shutdown_kernel(kernel_id)
+
+
+def run(tab: KernelWebsocket, code: str) -> tuple[str, TabView]:
+    msg_id = tab.execute(code)
+    reply, iopub = tab.collect_execution(msg_id, timeout=240)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    view = TabView(iopub)
+    assert not RATE_EXCEEDED.search(view.text("stderr")), view.text("stderr")[:300]
+    return msg_id, view
+
+
+PRINT_CODE = "for i in range({n}): print(f'line {{i:07d}} ' + 'x' * 34)"
+
+
+def printed(n: int) -> str:
+    """What PRINT_CODE prints."""
+    return "".join(f"line {i:07d} " + "x" * 34 + "\n" for i in range(n))
+
+
+def merged_report(server: JupyterServer, msg_id: str) -> tuple[int, int]:
+    """The server's account of one cell for the tab: (messages merged, peak per window)."""
+
+    def line() -> re.Match[str] | None:
+        for match in PEAK_LINE.finditer(server.log_text()):
+            if match.group(1) == msg_id:
+                return match
+        return None
+
+    found = wait_until(line, timeout=30, what=f"the server's merge line for cell {msg_id}")
+    assert found is not None
+    return int(found.group(2)), int(found.group(3))
+
+
+def comm_id_of(tab: KernelWebsocket, comm: str) -> str:
+    _, view = run(tab, f"print({comm}.comm_id)")
+    return view.text().strip()
+
+
+def test_a_200000_line_print_arrives_whole(server: JupyterServer, tab: KernelWebsocket) -> None:
+    n = 200_000
+    msg_id, view = run(tab, PRINT_CODE.format(n=n))
+    assert view.text() == printed(n)
+    assert view.count("stream") < n  # merged, not sent one by one
+    merged, peak = merged_report(server, msg_id)
+    assert merged > 0
+    assert peak <= RATE * WINDOW
+
+
+def test_a_slider_ends_on_the_kernels_last_value(
+    server: JupyterServer, tab: KernelWebsocket
+) -> None:
+    run(tab, "s = w.IntSlider(max=30000); display(s)")
+    comm_id = comm_id_of(tab, "s.comm")
+    msg_id, view = run(tab, "for i in range(20001): s.value = i")
+    assert view.widgets[comm_id]["value"] == 20000
+    updates = sum(
+        1
+        for m in view.messages
+        if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id
+    )
+    assert updates < 20000
+    merged, peak = merged_report(server, msg_id)
+    assert merged > 0 and peak <= RATE * WINDOW
+
+
+def test_a_display_ends_on_its_last_update(tab: KernelWebsocket) -> None:
+    _, view = run(
+        tab,
+        "h = display('v start', display_id=True)\nfor i in range(20000): h.update(f'v{i}')",
+    )
+    assert [o["data"]["text/plain"] for o in view.outputs] == ["'v19999'"]
+
+
+def test_an_image_widget_ends_with_its_last_bytes(tab: KernelWebsocket) -> None:
+    run(tab, "img = w.Image(value=b'start', format='png'); display(img)")
+    comm_id = comm_id_of(tab, "img.comm")
+    _, view = run(tab, "for i in range(1000): img.value = i.to_bytes(4, 'big') * 2048")
+    assert view.buffer_paths[comm_id] == [["value"]]
+    assert [bytes(b) for b in view.buffers[comm_id]] == [(999).to_bytes(4, "big") * 2048]
+
+
+def test_a_custom_comms_messages_all_arrive_in_order(tab: KernelWebsocket) -> None:
+    n = 20_000
+    run(tab, "from comm import create_comm\nc = create_comm(target_name='ipykernel-ext-test')")
+    comm_id = comm_id_of(tab, "c")
+    _, view = run(tab, f"for i in range({n}): c.send({{'i': i}})")
+    assert [d["i"] for d in view.custom[comm_id]] == list(range(n))
+
+
+def test_print_display_print_keeps_its_order(tab: KernelWebsocket) -> None:
+    code = (
+        "for i in range(20000): print('a', i)\n"
+        "display('middle')\n"
+        "for i in range(20000): print('b', i)\n"
+    )
+    _, view = run(tab, code)
+    kinds = [o["output_type"] for o in view.outputs]
+    assert kinds == ["stream", "display_data", "stream"]
+    first, _, last = view.outputs
+    assert first["text"] == "".join(f"a {i}\n" for i in range(20000))
+    assert last["text"] == "".join(f"b {i}\n" for i in range(20000))
+
+
+def test_an_animation_ends_on_its_last_frame(tab: KernelWebsocket) -> None:
+    code = "for i in range(5000):\n    clear_output(wait=True)\n    display(f'frame {i}')\n"
+    _, view = run(tab, code)
+    assert [o["data"]["text/plain"] for o in view.outputs] == ["'frame 4999'"]

@@ -1,0 +1,79 @@
+"""Nothing dropped by rate in gateway mode either, and the page shielded there too.
+
+A real notebook server with ``--gateway-url`` and the package's extension as installed
+(``GatewayOutputsConnection``), a real Jupyter Enterprise Gateway 3.3 (:mod:`harness.gateway`)
+launching ours (``eg_ext``) and stock ipykernel (``eg_stock``), and a legacy-protocol websocket
+client as JupyterLab's is in gateway mode. jupyter_server's own gateway websocket has no rate
+limit at all; Enterprise Gateway 3.3's websocket handler (jupyter_server 1.24's) reads the
+rate limits from tornado settings the gateway never sets, so it drops nothing either: every
+message reaches our server, which merges and paces what a tab cannot take. The verdicts are
+what the tab ends with (:class:`harness.tab_view.TabView`) and the server's own account of the
+cell (messages merged, the peak count in any window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from harness.gateway import EG_EXT, EG_STOCK, EnterpriseGateway, gateway_command
+from harness.kernel_websocket import KernelWebsocket
+from harness.server import JupyterServer
+
+from .test_iopub_merge import PRINT_CODE, RATE, WINDOW, comm_id_of, merged_report, printed, run
+
+pytestmark = pytest.mark.timeout(400)
+
+_COMMAND = gateway_command()
+if isinstance(_COMMAND, str):
+    pytest.skip(_COMMAND, allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[JupyterServer]:
+    with EnterpriseGateway() as gateway:
+        srv = JupyterServer(
+            ipykernel_ext=None,  # as installed: GatewayOutputsConnection
+            encryption=False,  # Enterprise Gateway 3.3 launches with jupyter_client 6: no curve
+            extra_args=[
+                f"--gateway-url={gateway.url}",
+                '--ServerApp.jpserver_extensions={"jupyter_server_ydoc": False}',
+            ],
+            stop_timeout=20,
+        ).start()
+        try:
+            yield srv
+        finally:
+            srv.stop()
+
+
+@pytest.fixture(scope="module", params=[EG_EXT, EG_STOCK])
+def tab(request: pytest.FixtureRequest, server: JupyterServer) -> Iterator[KernelWebsocket]:
+    kernel_id = server.start_kernel(request.param)
+    with KernelWebsocket(server, kernel_id, legacy=True) as ws:
+        ws.run("import ipywidgets as w\nfrom IPython.display import display, clear_output")
+        yield ws
+    server.shutdown_kernel(kernel_id)
+
+
+def test_a_print_flood_arrives_whole_and_paced(server: JupyterServer, tab: KernelWebsocket) -> None:
+    n = 100_000
+    msg_id, view = run(tab, PRINT_CODE.format(n=n))
+    assert view.text() == printed(n)
+    merged, peak = merged_report(server, msg_id)
+    assert merged > 0
+    assert peak <= RATE * WINDOW
+
+
+def test_a_slider_ends_on_the_kernels_last_value(tab: KernelWebsocket) -> None:
+    run(tab, "s = w.IntSlider(max=30000); display(s)")
+    comm_id = comm_id_of(tab, "s.comm")
+    _, view = run(tab, "for i in range(5001): s.value = i")
+    assert view.widgets[comm_id]["value"] == 5000
+
+
+def test_an_animation_ends_on_its_last_frame(tab: KernelWebsocket) -> None:
+    code = "for i in range(1500):\n    clear_output(wait=True)\n    display(f'frame {i}')\n"
+    _, view = run(tab, code)
+    assert [o["data"]["text/plain"] for o in view.outputs] == ["'frame 1499'"]
