@@ -63,6 +63,8 @@ UNTRACKED_MESSAGE_TYPES = frozenset(
 SIGNATURE, HEADER, PARENT_HEADER, METADATA, CONTENT = range(5)
 #: Where the binary buffers start, if any: a whole message has at least this many frames.
 BUFFERS = CONTENT + 1
+#: A message dict's keys for the parts from ``HEADER`` to ``CONTENT``, in frame order.
+MESSAGE_PARTS = ("header", "parent_header", "metadata", "content")
 
 
 def comm_topic(comm_id: str) -> bytes:

@@ -72,15 +72,11 @@ The package, a module per concept:
 They build on :mod:`ipykernel_ext.shared_channels`, which knows nothing of jupyter_server.
 """
 
-from .connection import (
-    CLOSE_INTERNAL_ERROR,
-    CLOSE_TOO_SLOW,
-    MAX_CLOSE_REASON,
-    V1_PROTOCOL,
-    SharedChannelsConnection,
-)
+from .connection import CLOSE_INTERNAL_ERROR, V1_PROTOCOL, SharedChannelsConnection
 from .gateway import GatewayOutputsConnection
 from .keep_outputs import KeepOutputs
+from .outbox import CLOSE_TOO_SLOW, MAX_CLOSE_REASON
+from .paced_iopub import PacedIOPub
 
 __all__ = [
     "CLOSE_INTERNAL_ERROR",
@@ -89,5 +85,6 @@ __all__ = [
     "V1_PROTOCOL",
     "GatewayOutputsConnection",
     "KeepOutputs",
+    "PacedIOPub",
     "SharedChannelsConnection",
 ]

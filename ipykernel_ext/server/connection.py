@@ -24,7 +24,7 @@ from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from traitlets import Bool, Float, Int
 
-from ..protocol import BUFFERS, CONTENT, METADATA
+from ..protocol import CONTENT, MESSAGE_PARTS
 from ..shared_channels import (
     DEFAULT_GRACE_PERIOD,
     IOPUB_RCVHWM,
@@ -37,7 +37,12 @@ from ..shared_channels import (
 )
 from .keep_outputs import KeepOutputs
 from .kernels import KernelChannels, server_context, status_rule
-from .outbox import DEFAULT_BUDGET, Outbox
+from .outbox import (
+    DEFAULT_BUDGET,
+    Outbox,
+    close_too_slow,
+    close_websocket,
+)
 from .outputs.owner import OutputsOwner
 from .paced_iopub import PacedIOPub
 from .pacer import Message, Pacer
@@ -46,13 +51,6 @@ V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
 
 #: The websocket close code for "the server hit an unexpected condition" (RFC 6455).
 CLOSE_INTERNAL_ERROR = 1011
-
-#: The websocket close code for a websocket that did not read its messages: "Try Again Later"
-#: (RFC 6455 registry, 1013): the frontend reconnects and gets the kernel's state back.
-CLOSE_TOO_SLOW = 1013
-
-#: RFC 6455 allows 123 bytes of close reason.
-MAX_CLOSE_REASON = 123
 
 
 class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, PacedIOPub):
@@ -178,11 +176,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
             outbox.queued if outbox is not None else -1,
             outbox.written if outbox is not None else -1,
         )
-        reason = f"over the server's {budget}-byte buffer for this websocket; reconnect"
-        try:
-            self.websocket_handler.close(CLOSE_TOO_SLOW, reason[:MAX_CLOSE_REASON])
-        except Exception as exc:  # already closed
-            self.log.debug("Closing the websocket failed: %s", exc)
+        close_too_slow(self.websocket_handler, budget, self.log)
 
     def disconnect(self) -> None:  # type: ignore[override]  # sync as stock's; the base declares it async
         """Stock, then drop what this websocket had not taken yet (and say how much)."""
@@ -320,11 +314,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
         if getattr(self.websocket_handler, "ws_connection", None) is None:
             return  # the websocket is gone already (an offline buffer held the membership)
         self.log.warning("Closing websocket %s: %s", self.session.session, reason)
-        encoded = reason.encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
-        try:
-            self.websocket_handler.close(CLOSE_INTERNAL_ERROR, encoded)
-        except Exception as exc:  # already closed or never opened
-            self.log.debug("Closing the websocket failed: %s", exc)
+        close_websocket(self.websocket_handler, CLOSE_INTERNAL_ERROR, reason, self.log)
 
     # --- kernel -> websocket -------------------------------------------------------------
 
@@ -337,9 +327,9 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
     def handle_outgoing_message(self, stream: str, outgoing_msg: Any) -> None:
         """Send one kernel message to this websocket.
 
-        The stock order: traceback redaction, IOPub rate limit (per websocket), encoding.
-        What does not depend on the websocket (decoding the header, the redaction, the
-        encoding) is computed once per message and shared through ``KernelMessage.cache``.
+        The stock order: traceback redaction, IOPub rate (here: paced, :mod:`.pacer`),
+        encoding; what does not depend on the websocket is computed once per message
+        (``KernelMessage.cache``).
         """
         kmsg = outgoing_msg
         if not isinstance(kmsg, KernelMessage):
@@ -375,28 +365,14 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
         self.outbox.put(data, isinstance(data, bytes))
 
     def pace_decode(self, original: KernelMessage) -> Message:
-        frames = original.frames
-        return {
-            "header": original.header,
-            "parent_header": original.parent_header,
-            "metadata": original.unpack(frames[METADATA]),
-            "content": original.content,
-            "buffers": frames[BUFFERS:],
-        }
+        return original.as_dict()
 
     def pace_send_merged(self, msg: Message) -> None:
         """A message that stands for several waiting ones: encoded anew (no signature: a
         websocket message carries none)."""
         if self._v1:
-            pack = self.session.pack
-            parts = [
-                pack(msg["header"]),
-                pack(msg["parent_header"]),
-                pack(msg["metadata"]),
-                pack(msg["content"]),
-                *msg["buffers"],
-            ]
-            data: bytes | str = serialize_msg_to_ws_v1(parts, "iopub")
+            parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
+            data: bytes | str = serialize_msg_to_ws_v1([*parts, *msg["buffers"]], "iopub")
         else:
             data = self._reserialize_reply(dict(msg), channel="iopub")
         self.outbox.put(data, isinstance(data, bytes))

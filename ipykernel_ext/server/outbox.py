@@ -39,6 +39,13 @@ DEFAULT_BUDGET = 64 * 1024 * 1024
 #: At most about this many bytes are handed to tornado before its writes complete.
 CHUNK_BYTES = 1024 * 1024
 
+#: The websocket close code for a websocket that did not read its messages: "Try Again Later"
+#: (RFC 6455 registry, 1013): the frontend reconnects and gets the kernel's state back.
+CLOSE_TOO_SLOW = 1013
+
+#: RFC 6455 allows 123 bytes of close reason.
+MAX_CLOSE_REASON = 123
+
 #: ``write(data, binary)``: start writing one message, return its completion (or None).
 Write = Callable[[Any, bool], "Awaitable[Any] | None"]
 
@@ -151,3 +158,19 @@ class Outbox:
         if not self.closed:
             self.log.debug("Writing to the websocket stopped: %r", exc)
         self.close()
+
+
+def close_websocket(handler: Any, code: int, reason: str, logger: Any) -> None:
+    """Close a websocket (tornado's handler) with ``code`` and ``reason`` (cut to what RFC
+    6455 allows); one that is closed already is only logged."""
+    encoded = reason.encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
+    try:
+        handler.close(code, encoded)
+    except Exception as exc:  # already closed or never opened
+        logger.debug("Closing the websocket failed: %s", exc)
+
+
+def close_too_slow(handler: Any, budget: int, logger: Any) -> None:
+    """Close a websocket whose outbox (and pacer) would pass ``budget`` bytes: 1013."""
+    reason = f"over the server's {budget}-byte buffer for this websocket; reconnect"
+    close_websocket(handler, CLOSE_TOO_SLOW, reason, logger)

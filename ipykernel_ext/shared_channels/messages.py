@@ -16,7 +16,7 @@ from typing import Any
 
 from jupyter_client.session import DELIM
 
-from ..protocol import BUFFERS, CONTENT, HEADER, KERNEL_CHANNELS, PARENT_HEADER
+from ..protocol import BUFFERS, CONTENT, HEADER, KERNEL_CHANNELS, METADATA, PARENT_HEADER
 
 #: The channels a set relays: the kernel's, but the heartbeat (it stays with the kernel
 #: manager, as in jupyter_server).
@@ -112,6 +112,17 @@ class KernelMessage:
     @property
     def msg_type(self) -> str:
         return self.header.get("msg_type", "")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The whole message as ``Session.deserialize`` shapes it (not verified: the relay
+        read it from the kernel's own socket), the decoded parts shared with :attr:`cache`."""
+        return {
+            "header": self.header,
+            "parent_header": self.parent_header,
+            "metadata": self.unpack(self.frames[METADATA]),
+            "content": self.content,
+            "buffers": self.frames[BUFFERS:],
+        }
 
     def memo(self, key: str, compute: Callable[[], Any]) -> Any:
         """``cache[key]``, computed by ``compute()`` the first time."""

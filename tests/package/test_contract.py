@@ -373,6 +373,7 @@ ECHO_PY = "ipykernel_ext/kernel/comms/echo.py"
 WIDGET_STATE_PY = "ipykernel_ext/kernel/widgets/snapshot.py"
 WIDGET_READER_PY = "ipykernel_ext/kernel/widgets/reader.py"
 SERVER_PY = "ipykernel_ext/server/connection.py"
+PACED_PY = "ipykernel_ext/server/paced_iopub.py"
 SERVER_KERNELS_PY = "ipykernel_ext/server/kernels.py"
 EXTENSION_PY = "ipykernel_ext/server/extension.py"
 STREAMS_PY = "ipykernel_ext/shared_channels/clients.py"
@@ -926,6 +927,15 @@ CONTRACT: list[Row] = [
     Row(f"{WS}.on_restart_failed", [Function(("self",))], (SERVER_PY,), "restart callback"),
     Row(f"{WS}.subprotocol", [IsProperty()], (SERVER_PY,), "which websocket encoding"),
     Row(f"{WS}.limit_rate", [Trait("Bool")], (SERVER_PY,), "whether to rate-limit"),
+    *(
+        Row(
+            f"{WS}.{name}",
+            [Trait("Float")],
+            (PACED_PY,),
+            "the pacer reads the stock rate setting under its name (the gateway class too)",
+        )
+        for name in ("iopub_msg_rate_limit", "iopub_data_rate_limit", "rate_limit_window")
+    ),
     Row(
         f"{WS}.channels",
         [Trait("Dict")],
