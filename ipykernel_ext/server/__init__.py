@@ -14,14 +14,17 @@ kernel and attaches every websocket of that kernel to it::
       --ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.SharedChannelsConnection
 
 What stays exactly as with the stock class (it is inherited, not rewritten): both websocket
-protocols (``v1.kernel.websocket.jupyter.org`` and the legacy JSON one), the IOPub rate limit
-(per websocket, as before), the traceback redaction, ``restarting``/``dead`` statuses on kernel
-restarts, replacing a stale websocket of the same session, buffering messages while the last
-websocket of a kernel is away and replaying them when the same session comes back, and the
-signatures (a client's messages are signed by its connection's Session, as before).
+protocols (``v1.kernel.websocket.jupyter.org`` and the legacy JSON one), the traceback
+redaction, ``restarting``/``dead`` statuses on kernel restarts, replacing a stale websocket of
+the same session, buffering messages while the last websocket of a kernel is away and
+replaying them when the same session comes back, and the signatures (a client's messages are
+signed by its connection's Session, as before).
 
 What changes:
 
+* the IOPub rate (per websocket, stock's settings): a websocket over it gets what waits
+  merged and paced (:mod:`.pacer`, :mod:`.merging`, options in :mod:`.paced_iopub`), never
+  dropped; ``iopub_merge=False`` brings stock's dropping limiter back;
 * replies (shell, control, stdin) are routed by ``parent_header.session`` instead of by a
   socket per client. A session id belongs to one websocket at a time: a websocket that opens
   with the ``session_id`` of another *takes it over* (jupyter_server already closes the older
@@ -61,11 +64,13 @@ The package, a module per concept:
 * :mod:`.connection`: :class:`SharedChannelsConnection`, the websocket's side (attach, relay,
   encode);
 * :mod:`.outbox`: one websocket's bounded, ordered outgoing queue;
+* :mod:`.pacer`: one websocket's IOPub pacing, and :mod:`.merging`: the rules that fold
+  what waits; :mod:`.paced_iopub`: their options (:class:`PacedIOPub`, both classes' mixin);
 * :mod:`.kernels`: what the server process keeps per kernel: its channel set and its outputs
   owner, and the server events they are told of;
 * :mod:`.keep_outputs`: :class:`KeepOutputs`, the options of outputs that survive the tab;
-* :mod:`.gateway`: :class:`GatewayOutputsConnection` and the server's own websocket to a
-  gateway kernel;
+* :mod:`.gateway`: :class:`GatewayOutputsConnection`, and :mod:`.gateway_link`: the
+  server's own websocket to a gateway kernel;
 * :mod:`.extension`: the server extension that picks the class;
 * :mod:`.outputs`: the server's model of followed cells' outputs, and its writers.
 

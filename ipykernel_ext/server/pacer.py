@@ -276,17 +276,26 @@ class Pacer:
             )
 
     def _schedule(self, delay: float) -> None:
-        if self._timer is not None or self.closed:
+        """Look at the line again in ``delay`` seconds, or sooner if a look is due sooner (a
+        message that ends a waiting stream must not wait for that stream's budget)."""
+        if self.closed:
             return
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(max(delay, MIN_WAIT) if delay else 0, self._flush)
+        at = loop.time() + (max(delay, MIN_WAIT) if delay else 0)
+        if self._timer is not None:
+            if self._timer.when() <= at:
+                return
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self._flush)
 
     def _drained(self) -> None:
-        if self.line and self._timer is None and not self._flushing:
+        if self.line and not self._flushing:
             self._flush()
 
     def _flush(self) -> None:
-        self._timer = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._flushing or self.closed:
             return
         self._flushing = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -98,14 +99,14 @@ def test_a_slider_ends_on_the_kernels_last_value(
 ) -> None:
     run(tab, "s = w.IntSlider(max=30000); display(s)")
     comm_id = comm_id_of(tab, "s.comm")
-    msg_id, view = run(tab, "for i in range(20001): s.value = i")
-    assert view.widgets[comm_id]["value"] == 20000
+    msg_id, view = run(tab, "for i in range(10001): s.value = i")
+    assert view.widgets[comm_id]["value"] == 10000
     updates = sum(
         1
         for m in view.messages
         if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id
     )
-    assert updates < 20000
+    assert updates < 10000
     merged, peak = merged_report(server, msg_id)
     assert merged > 0 and peak <= RATE * WINDOW
 
@@ -113,9 +114,9 @@ def test_a_slider_ends_on_the_kernels_last_value(
 def test_a_display_ends_on_its_last_update(tab: KernelWebsocket) -> None:
     _, view = run(
         tab,
-        "h = display('v start', display_id=True)\nfor i in range(20000): h.update(f'v{i}')",
+        "h = display('v start', display_id=True)\nfor i in range(10000): h.update(f'v{i}')",
     )
-    assert [o["data"]["text/plain"] for o in view.outputs] == ["'v19999'"]
+    assert [o["data"]["text/plain"] for o in view.outputs] == ["'v9999'"]
 
 
 def test_an_image_widget_ends_with_its_last_bytes(tab: KernelWebsocket) -> None:
@@ -127,7 +128,9 @@ def test_an_image_widget_ends_with_its_last_bytes(tab: KernelWebsocket) -> None:
 
 
 def test_a_custom_comms_messages_all_arrive_in_order(tab: KernelWebsocket) -> None:
-    n = 20_000
+    # Paced at 1000 a second: 20000 (the issue's case) on ours, 5000 on stock (the same path)
+    ours = "widget_state" in tab.kernel_info["content"].get("supported_features", [])
+    n = 20_000 if ours else 5000
     run(tab, "from comm import create_comm\nc = create_comm(target_name='ipykernel-ext-test')")
     comm_id = comm_id_of(tab, "c")
     _, view = run(tab, f"for i in range({n}): c.send({{'i': i}})")
@@ -152,3 +155,41 @@ def test_an_animation_ends_on_its_last_frame(tab: KernelWebsocket) -> None:
     code = "for i in range(5000):\n    clear_output(wait=True)\n    display(f'frame {i}')\n"
     _, view = run(tab, code)
     assert [o["data"]["text/plain"] for o in view.outputs] == ["'frame 4999'"]
+
+
+def test_the_legacy_protocol_gets_the_same(server: JupyterServer) -> None:
+    """A websocket without the v1 subprotocol (JSON, buffers in jupyter_server's binary form)
+    gets merged messages encoded the same way as every other."""
+    kernel_id = server.start_kernel("python3-ext")
+    try:
+        with KernelWebsocket(server, kernel_id, legacy=True) as tab:
+            run(tab, "import ipywidgets as w\nimg = w.Image(value=b'start'); display(img)")
+            comm_id = comm_id_of(tab, "img.comm")
+            _, view = run(tab, PRINT_CODE.format(n=50_000))
+            assert view.text() == printed(50_000)
+            _, view = run(tab, "for i in range(3000): img.value = i.to_bytes(4, 'big') * 64")
+            assert [bytes(b) for b in view.buffers[comm_id]] == [(2999).to_bytes(4, "big") * 64]
+    finally:
+        server.shutdown_kernel(kernel_id)
+
+
+def test_an_interrupted_flood_ends_with_every_line_then_its_error(
+    server: JupyterServer, tab: KernelWebsocket
+) -> None:
+    """Interrupted mid-flood: what the cell printed arrives whole, in order, then the
+    KeyboardInterrupt, then idle (merging never moves the error before the lines)."""
+    msg_id = tab.execute("i = 0\nwhile True:\n    print(f'n {i}')\n    i += 1")
+    interrupted: list[bool] = []
+
+    def interrupt_once(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "stream" and not interrupted:
+            interrupted.append(True)
+            server.api("POST", f"api/kernels/{tab.kernel_id}/interrupt")
+
+    reply, iopub = tab.collect_execution(msg_id, timeout=240, on_message=interrupt_once)
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    view = TabView(iopub)
+    *_, error = view.outputs
+    assert error["output_type"] == "error" and error["ename"] == "KeyboardInterrupt"
+    lines = view.text().splitlines()
+    assert lines == [f"n {i}" for i in range(len(lines))]

@@ -1,0 +1,151 @@
+"""The server's IOPub rate: stock's dropping limiter, the limit off, and ours (merged, paced).
+
+One ``jupyter_server`` per mode, as installed (``SharedChannelsConnection``; CurveZMQ
+required), a ``python3-ext`` kernel and one websocket in JupyterLab's v1 protocol reading as
+fast as it can (:mod:`harness.kernel_websocket`):
+
+* **stock limiter**: ``--SharedChannelsConnection.iopub_merge=False`` (jupyter_server's
+  ``_limit_rate``: drops over 1000 msg/s or 1 MB/s of stream over 3 s);
+* **limit off**: ``--ZMQChannelsWebsocketConnection.limit_rate=False`` (every message, as it
+  comes: what "IOPub data rate exceeded" tells users to do);
+* **ours**: the defaults (docs/PROTOCOL.md section 8).
+
+The cells: ``print`` (200000 lines of 48 bytes, 9.6 MB), ``slider`` (an ``IntSlider`` set
+20001 times), ``display`` (a display updated 20000 times). Per cell and mode, medians over
+trials (modes and cells interleaved):
+
+* ``exact``: trials whose tab ended exactly as the kernel's output (the folded outputs,
+  the slider's last value: :class:`harness.tab_view.TabView`);
+* ``msgs``: messages the tab received for the cell; ``peak/3s``: the most counted messages
+  (all but status, comm_open, execute_input) it received in any 3 s (by its own clock);
+* ``idle->tab``: from the kernel's ``idle`` (its header's date) to the tab receiving it; every
+  output of the cell is before it, so this is when the tab's view is final;
+* ``server CPU``: the server process's user+system seconds for the cell; ``RSS``: its
+  resident set after the cell (MB).
+
+    python -m benchmarks iopub_rate            # 3 trials
+    python -m benchmarks iopub_rate --quick    # 1 trial
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import deque
+from datetime import datetime
+from typing import Any
+
+import psutil
+
+from benchmarks.trials import EXT, fmt, median, print_table
+from harness.kernel_websocket import KernelWebsocket
+from harness.server import JupyterServer
+from harness.tab_view import TabView
+
+TRIALS, QUICK_TRIALS = 3, 1
+
+MODES = {
+    "stock limiter": ["--SharedChannelsConnection.iopub_merge=False"],
+    "limit off": ["--ZMQChannelsWebsocketConnection.limit_rate=False"],
+    "ours": [],
+}
+LINES, SETS, UPDATES = 200_000, 20_001, 20_000
+SETUP = "import ipywidgets as w\ns = w.IntSlider(max=30000)\ndisplay(s)\nprint(s.comm.comm_id)"
+CELLS = {
+    "print": f"for i in range({LINES}): print(f'line {{i:07d}} ' + 'x' * 34)",
+    "slider": f"for i in range({SETS}): s.value = i",
+    "display": f"h = display('v', display_id=True)\nfor i in range({UPDATES}): h.update(f'v{{i}}')",
+}
+UNCOUNTED = {"status", "comm_open", "execute_input"}
+WINDOW = 3.0
+
+
+def exact(cell: str, view: TabView, slider: str) -> bool:
+    if cell == "print":
+        return view.text() == "".join(f"line {i:07d} " + "x" * 34 + "\n" for i in range(LINES))
+    if cell == "slider":
+        return view.widgets.get(slider, {}).get("value") == SETS - 1
+    return [o.get("data", {}).get("text/plain") for o in view.outputs] == [f"'v{UPDATES - 1}'"]
+
+
+def peak_in_window(times: list[float]) -> int:
+    recent: deque[float] = deque()
+    peak = 0
+    for t in times:
+        recent.append(t)
+        while recent[0] <= t - WINDOW:
+            recent.popleft()
+        peak = max(peak, len(recent))
+    return peak
+
+
+def one_cell(ws: KernelWebsocket, proc: psutil.Process, cell: str, slider: str) -> dict[str, Any]:
+    counted: list[float] = []
+    idle_at: list[float] = []
+
+    def seen(msg: dict[str, Any]) -> None:
+        now = time.time()
+        if msg["msg_type"] not in UNCOUNTED:
+            counted.append(now)
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            idle_at.append(now)
+
+    cpu = proc.cpu_times()
+    msg_id = ws.execute(CELLS[cell])
+    _, iopub = ws.collect_execution(msg_id, timeout=900, on_message=seen)
+    cpu_after = proc.cpu_times()
+    idle = next(m for m in reversed(iopub) if m["msg_type"] == "status")
+    kernel_idle = datetime.fromisoformat(str(idle["header"]["date"]).replace("Z", "+00:00"))
+    view = TabView(iopub)
+    return {
+        "exact": exact(cell, view, slider),
+        "msgs": len(iopub),
+        "peak": peak_in_window(counted),
+        "idle_to_tab": idle_at[-1] - kernel_idle.timestamp() if idle_at else None,
+        "cpu": (cpu_after.user + cpu_after.system) - (cpu.user + cpu.system),
+        "rss": proc.memory_info().rss / 1e6,
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {m: {c: [] for c in CELLS} for m in MODES}
+    servers = {m: JupyterServer(ipykernel_ext=None, extra_args=a).start() for m, a in MODES.items()}
+    try:
+        tabs = {}
+        for mode, server in servers.items():
+            kernel_id = server.start_kernel(EXT)
+            ws = KernelWebsocket(server, kernel_id)
+            _, iopub = ws.run(SETUP)
+            slider = TabView(iopub).text().strip()
+            assert server.proc is not None
+            tabs[mode] = (ws, psutil.Process(server.proc.pid), slider)
+        for trial in range(args.trials):
+            for cell in CELLS:
+                for mode, (ws, proc, slider) in tabs.items():
+                    results[mode][cell].append(one_cell(ws, proc, cell, slider))
+            print(f"trial {trial + 1}/{args.trials} done", flush=True)
+        for ws, _, _ in tabs.values():
+            ws.close()
+    finally:
+        for server in servers.values():
+            server.stop()
+    rows = []
+    for cell in CELLS:
+        for mode in MODES:
+            rs = results[mode][cell]
+            rows.append(
+                [
+                    cell,
+                    mode,
+                    f"{sum(r['exact'] for r in rs)}/{len(rs)}",
+                    fmt(median(r["msgs"] for r in rs), 0),
+                    fmt(median(r["peak"] for r in rs), 0),
+                    fmt(median(r["idle_to_tab"] for r in rs), 2, " s"),
+                    fmt(median(r["cpu"] for r in rs), 2, " s"),
+                    fmt(median(r["rss"] for r in rs), 0, " MB"),
+                ]
+            )
+    print_table(
+        ["cell", "server", "exact", "msgs", "peak/3s", "idle->tab", "server CPU", "RSS"], rows
+    )
+    return {"results": results}
