@@ -122,9 +122,9 @@ def test_a_display_ends_on_its_last_update(tab: KernelWebsocket) -> None:
 def test_an_image_widget_ends_with_its_last_bytes(tab: KernelWebsocket) -> None:
     run(tab, "img = w.Image(value=b'start', format='png'); display(img)")
     comm_id = comm_id_of(tab, "img.comm")
-    _, view = run(tab, "for i in range(1000): img.value = i.to_bytes(4, 'big') * 2048")
+    _, view = run(tab, "for i in range(5000): img.value = i.to_bytes(4, 'big') * 64")
     assert view.buffer_paths[comm_id] == [["value"]]
-    assert [bytes(b) for b in view.buffers[comm_id]] == [(999).to_bytes(4, "big") * 2048]
+    assert [bytes(b) for b in view.buffers[comm_id]] == [(4999).to_bytes(4, "big") * 64]
 
 
 def test_a_custom_comms_messages_all_arrive_in_order(tab: KernelWebsocket) -> None:
@@ -138,17 +138,18 @@ def test_a_custom_comms_messages_all_arrive_in_order(tab: KernelWebsocket) -> No
 
 
 def test_print_display_print_keeps_its_order(tab: KernelWebsocket) -> None:
+    # flush=True: a stream message per print (ipykernel would batch them otherwise)
     code = (
-        "for i in range(20000): print('a', i)\n"
+        "for i in range(5000): print('a', i, flush=True)\n"
         "display('middle')\n"
-        "for i in range(20000): print('b', i)\n"
+        "for i in range(5000): print('b', i, flush=True)\n"
     )
     _, view = run(tab, code)
     kinds = [o["output_type"] for o in view.outputs]
     assert kinds == ["stream", "display_data", "stream"]
     first, _, last = view.outputs
-    assert first["text"] == "".join(f"a {i}\n" for i in range(20000))
-    assert last["text"] == "".join(f"b {i}\n" for i in range(20000))
+    assert first["text"] == "".join(f"a {i}\n" for i in range(5000))
+    assert last["text"] == "".join(f"b {i}\n" for i in range(5000))
 
 
 def test_an_animation_ends_on_its_last_frame(tab: KernelWebsocket) -> None:
