@@ -383,6 +383,7 @@ BUSY_ROUTING_PY = "ipykernel_ext/kernel/busy/routing.py"
 CONTROL_COMM_PY = "ipykernel_ext/kernel/widgets/control_comm.py"
 RECONCILE_PY = "ipykernel_ext/kernel/widgets/reconcile.py"
 CELL_EVENTS_PY = "ipykernel_ext/kernel/comms/cell_events.py"
+MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -439,7 +440,7 @@ CONTRACT: list[Row] = [
     Row(
         f"{KERNEL}.shell_main",
         [Function(("self", "subshell_id", "msg"), "async function")],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "overridden: the main shell meets a comm marker here and handles its comm message",
     ),
     Row(
@@ -454,32 +455,60 @@ CONTRACT: list[Row] = [
             Function(("self", "msg", "subshell_id", "concurrent"), "async function"),
             Source((r'msg_type not in \{"comm_msg", "comm_close"\}',)),
         ],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "comm messages dispatched on the main shell; a comm_open must be given its subshell id",
     ),
     Row(
         f"{KERNEL}.shell_main",
         [Source((r"asyncio_lock = self\._main_asyncio_lock",))],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "_main_asyncio_lock is held while the main shell runs a request: locked means a cell "
         "awaits",
     ),
     Row(
+        f"{KERNEL}.should_handle",
+        [Function(("self", "stream", "msg", "idents"))],
+        (MAIN_SHELL_PY,),
+        "overridden: a comm message handled mid-cell publishes its busy there, once verified",
+    ),
+    Row(
+        f"{KERNEL}.dispatch_shell",
+        [
+            Source(
+                (
+                    r"if not concurrent:\s*self\._publish_status\(\"busy\"",
+                    r"self\.should_handle\(stream, msg, idents\)",
+                    r"except KeyboardInterrupt:",
+                )
+            )
+        ],
+        (MAIN_SHELL_PY,),
+        "concurrent=True publishes no status (ours publishes the mid-cell comm's own); "
+        "should_handle runs verified, before the handler; a handler's KeyboardInterrupt is "
+        "swallowed (the comm handlers note it mid-cell, comms/mid_cell.py)",
+    ),
+    Row(
+        "ipykernel.subshell:SubshellThread",
+        [Value(type)],
+        (MAIN_SHELL_PY,),
+        "a subshell's thread: handle_waiting_comms there runs nothing of the main shell's",
+    ),
+    Row(
         f"{KERNEL}._get_shell_context_var",
         [Function(("self", "var"))],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "the cell's parent ident, given back after a comm message handled mid-cell",
     ),
     Row(
         "ipykernel.subshell_manager:SubshellManager.get_shell_channel_to_subshell_socket",
         [Function(("self", "subshell_id"))],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "None: the main shell's queue, where a comm marker is sent",
     ),
     Row(
         "ipykernel.subshell_manager:SubshellManager.list_subshell",
         [Function(("self",))],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "whether a comm_open's subshell still exists",
     ),
     Row(

@@ -25,7 +25,6 @@ The markers are ours: they never leave the kernel, and a stock handler never see
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import threading
 from collections import OrderedDict
@@ -64,11 +63,15 @@ class CommRouting:
         comm_manager: Any,
         enabled: Callable[[], bool],
         concurrent_targets: Callable[[], frozenset[str]],
+        inbox: CommInbox | None = None,
     ) -> None:
         self.session = session
         self.comm_manager = comm_manager
         self.enabled = enabled
         self.concurrent_targets = concurrent_targets
+        #: while messages wait here, later ones join them even with the routing switched off
+        #: at run time, so none overtakes one sent before it
+        self.inbox = inbox
 
     def to_main_shell(self, frames: list[Any]) -> bool:
         """Whether the shell message in ``frames`` is a comm message the main shell handles."""
@@ -81,7 +84,7 @@ class CommRouting:
         subshell is the main shell's anyway; it comes through the inbox too, so that a blocking
         loop can let it through mid-cell whichever frontend sent it.
         """
-        if not self.enabled():
+        if not self.enabled() and not (self.inbox is not None and len(self.inbox)):
             return None
         header = peek(self.session, frames, HEADER)
         if not isinstance(header, dict) or header.get("msg_type") not in COMM_MSG_TYPES:
@@ -145,12 +148,13 @@ class CommInbox:
         with self._lock:
             return self._waiting.pop(number, None)
 
-    def take_all(self) -> list[Waiting]:
-        """Every waiting message, oldest first."""
+    def take_next(self) -> Waiting | None:
+        """The oldest waiting message, or None. One at a time: a callback that takes more
+        itself goes on from the next, and whatever stops one leaves the rest waiting."""
         with self._lock:
-            waiting = list(self._waiting.values())
-            self._waiting.clear()
-        return waiting
+            if not self._waiting:
+                return None
+            return self._waiting.popitem(last=False)[1]
 
     def __len__(self) -> int:
         with self._lock:
@@ -162,11 +166,15 @@ def handle_waiting_comms(kernel: Any = None) -> int:
 
     For a cell that blocks (a loop waiting for a button, a long computation that wants to see
     a slider): call it at the points where a widget callback may safely run. The callbacks run
-    while the cell waits here, one after another in arrival order, with the cell's
-    ``pre_execute``/``post_execute`` held, so the cell's figures stay the cell's. From an async
+    here, on the main thread, while the cell waits, one after another in arrival order, each
+    with its own ``busy``/``idle`` and with the cell's ``pre_execute``/``post_execute`` held,
+    so the cell's figures stay the cell's; what they schedule on the event loop runs once the
+    cell awaits or ends. An interrupt that reaches a callback stops the cell too. From an async
     cell, ``await kernel.do_one_iteration()`` instead (or just ``await`` something: an awaiting
-    async cell lets them through by itself). Outside a kernel of ours (stock ipykernel,
-    ``comms_on_subshells`` set): returns 0, nothing is waiting here.
+    async cell lets them through by itself). From any thread but the main shell's (a subshell
+    console's cell, a thread of the user's): nothing is handled, 0; the messages wait for the
+    main shell. Outside a kernel of ours (stock ipykernel, ``comms_on_subshells`` set): returns
+    0, nothing is waiting here.
     """
     if kernel is None:
         from IPython import get_ipython
@@ -176,25 +184,5 @@ def handle_waiting_comms(kernel: Any = None) -> int:
     inbox = getattr(kernel, "comm_inbox", None)
     if not isinstance(inbox, CommInbox) or not len(inbox):
         return 0
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(kernel.do_one_iteration())
-    # A blocking cell on the main thread sits inside the running main loop, which cannot run
-    # another coroutine to its end here: the handlers run on a short-lived thread of their own
-    # while this one waits for them (a handoff, never two at once), as jupyter-ui-poll does.
-    result: list[int] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(asyncio.run(kernel.do_one_iteration()))
-        except BaseException as exc:  # handed to the caller below
-            errors.append(exc)
-
-    worker = threading.Thread(target=run, name="ipykernel_ext-handle-comms")
-    worker.start()
-    worker.join()
-    if errors:
-        raise errors[0]
-    return result[0]
+    handled: int = kernel.handle_waiting_comms_now()
+    return handled
