@@ -41,7 +41,7 @@ from .comms.cell_events import ExtShell
 from .comms.echo import CommEcho
 from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
-from .comms.routing import CommInbox, CommRouting
+from .comms.routing import CommInbox, CommRouting, Routed
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
@@ -142,7 +142,6 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
             self.main_shell_status,
             publish_status=self._publish_status,
             enabled=lambda: self.answer_while_busy,
-            comm_to_main=self.comm_routing.to_main_shell,
         )
         # An idle kernel answers ipywidgets' control comm with the same snapshot, on the main
         # shell in stock's order (.widgets.control_comm, ControlCommAnswer).
@@ -233,10 +232,14 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
         comm messages :class:`CommRouting` sends to the main shell."""
         if self.session is not None:
             idents, frames = self.session.feed_identities(msg, copy=False)
-            if self.answer_while_busy and self.busy_answers.claims(frames):
+            # The one routing decision for a comm message (.comms.routing), made first: the
+            # busy answers note what the main shell will run.
+            routed = self.comm_routing.route(frames)
+            to_main = isinstance(routed, Routed)
+            if self.answer_while_busy and self.busy_answers.claims(frames, to_main):
                 await self.busy_answers.answer(idents, frames)
                 return
-            if self.comm_to_main_shell(msg, frames):
+            if self.route_comm(msg, frames, routed):
                 return
         await super().shell_channel_thread_main(msg)
 

@@ -333,3 +333,172 @@ def test_input_in_a_callback_handled_mid_cell_gets_its_reply(
     kernel.input("for the callback")
     assert get_reply(kernel, cell)["content"]["status"] == "ok"
     assert evaluate(kernel, "answers") == ["for the callback"]
+
+
+def main_cell_until_released(kernel: BlockingKernelClient, seen: list[Message]) -> str:
+    """A main cell that lets nothing through until a cell on a subshell sets ``release``."""
+    return start_cell(
+        kernel,
+        f"import time as _time\nrelease = False\nprint({START_MARKER!r}, flush=True)\n"
+        "while not release:\n    _time.sleep(0.01)\n",
+        seen,
+    )
+
+
+def on_subshell(kernel: BlockingKernelClient, subshell: str, code: str) -> str:
+    return send_on(kernel, subshell, "execute_request", {"code": code, "silent": False})
+
+
+def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
+    kernel: BlockingKernelClient,
+) -> None:
+    run(kernel, SLIDER)
+    model_id = evaluate(kernel, "s.model_id")
+    subshell = create_subshell(kernel)
+    console = create_subshell(kernel)
+    seen: list[Message] = []
+    # Moved once at rest: stock's routing then sends this widget's messages to the subshell.
+    wait_idles(kernel, [update(kernel, subshell, model_id, value=5)], seen)
+    cell = main_cell_until_released(kernel, seen)
+    first = update(kernel, subshell, model_id, value=1)
+    switched = on_subshell(kernel, console, "get_ipython().kernel.comms_on_subshells = True")
+    wait_idles(kernel, [switched], seen)
+    try:
+        second = update(kernel, subshell, model_id, value=2)
+        released = on_subshell(kernel, console, "release = True")
+        wait_idles(kernel, [released, cell, first, second], seen)
+        assert [value for value, _ in evaluate(kernel, "log")] == [5, 1, 2]
+    finally:
+        run(kernel, "get_ipython().kernel.comms_on_subshells = False")
+
+
+def test_system_exit_in_a_callback_leaves_the_other_messages_to_run(
+    kernel: BlockingKernelClient,
+) -> None:
+    run(
+        kernel,
+        SLIDER + "def _exit(ch):\n    if ch['new'] == 1:\n        raise SystemExit\n"
+        "s.observe(_exit, 'value')\n",
+    )
+    model_id = evaluate(kernel, "s.model_id")
+    subshell = create_subshell(kernel)
+    console = create_subshell(kernel)
+    seen: list[Message] = []
+    cell = start_cell(
+        kernel,
+        "import time as _time\nfrom ipykernel_ext.kernel import handle_waiting_comms\n"
+        f"release = False\nprint({START_MARKER!r}, flush=True)\n"
+        "while not release:\n    _time.sleep(0.01)\n"
+        "try:\n    handle_waiting_comms()\nexcept SystemExit:\n    print('EXITED')\n",
+        seen,
+    )
+    sent = [update(kernel, subshell, model_id, value=v) for v in (1, 2, 3)]
+    # Released once the three wait in the inbox (the console's request came after them).
+    released = on_subshell(kernel, console, "release = True")
+    wait_idles(kernel, [released, cell, *sent], seen)
+    assert "EXITED" in printed(seen, cell)
+    assert [value for value, _ in evaluate(kernel, "log")] == [1, 2, 3]
+
+
+REQUESTER = """
+import ipywidgets as _w
+asker = _w.Button()
+def _ask(_):
+    asker.comm.send({'content': {'id': 'r%d' % len(asked)}})
+    asked.append(1)
+asked = []
+asker.on_click(_ask)
+"""
+
+
+def test_replies_to_comm_requests_leave_nothing_noted_on_the_comm(
+    kernel: BlockingKernelClient,
+) -> None:
+    """ipykernel 7.4 notes each request a comm sends under a subshell's message, for the reply's
+    routing; ours routes the reply itself and must consume the note (stock: 0 after 50)."""
+    run(kernel, REQUESTER)
+    model_id = evaluate(kernel, "asker.model_id")
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    for n in range(20):
+        clicked = send_on(
+            kernel,
+            subshell,
+            "comm_msg",
+            {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
+        )
+        wait_idles(kernel, [clicked], seen)  # the request is out: the frontend answers
+        reply = send_on(
+            kernel,
+            subshell,
+            "comm_msg",
+            {"comm_id": model_id, "data": {"method": "noop", "content": {"id": f"r{n}"}}},
+        )
+        wait_idles(kernel, [reply], seen)
+    assert evaluate(kernel, "len(asked), len(asker.comm._reply_subshell_ids)") == (20, 0)
+
+
+def test_a_concurrent_targets_comms_opened_by_the_frontend_lose_nothing(
+    kernel: BlockingKernelClient,
+) -> None:
+    run(
+        kernel,
+        "import threading\nopened, got = [], []\n"
+        "def _open(comm, msg):\n    opened.append(comm.comm_id)\n"
+        "    comm.on_msg(lambda m: got.append((m['content']['data']['n'], "
+        "threading.current_thread().name)))\n"
+        "get_ipython().kernel.comm_manager.register_target('fast', _open)\n"
+        "get_ipython().kernel.concurrent_comm_targets = ['fast']\n",
+    )
+    try:
+        subshell = create_subshell(kernel)
+        seen: list[Message] = []
+        sent = []
+        for n in range(30):
+            comm_id = f"fast-{n}"
+            sent.append(
+                send_on(kernel, subshell, "comm_open", {"comm_id": comm_id, "target_name": "fast"})
+            )
+            sent.append(
+                send_on(kernel, subshell, "comm_msg", {"comm_id": comm_id, "data": {"n": n}})
+            )
+        wait_idles(kernel, sent, seen)
+        got = evaluate(kernel, "got")
+        assert sorted(n for n, _ in got) == list(range(30))
+        assert "MainThread" not in {thread for _, thread in got}
+    finally:
+        run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
+
+
+def test_a_kernel_made_comm_of_a_concurrent_target_reaches_a_blocking_loop(
+    kernel: BlockingKernelClient,
+) -> None:
+    run(
+        kernel,
+        "import threading, ipywidgets as _w\nclicks = []\nb = _w.Button()\n"
+        "b.on_click(lambda _: clicks.append(threading.current_thread().name))\n"
+        "get_ipython().kernel.concurrent_comm_targets = ['jupyter.widget']\n",
+    )
+    try:
+        model_id = evaluate(kernel, "b.model_id")
+        subshell = create_subshell(kernel)
+        seen: list[Message] = []
+        cell = start_cell(
+            kernel,
+            "import time as _time\n_deadline = _time.monotonic() + 60\n"
+            f"print({START_MARKER!r}, flush=True)\n"
+            "while not clicks and _time.monotonic() < _deadline:\n    _time.sleep(0.01)\n"
+            "print('CLICKS', len(clicks))\n",
+            seen,
+        )
+        send_on(
+            kernel,
+            subshell,
+            "comm_msg",
+            {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
+        )
+        wait_idles(kernel, [cell], seen)
+        assert "CLICKS 1" in printed(seen, cell), printed(seen, cell)
+        assert evaluate(kernel, "clicks") != ["MainThread"]
+    finally:
+        run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")

@@ -384,6 +384,7 @@ CONTROL_COMM_PY = "ipykernel_ext/kernel/widgets/control_comm.py"
 RECONCILE_PY = "ipykernel_ext/kernel/widgets/reconcile.py"
 CELL_EVENTS_PY = "ipykernel_ext/kernel/comms/cell_events.py"
 MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
+COMM_ROUTING_PY = "ipykernel_ext/kernel/comms/routing.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -486,6 +487,21 @@ CONTRACT: list[Row] = [
         "concurrent=True publishes no status (ours publishes the mid-cell comm's own); "
         "should_handle runs verified, before the handler; a handler's KeyboardInterrupt is "
         "swallowed (the comm handlers note it mid-cell, comms/mid_cell.py)",
+    ),
+    Row(
+        "ipykernel.comm.comm:BaseComm._reply_subshell_for",
+        [
+            Function(("self", "data", "default")),
+            Source((r"self\._reply_subshell_ids\.pop\(request_id\)",)),
+        ],
+        (COMM_ROUTING_PY,),
+        "consumes the note of a comm request's subshell when its reply is routed",
+    ),
+    Row(
+        "ipykernel.comm.comm:BaseComm.__init__",
+        [Source((r"self\._reply_subshell_ids = \{\}",))],
+        (COMM_ROUTING_PY,),
+        "a comm's notes of its requests' subshells: a dict, read before consuming one",
     ),
     Row(
         "ipykernel.subshell:SubshellThread",

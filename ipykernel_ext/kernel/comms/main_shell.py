@@ -28,7 +28,7 @@ from ipykernel.subshell import SubshellThread
 from .cell_events import held_cell_events
 from .mid_cell import MidCellComm, handling_mid_cell, run_now
 from .mid_cell import current as current_mid_cell_comm
-from .routing import CommInbox, CommRouting, Routed, Waiting
+from .routing import CommInbox, CommRouting, OnSubshell, Routed, Waiting
 
 
 class CommsOnMainShell(IPythonKernel):
@@ -40,15 +40,27 @@ class CommsOnMainShell(IPythonKernel):
     comm_routing: CommRouting
     comm_inbox: CommInbox
 
-    def comm_to_main_shell(self, msg: list[Any], frames: list[Any]) -> bool:
-        """On the shell-channel thread: if ``msg`` is a comm message for the main shell, put
-        it in the inbox and its marker in the main shell's queue (so the main shell meets it
-        in arrival order); True then. The one decision for it, made here."""
-        routed = self.comm_routing.route(frames)
+    def route_comm(
+        self, msg: list[Any], frames: list[Any], routed: Routed | OnSubshell | None
+    ) -> bool:
+        """On the shell-channel thread: send a comm message where ``routed`` (the one decision
+        for it, :meth:`CommRouting.route`) says; True if sent. For the main shell:
+        the message waits in the inbox and its marker takes its place in the main shell's
+        queue, so the main shell meets it in arrival order. A concurrent target's: straight
+        to the frontend's subshell. Else (False): stock's routing.
+        """
         if routed is None:
             return False
-        marker = self.comm_inbox.put(msg, routed)
+        self.comm_routing.forget_reply_route(frames)
         manager = self.shell_channel_thread.manager
+        if isinstance(routed, OnSubshell):
+            try:
+                socket = manager.get_shell_channel_to_subshell_socket(routed.subshell_id)
+            except Exception:
+                return False  # no such subshell: stock's routing answers as stock does
+            socket.send_multipart(msg, copy=False)
+            return True
+        marker = self.comm_inbox.put(msg, routed)
         manager.get_shell_channel_to_subshell_socket(None).send_multipart(marker)
         return True
 

@@ -49,6 +49,13 @@ class Routed:
     subshell_id: str | None
 
 
+@dataclass(frozen=True)
+class OnSubshell:
+    """A concurrent target's comm message: sent to the frontend's subshell as it is."""
+
+    subshell_id: str
+
+
 class CommRouting:
     """Which comm messages the shell-channel thread sends to the main shell (read, unverified).
 
@@ -72,42 +79,76 @@ class CommRouting:
         #: while messages wait here, later ones join them even with the routing switched off
         #: at run time, so none overtakes one sent before it
         self.inbox = inbox
+        #: comms opened by a frontend on a concurrent target, until closed (shell-channel
+        #: thread only)
+        self._concurrent_ids: set[str] = set()
 
-    def to_main_shell(self, frames: list[Any]) -> bool:
-        """Whether the shell message in ``frames`` is a comm message the main shell handles."""
-        return self.route(frames) is not None
-
-    def route(self, frames: list[Any]) -> Routed | None:
-        """How the main shell dispatches the comm message in ``frames``; None: not its own.
+    def route(self, frames: list[Any]) -> Routed | OnSubshell | None:
+        """Where the comm message in ``frames`` goes: the main shell (:class:`Routed`), the
+        frontend's subshell (:class:`OnSubshell`, a concurrent target's), or stock's routing
+        (None: not a comm message, or ``comms_on_subshells``).
 
         Read before verification: only the path is chosen here. A comm message without a
         subshell is the main shell's anyway; it comes through the inbox too, so that a blocking
         loop can let it through mid-cell whichever frontend sent it.
         """
-        if not self.enabled() and not (self.inbox is not None and len(self.inbox)):
-            return None
+        enabled = self.enabled() or (self.inbox is not None and len(self.inbox) > 0)
         header = peek(self.session, frames, HEADER)
         if not isinstance(header, dict) or header.get("msg_type") not in COMM_MSG_TYPES:
             return None
-        targets = self.concurrent_targets()
-        if targets and self._target(header["msg_type"], frames) in targets:
-            return None
+        msg_type = header["msg_type"]
         subshell_id = header.get("subshell_id")
+        subshell_id = subshell_id if isinstance(subshell_id, str) and subshell_id else None
+        if self._concurrent(msg_type, frames):
+            # The frontend's subshell, as it asked: not stock's reply routing, which would
+            # send a kernel-made comm's messages to the main shell's queue behind the cell.
+            if subshell_id is not None:
+                return OnSubshell(subshell_id)
+        elif not enabled:
+            return None
         # Stock's dispatch_shell requires a comm_open's subshell id to be the one it is
         # dispatched with; comm_msg and comm_close may come from any (dispatched with None).
-        opened_on = subshell_id if header["msg_type"] == "comm_open" else None
-        return Routed(opened_on if isinstance(opened_on, str) and opened_on else None)
+        return Routed(subshell_id if msg_type == "comm_open" else None)
 
-    def _target(self, msg_type: str, frames: list[Any]) -> str | None:
+    def _concurrent(self, msg_type: str, frames: list[Any]) -> bool:
+        """Whether the message is of a comm whose target is declared concurrent.
+
+        A ``comm_open`` of such a target notes its comm here: the messages that follow it may
+        come before its subshell has registered the comm with the comm manager.
+        """
+        targets = self.concurrent_targets()
+        if not targets and not self._concurrent_ids:
+            return False
         content = peek(self.session, frames, CONTENT)
         if not isinstance(content, dict):
-            return None
+            return False
+        comm_id = content.get("comm_id")
+        if not isinstance(comm_id, str):
+            return False
         if msg_type == "comm_open":
-            target = content.get("target_name")
-            return target if isinstance(target, str) else None
+            concurrent = content.get("target_name") in targets
+            if concurrent:
+                self._concurrent_ids.add(comm_id)
+            return concurrent
+        comm = self.comm_manager.comms.get(comm_id)
+        concurrent = comm_id in self._concurrent_ids or (
+            comm is not None and getattr(comm, "target_name", None) in targets
+        )
+        if msg_type == "comm_close":
+            self._concurrent_ids.discard(comm_id)
+        return concurrent
+
+    def forget_reply_route(self, frames: list[Any]) -> None:
+        """Consume what ipykernel 7.4 noted for a reply to a comm request, as its own routing
+        does when the reply comes (``BaseComm._reply_subshell_for``): ours routes the reply
+        itself, and an entry never consumed stays for the comm's lifetime."""
+        content = peek(self.session, frames, CONTENT)
+        if not isinstance(content, dict):
+            return
         comm_id = content.get("comm_id")
         comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
-        return getattr(comm, "target_name", None)
+        if comm is not None and getattr(comm, "_reply_subshell_ids", None):
+            comm._reply_subshell_for(content.get("data"), None)
 
 
 class CommInbox:
