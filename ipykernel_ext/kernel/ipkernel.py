@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import comm
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Type, Unicode, observe
 
@@ -41,6 +42,7 @@ from .comms.cell_events import ExtShell
 from .comms.echo import CommEcho
 from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
+from .comms.owners import create_owned_comm
 from .comms.routing import CommInbox, CommRouting, Routed
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
@@ -129,6 +131,9 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
         self._on_iopub_thread(self._watch_give_ups)
         self.main_shell_status = MainShellStatus()
         # Comm messages on the main shell, whatever subshell they name (.comms.routing).
+        # A comm knows the subshell console whose cell made it (.comms.owners): the comm
+        # package's hook for the kernel to say what a comm is, as ipykernel sets its own.
+        comm.create_comm = create_owned_comm
         self.comm_inbox = CommInbox()
         self.comm_routing = CommRouting(
             self.session,

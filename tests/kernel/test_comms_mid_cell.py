@@ -10,6 +10,7 @@ are barriers (a marker the cell or a callback prints, the idle of a request).
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from typing import Any
 
@@ -502,3 +503,52 @@ def test_a_kernel_made_comm_of_a_concurrent_target_reaches_a_blocking_loop(
         assert evaluate(kernel, "clicks") != ["MainThread"]
     finally:
         run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
+
+
+def evaluate_on(kernel: BlockingKernelClient, subshell: str, code: str, expression: str) -> Any:
+    """Run ``code`` on ``subshell`` (a subshell console's cell); the value of ``expression``."""
+    msg = kernel.session.msg(
+        "execute_request",
+        {"code": code, "silent": False, "user_expressions": {"x": expression}},
+    )
+    msg["header"]["subshell_id"] = subshell
+    kernel.shell_channel.send(msg)
+    reply = get_reply(kernel, msg["header"]["msg_id"])
+    result = reply["content"]["user_expressions"]["x"]
+    assert result["status"] == "ok", result
+    return ast.literal_eval(result["data"]["text/plain"])
+
+
+def test_a_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
+    kernel: BlockingKernelClient,
+) -> None:
+    """JEP 91: a subshell console's widget runs its callbacks on that subshell at once, as on
+    stock; the main cell here ends only when the console's observer has run."""
+    frontend = create_subshell(kernel)
+    console = create_subshell(kernel)
+    seen: list[Message] = []
+    cell = start_cell(
+        kernel,
+        "import time as _time\n_deadline = _time.monotonic() + 60\nmain_running = True\n"
+        f"released = False\nprint({START_MARKER!r}, flush=True)\n"
+        "while not released and _time.monotonic() < _deadline:\n    _time.sleep(0.01)\n"
+        "main_running = False\nprint('RELEASED', released)\n",
+        seen,
+    )
+    model_id = evaluate_on(
+        kernel,
+        console,
+        "import threading, ipywidgets as _w\nconsole_log = []\nc = _w.IntSlider()\n"
+        "def _seen(ch):\n"
+        "    global released\n"
+        "    console_log.append((ch['new'], threading.current_thread().name, main_running))\n"
+        "    released = True\n"
+        "c.observe(_seen, 'value')\n",
+        "c.model_id",
+    )
+    moved = update(kernel, frontend, model_id, value=3)
+    wait_idles(kernel, [cell, moved], seen)
+    assert "RELEASED True" in printed(seen, cell), printed(seen, cell)
+    ((value, thread, main_was_running),) = evaluate(kernel, "console_log")
+    assert (value, main_was_running) == (3, True)
+    assert thread != "MainThread"

@@ -385,6 +385,7 @@ RECONCILE_PY = "ipykernel_ext/kernel/widgets/reconcile.py"
 CELL_EVENTS_PY = "ipykernel_ext/kernel/comms/cell_events.py"
 MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
 COMM_ROUTING_PY = "ipykernel_ext/kernel/comms/routing.py"
+COMM_OWNERS_PY = "ipykernel_ext/kernel/comms/owners.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -502,6 +503,20 @@ CONTRACT: list[Row] = [
         [Source((r"self\._reply_subshell_ids = \{\}",))],
         (COMM_ROUTING_PY,),
         "a comm's notes of its requests' subshells: a dict, read before consuming one",
+    ),
+    Row(
+        "ipykernel.ipkernel:_create_comm",
+        [Function(()), Source((r"return BaseComm\(",))],
+        (COMM_OWNERS_PY,),
+        "ipykernel's comm.create_comm makes its BaseComm: ours makes a subclass of it that "
+        "notes the subshell console whose cell made it",
+    ),
+    Row(
+        "ipykernel.comm.comm:BaseComm.publish_msg",
+        [Source((r"self\.kernel\.get_parent\(\)",))],
+        (COMM_OWNERS_PY,),
+        "a comm publishes under the parent of the context it runs in: the owner is read the "
+        "same way",
     ),
     Row(
         "ipykernel.subshell:SubshellThread",

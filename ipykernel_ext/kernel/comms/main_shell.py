@@ -57,9 +57,12 @@ class CommsOnMainShell(IPythonKernel):
             try:
                 socket = manager.get_shell_channel_to_subshell_socket(routed.subshell_id)
             except Exception:
-                return False  # no such subshell: stock's routing answers as stock does
-            socket.send_multipart(msg, copy=False)
-            return True
+                if not routed.or_main_shell:
+                    return False  # no such subshell: stock's routing answers as stock does
+                routed = Routed(None)
+            else:
+                socket.send_multipart(msg, copy=False)
+                return True
         marker = self.comm_inbox.put(msg, routed)
         manager.get_shell_channel_to_subshell_socket(None).send_multipart(marker)
         return True

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, peek
+from .owners import owner_subshell
 
 #: A comm message waiting for the main shell (its frames as received) and how to dispatch it.
 Waiting = tuple[list[Any], "Routed"]
@@ -51,9 +52,12 @@ class Routed:
 
 @dataclass(frozen=True)
 class OnSubshell:
-    """A concurrent target's comm message: sent to the frontend's subshell as it is."""
+    """A comm message sent to a subshell as it is: a concurrent target's, to the frontend's
+    subshell; a comm a subshell console's cell made, to that subshell (``or_main_shell``: to
+    the main shell if it is gone)."""
 
     subshell_id: str
+    or_main_shell: bool = False
 
 
 class CommRouting:
@@ -84,9 +88,10 @@ class CommRouting:
         self._concurrent_ids: set[str] = set()
 
     def route(self, frames: list[Any]) -> Routed | OnSubshell | None:
-        """Where the comm message in ``frames`` goes: the main shell (:class:`Routed`), the
-        frontend's subshell (:class:`OnSubshell`, a concurrent target's), or stock's routing
-        (None: not a comm message, or ``comms_on_subshells``).
+        """Where the comm message in ``frames`` goes: the main shell (:class:`Routed`), a
+        subshell (:class:`OnSubshell`: a concurrent target's to the frontend's, a subshell
+        console's comm to that console's), or stock's routing (None: not a comm message, or
+        ``comms_on_subshells``).
 
         Read before verification: only the path is chosen here. A comm message without a
         subshell is the main shell's anyway; it comes through the inbox too, so that a blocking
@@ -106,6 +111,10 @@ class CommRouting:
                 return OnSubshell(subshell_id)
         elif not enabled:
             return None
+        elif msg_type != "comm_open" and (owner := self._owner(frames)) is not None:
+            # A comm a subshell console's cell made (.owners): its console's, at once, as on
+            # stock; the main shell's if that subshell is gone.
+            return OnSubshell(owner, or_main_shell=True)
         # Stock's dispatch_shell requires a comm_open's subshell id to be the one it is
         # dispatched with; comm_msg and comm_close may come from any (dispatched with None).
         return Routed(subshell_id if msg_type == "comm_open" else None)
@@ -137,6 +146,12 @@ class CommRouting:
         if msg_type == "comm_close":
             self._concurrent_ids.discard(comm_id)
         return concurrent
+
+    def _owner(self, frames: list[Any]) -> str | None:
+        content = peek(self.session, frames, CONTENT)
+        comm_id = content.get("comm_id") if isinstance(content, dict) else None
+        comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
+        return owner_subshell(comm)
 
     def forget_reply_route(self, frames: list[Any]) -> None:
         """Consume what ipykernel 7.4 noted for a reply to a comm request, as its own routing
