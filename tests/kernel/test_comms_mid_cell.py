@@ -552,3 +552,38 @@ def test_a_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
     ((value, thread, main_was_running),) = evaluate(kernel, "console_log")
     assert (value, main_was_running) == (3, True)
     assert thread != "MainThread"
+
+
+def test_a_console_cells_comm_request_gets_its_reply_while_the_main_cell_runs(
+    kernel: BlockingKernelClient,
+) -> None:
+    """Upstream's ``test_comm_reply_follows_requesting_subshell`` pattern, from a subshell
+    console's async cell while the main shell runs a blocking cell: the reply reaches the
+    console's cell (on stock too)."""
+    frontend = create_subshell(kernel)
+    console = create_subshell(kernel)
+    seen: list[Message] = []
+    cell = main_cell_until_released(kernel, seen)
+    comm_id = evaluate_on(
+        kernel, console, "import comm\nasker = comm.create_comm(target_name='ask')", "asker.comm_id"
+    )
+    code = (
+        "import asyncio, threading\nreply = asyncio.get_running_loop().create_future()\n"
+        "asker.on_msg(lambda m: reply.set_result(m['content']['data']['content']['value']))\n"
+        "asker.send({'method': 'custom', 'content': {'id': 'request-1'}})\n"
+        # A hang guard, not a verdict: the reply comes long before.
+        "answer = await asyncio.wait_for(reply, 60)\n"
+    )
+    asked = send_on(kernel, console, "execute_request", {"code": code, "silent": False})
+    wait_iopub(
+        kernel,
+        lambda m: m["msg_type"] == "comm_msg" and m["parent_header"].get("msg_id") == asked,
+        what="the console cell's request",
+        seen=seen,
+    )
+    data = {"method": "custom", "content": {"id": "request-1", "value": 42}}
+    send_on(kernel, frontend, "comm_msg", {"comm_id": comm_id, "data": data})
+    assert get_reply(kernel, asked)["content"]["status"] == "ok"
+    released = on_subshell(kernel, console, "release = True")
+    wait_idles(kernel, [released, cell], seen)
+    assert evaluate(kernel, "answer") == 42

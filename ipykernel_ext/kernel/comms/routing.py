@@ -111,9 +111,15 @@ class CommRouting:
                 return OnSubshell(subshell_id)
         elif not enabled:
             return None
-        elif msg_type != "comm_open" and (owner := self._owner(frames)) is not None:
+        elif (
+            msg_type != "comm_open"
+            and (owner := self._owner(frames)) is not None
+            and not self._answers_a_main_shell_request(frames)
+        ):
             # A comm a subshell console's cell made (.owners): its console's, at once, as on
-            # stock; the main shell's if that subshell is gone.
+            # stock; the main shell's if that subshell is gone. A reply to a request the comm
+            # sent from the main shell goes to the main shell, where the request waits for it
+            # (stock's reply routing, BaseComm._reply_subshell_for).
             return OnSubshell(owner, or_main_shell=True)
         # Stock's dispatch_shell requires a comm_open's subshell id to be the one it is
         # dispatched with; comm_msg and comm_close may come from any (dispatched with None).
@@ -152,6 +158,21 @@ class CommRouting:
         comm_id = content.get("comm_id") if isinstance(content, dict) else None
         comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
         return owner_subshell(comm)
+
+    def _answers_a_main_shell_request(self, frames: list[Any]) -> bool:
+        """Whether the comm message answers a request its comm sent under a parent naming no
+        subshell (ipykernel 7.4's note, keyed by ``data.content.id``)."""
+        content = peek(self.session, frames, CONTENT)
+        if not isinstance(content, dict):
+            return False
+        comm_id, data = content.get("comm_id"), content.get("data")
+        comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
+        request = data.get("content") if isinstance(data, dict) else None
+        request_id = request.get("id") if isinstance(request, dict) else None
+        noted = getattr(comm, "_reply_subshell_ids", None)
+        if not isinstance(request_id, str) or not isinstance(noted, dict):
+            return False
+        return request_id in noted and noted.get(request_id) is None
 
     def forget_reply_route(self, frames: list[Any]) -> None:
         """Consume what ipykernel 7.4 noted for a reply to a comm request, as its own routing
