@@ -587,3 +587,25 @@ def test_a_console_cells_comm_request_gets_its_reply_while_the_main_cell_runs(
     released = on_subshell(kernel, console, "release = True")
     wait_idles(kernel, [released, cell], seen)
     assert evaluate(kernel, "answer") == 42
+
+
+def test_comm_info_after_a_comm_open_on_one_subshell_lists_the_comm(
+    kernel: BlockingKernelClient,
+) -> None:
+    """A frontend opens a comm and asks for comm_info on one subshell while the main shell is
+    busy: the reply lists the comm (stock answers after its comm_open; ours waits with it)."""
+    run(
+        kernel,
+        "get_ipython().kernel.comm_manager.register_target('listed', lambda comm, msg: None)",
+    )
+    subshell = create_subshell(kernel)
+    console = create_subshell(kernel)
+    seen: list[Message] = []
+    cell = main_cell_until_released(kernel, seen)
+    send_on(kernel, subshell, "comm_open", {"comm_id": "listed-1", "target_name": "listed"})
+    asked = send_on(kernel, subshell, "comm_info_request", {"target_name": "listed"})
+    released = on_subshell(kernel, console, "release = True")
+    wait_idles(kernel, [released, cell], seen)
+    reply = get_reply(kernel, asked)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert "listed-1" in reply["content"]["comms"], reply["content"]

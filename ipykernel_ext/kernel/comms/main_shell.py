@@ -199,11 +199,15 @@ class CommsOnMainShell(IPythonKernel):
         """``msg`` and the subshell id to dispatch it with on the main shell.
 
         The id (a ``comm_open``'s own, :class:`Routed`) only picks the socket a reply would go
-        to, and comm messages have no reply. A subshell deleted since: the message is signed
-        again without it, so that it is still handled.
+        to, and comm messages have no reply. A subshell deleted since, or a request whose reply
+        the main shell sends (``Routed.resign``): the message is signed again without it, so
+        that it is still handled.
         """
         subshell_id = routed.subshell_id
-        if subshell_id is None or subshell_id in self.shell_channel_thread.manager.list_subshell():
+        alive = (
+            subshell_id is None or subshell_id in self.shell_channel_thread.manager.list_subshell()
+        )
+        if alive and not routed.resign:
             return msg, subshell_id
         assert self.session is not None
         idents, frames = self.session.feed_identities(msg, copy=False)

@@ -44,10 +44,12 @@ MARKER_PREFIX = b"ipykernel_ext:comm-waiting:"
 
 @dataclass(frozen=True)
 class Routed:
-    """A comm message for the main shell: the subshell id to dispatch it with (a
-    ``comm_open``'s own, else None)."""
+    """A message for the main shell: the subshell id to dispatch it with (a ``comm_open``'s
+    own, else None); ``resign``: signed again without its subshell id first (a request whose
+    reply the main shell sends on its own socket)."""
 
     subshell_id: str | None
+    resign: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,11 +101,17 @@ class CommRouting:
         """
         enabled = self.enabled() or (self.inbox is not None and len(self.inbox) > 0)
         header = peek(self.session, frames, HEADER)
-        if not isinstance(header, dict) or header.get("msg_type") not in COMM_MSG_TYPES:
+        if not isinstance(header, dict):
             return None
-        msg_type = header["msg_type"]
+        msg_type = header.get("msg_type")
         subshell_id = header.get("subshell_id")
         subshell_id = subshell_id if isinstance(subshell_id, str) and subshell_id else None
+        if msg_type == "comm_info_request" and subshell_id is not None and self.enabled():
+            # Behind the comm messages waiting for the main shell, if any: its reply then
+            # lists the comms they open (stock answers on the subshell, after its comm_open).
+            return Routed(None, resign=True) if self.inbox is not None and len(self.inbox) else None
+        if msg_type not in COMM_MSG_TYPES:
+            return None
         if self._concurrent(msg_type, frames):
             # The frontend's subshell, as it asked: not stock's reply routing, which would
             # send a kernel-made comm's messages to the main shell's queue behind the cell.
