@@ -51,7 +51,6 @@ class CommsOnMainShell(IPythonKernel):
         """
         if routed is None:
             return False
-        self.comm_routing.forget_reply_route(frames)
         manager = self.shell_channel_thread.manager
         if isinstance(routed, OnSubshell):
             try:

@@ -25,6 +25,7 @@ The markers are ours: they never leave the kernel, and a stock handler never see
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections import OrderedDict
@@ -97,7 +98,10 @@ class CommRouting:
 
         Read before verification: only the path is chosen here. A comm message without a
         subshell is the main shell's anyway; it comes through the inbox too, so that a blocking
-        loop can let it through mid-cell whichever frontend sent it.
+        loop can let it through mid-cell whichever frontend sent it. The content is read at
+        most once per message, and only for a ``comm_msg``/``comm_close`` or a concurrent
+        target; a reply this routes consumes ipykernel's note of its request
+        (``BaseComm._reply_subshell_for``), as stock's routing does when it routes it.
         """
         enabled = self.enabled() or (self.inbox is not None and len(self.inbox) > 0)
         header = peek(self.session, frames, HEADER)
@@ -112,7 +116,16 @@ class CommRouting:
             return Routed(None, resign=True) if self.inbox is not None and len(self.inbox) else None
         if msg_type not in COMM_MSG_TYPES:
             return None
-        if self._concurrent(msg_type, frames):
+        message = _Peeked(self.session, frames, self.comm_manager)
+        routed = self._route(message, msg_type, subshell_id, enabled)
+        if routed is not None and msg_type != "comm_open":
+            message.forget_reply_route()
+        return routed
+
+    def _route(
+        self, message: _Peeked, msg_type: str, subshell_id: str | None, enabled: bool
+    ) -> Routed | OnSubshell | None:
+        if self._concurrent(message, msg_type):
             # The frontend's subshell, as it asked: not stock's reply routing, which would
             # send a kernel-made comm's messages to the main shell's queue behind the cell.
             if subshell_id is not None:
@@ -121,8 +134,8 @@ class CommRouting:
             return None
         elif (
             msg_type != "comm_open"
-            and (owner := self._owner(frames)) is not None
-            and not self._answers_a_main_shell_request(frames)
+            and (owner := owner_subshell(message.comm)) is not None
+            and not message.answers_a_main_shell_request()
         ):
             # A comm a subshell console's cell made (.owners): its console's, at once, as on
             # stock; the main shell's if that subshell is gone. A reply to a request the comm
@@ -133,7 +146,7 @@ class CommRouting:
         # dispatched with; comm_msg and comm_close may come from any (dispatched with None).
         return Routed(subshell_id if msg_type == "comm_open" else None)
 
-    def _concurrent(self, msg_type: str, frames: list[Any]) -> bool:
+    def _concurrent(self, message: _Peeked, msg_type: str) -> bool:
         """Whether the message is of a comm whose target is declared concurrent.
 
         A ``comm_open`` of such a target notes its comm here: the messages that follow it may
@@ -142,18 +155,15 @@ class CommRouting:
         targets = self.concurrent_targets()
         if not targets and not self._concurrent_ids:
             return False
-        content = peek(self.session, frames, CONTENT)
-        if not isinstance(content, dict):
-            return False
-        comm_id = content.get("comm_id")
-        if not isinstance(comm_id, str):
+        comm_id = message.comm_id
+        if comm_id is None:
             return False
         if msg_type == "comm_open":
-            concurrent = content.get("target_name") in targets
+            concurrent = message.content.get("target_name") in targets
             if concurrent:
                 self._concurrent_ids.add(comm_id)
             return concurrent
-        comm = self.comm_manager.comms.get(comm_id)
+        comm = message.comm
         concurrent = comm_id in self._concurrent_ids or (
             comm is not None and getattr(comm, "target_name", None) in targets
         )
@@ -161,38 +171,50 @@ class CommRouting:
             self._concurrent_ids.discard(comm_id)
         return concurrent
 
-    def _owner(self, frames: list[Any]) -> str | None:
-        content = peek(self.session, frames, CONTENT)
-        comm_id = content.get("comm_id") if isinstance(content, dict) else None
-        comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
-        return owner_subshell(comm)
 
-    def _answers_a_main_shell_request(self, frames: list[Any]) -> bool:
-        """Whether the comm message answers a request its comm sent under a parent naming no
-        subshell (ipykernel 7.4's note, keyed by ``data.content.id``)."""
-        content = peek(self.session, frames, CONTENT)
-        if not isinstance(content, dict):
-            return False
-        comm_id, data = content.get("comm_id"), content.get("data")
-        comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
+class _Peeked:
+    """A comm message's content and comm, read once, when first asked for (unverified)."""
+
+    def __init__(self, session: Any, frames: list[Any], comm_manager: Any) -> None:
+        self._session, self._frames, self._comm_manager = session, frames, comm_manager
+
+    @functools.cached_property
+    def content(self) -> dict[str, Any]:
+        content = peek(self._session, self._frames, CONTENT)
+        return content if isinstance(content, dict) else {}
+
+    @property
+    def comm_id(self) -> str | None:
+        comm_id = self.content.get("comm_id")
+        return comm_id if isinstance(comm_id, str) else None
+
+    @functools.cached_property
+    def comm(self) -> Any:
+        comm_id = self.comm_id
+        return self._comm_manager.comms.get(comm_id) if comm_id is not None else None
+
+    def _request_id(self) -> str | None:
+        """``data.content.id``: the request a comm message answers (ipykernel 7.4's key)."""
+        data = self.content.get("data")
         request = data.get("content") if isinstance(data, dict) else None
         request_id = request.get("id") if isinstance(request, dict) else None
-        noted = getattr(comm, "_reply_subshell_ids", None)
-        if not isinstance(request_id, str) or not isinstance(noted, dict):
+        return request_id if isinstance(request_id, str) else None
+
+    def answers_a_main_shell_request(self) -> bool:
+        """Whether it answers a request its comm sent under a parent naming no subshell."""
+        noted = getattr(self.comm, "_reply_subshell_ids", None)
+        request_id = self._request_id()
+        if request_id is None or not isinstance(noted, dict):
             return False
         return request_id in noted and noted.get(request_id) is None
 
-    def forget_reply_route(self, frames: list[Any]) -> None:
+    def forget_reply_route(self) -> None:
         """Consume what ipykernel 7.4 noted for a reply to a comm request, as its own routing
-        does when the reply comes (``BaseComm._reply_subshell_for``): ours routes the reply
-        itself, and an entry never consumed stays for the comm's lifetime."""
-        content = peek(self.session, frames, CONTENT)
-        if not isinstance(content, dict):
-            return
-        comm_id = content.get("comm_id")
-        comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
+        does when the reply comes: ours routes the reply itself, and an entry never consumed
+        stays for the comm's lifetime."""
+        comm = self.comm
         if comm is not None and getattr(comm, "_reply_subshell_ids", None):
-            comm._reply_subshell_for(content.get("data"), None)
+            comm._reply_subshell_for(self.content.get("data"), None)
 
 
 class CommInbox:
