@@ -157,7 +157,7 @@ def test_handle_waiting_comms_runs_callbacks_on_the_main_thread_in_the_main_loop
     )
 
 
-def test_a_subshell_cell_that_calls_handle_waiting_comms_runs_nothing_of_the_main_shell(
+def test_other_threads_that_handle_waiting_comms_run_nothing_of_the_main_shell(
     kernel: BlockingKernelClient,
 ) -> None:
     run(kernel, SLIDER)
@@ -179,13 +179,19 @@ def test_a_subshell_cell_that_calls_handle_waiting_comms_runs_nothing_of_the_mai
         console,
         "execute_request",
         {
-            "code": "from ipykernel_ext.kernel import handle_waiting_comms\n"
-            "handled_beside = handle_waiting_comms()\nlog_beside = list(log)\nrelease = True",
+            "code": "import threading\nfrom ipykernel_ext.kernel import handle_waiting_comms\n"
+            "handled_beside = [handle_waiting_comms()]\n"
+            "handled_beside.append(await get_ipython().kernel.do_one_iteration())\n"
+            "_user = threading.Thread(\n"
+            "    target=lambda: handled_beside.append(handle_waiting_comms()))\n"
+            "_user.start(); _user.join()\n"
+            "log_beside = list(log)\nrelease = True",
             "silent": False,
         },
     )
     wait_idles(kernel, [beside, cell, moved], seen)
-    assert evaluate(kernel, "handled_beside") == 0
+    # From the console's thread (both calls) and from a thread of the user's: nothing.
+    assert evaluate(kernel, "handled_beside") == [0, 0, 0]
     assert evaluate(kernel, "log_beside") == []
     # The move ran after the cell, on the main thread.
     assert evaluate(kernel, "log") == [(5, "MainThread")]
