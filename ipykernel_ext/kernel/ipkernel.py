@@ -38,7 +38,6 @@ from ..protocol import (
 )
 from .busy.answers import BusyAnswers
 from .busy.main_shell_status import MainShellStatus
-from .comms.cell_events import ExtShell
 from .comms.echo import CommEcho
 from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
@@ -48,6 +47,7 @@ from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
 from .widgets.snapshot import WidgetStateRequestError, build_widget_state_reply
+from .zmqshell import ExtShell
 
 
 class ExtKernel(IOPubOptions, CommsOnMainShell):
@@ -102,7 +102,7 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
     ).tag(config=True)
 
     # A shell whose pre_execute/post_execute a comm message cannot fire mid-cell
-    # (:mod:`.comms.cell_events`); a subclass of stock's, so everything else is stock's.
+    # (:mod:`.zmqshell`); a subclass of stock's, so everything else is stock's.
     shell_class = Type(ExtShell)
 
     control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]

@@ -383,6 +383,7 @@ BUSY_ROUTING_PY = "ipykernel_ext/kernel/busy/routing.py"
 CONTROL_COMM_PY = "ipykernel_ext/kernel/widgets/control_comm.py"
 RECONCILE_PY = "ipykernel_ext/kernel/widgets/reconcile.py"
 CELL_EVENTS_PY = "ipykernel_ext/kernel/comms/cell_events.py"
+ZMQSHELL_PY = "ipykernel_ext/kernel/zmqshell.py"
 MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
 COMM_ROUTING_PY = "ipykernel_ext/kernel/comms/routing.py"
 COMM_OWNERS_PY = "ipykernel_ext/kernel/comms/owners.py"
@@ -545,13 +546,13 @@ CONTRACT: list[Row] = [
     Row(
         "IPython.core.interactiveshell:InteractiveShell.init_events",
         [Function(("self",)), Source((r"self\.events\s*=\s*EventManager",))],
-        (CELL_EVENTS_PY,),
+        (ZMQSHELL_PY,),
         "overridden to give the shell CellEvents with the same callbacks",
     ),
     Row(
         "IPython.core.events:EventManager.__init__",
         [Source((r"self\.callbacks\b",))],
-        (CELL_EVENTS_PY,),
+        (ZMQSHELL_PY,),
         "the registered callbacks, carried over to CellEvents",
     ),
     Row(
