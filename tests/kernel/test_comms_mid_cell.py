@@ -234,9 +234,10 @@ import threading, time as _time, ipywidgets as _w
 state = {'running': False, 'stop': False, 'thread': None}
 b = _w.Button()
 def _clicked(_):
-    state['running'], state['thread'] = True, threading.current_thread().name
-    print('CALLBACK STARTED', flush=True)
+    state['thread'] = threading.current_thread().name
     try:
+        state['running'] = True
+        print('CALLBACK STARTED', flush=True)
         while not state['stop']:
             _time.sleep(0.01)
     finally:
