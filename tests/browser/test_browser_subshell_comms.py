@@ -361,3 +361,73 @@ def test_slider_dragged_while_a_cell_waits_reaches_the_kernel_every_time(
     assert "RELEASED True" in text, detail
     assert [r["value"] for r in records] == list(range(1, DRAGS + 1)), detail
     assert kernel_value == DRAGS and page_value == str(DRAGS), detail
+
+
+# --- 5. a slider made in a subshell console answers while the main cell runs (JEP 91) -------------
+
+CONSOLE_INPUT = ".jp-CodeConsole-input .cm-content"
+
+
+def test_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
+    lab: JupyterServer, page: Any
+) -> None:
+    """JupyterLab's "New Subshell Console for Notebook": a slider made there runs its callback
+    on that subshell at once while the notebook's cell runs, as on stock."""
+    name = f"console-{uuid.uuid4().hex[:8]}"
+    record, started, release = (
+        lab.root_dir / f"{name}.{ext}" for ext in ("jsonl", "started", "release")
+    )
+    main_cell = (
+        f"import pathlib, time\nrunning = True\npathlib.Path({str(started)!r}).touch()\n"
+        f"release = pathlib.Path({str(release)!r})\ndeadline = time.monotonic() + 90\n"
+        "while not release.exists() and time.monotonic() < deadline:\n    time.sleep(0.01)\n"
+        'running = False\nprint("RELEASED", release.exists())'
+    )
+    console_code = (
+        "import ipywidgets as widgets\n"
+        + RECORD_HELPER
+        + f"c = widgets.IntSlider(value=0, min=0, max={SLIDER_MAX})\n"
+        f'c.observe(lambda change: _record({str(record)!r}, value=change["new"]), "value")\n'
+        "c"
+    )
+    try:
+        log, _ = open_notebook(page, lab, "lab", name, [main_cell], KERNEL, run_all=False)
+        run_cell(page, 0)
+        wait_for(started.exists, 60, what="the notebook's cell started", page=page)
+        page.evaluate(
+            "() => window.jupyterapp.commands.execute("
+            "'notebook:create-subshell-console', {activate: true})"
+        )
+        editor = page.locator(CONSOLE_INPUT)
+        wait_for(lambda: editor.count() == 1, 60, what="the subshell console", page=page)
+        editor.click()
+        page.keyboard.insert_text(console_code)
+        page.keyboard.press("Shift+Enter")
+        handle = page.locator(SLIDER_HANDLE)
+        wait_for(lambda: handle.count() == 1, 60, what="the console's slider", page=page)
+        drag_slider(page, 0, 3)
+        wait_for(
+            lambda: (records := read_records(record)) and records[-1]["value"] == 3,
+            60,
+            what="the console slider's callback for value 3",
+            page=page,
+        )
+        page_value = page.locator(SLIDER_READOUT).inner_text().strip()
+        records = read_records(record)
+    finally:
+        release.touch()
+    sent = comm_msgs_sent(log, "update")
+    detail = json.dumps(
+        {
+            "records": records,
+            "page_value": page_value,
+            "sent_subshells": [f.subshell_id for f in sent],
+        }
+    )
+    print(detail)
+    # The premise: the page sent the moves on a subshell, as for any widget.
+    assert sent and all(f.subshell_id for f in sent), detail
+    # The verdicts: it ran while the notebook's cell ran, not on the main thread.
+    assert all(r["running"] for r in records), detail
+    assert "MainThread" not in {r["thread"] for r in records}, detail
+    assert page_value == "3", detail
