@@ -125,13 +125,13 @@ class CommRouting:
     def _route(
         self, message: _Peeked, msg_type: str, subshell_id: str | None, enabled: bool
     ) -> Routed | OnSubshell | None:
+        if not enabled:
+            return None
         if self._concurrent(message, msg_type):
             # The frontend's subshell, as it asked: not stock's reply routing, which would
             # send a kernel-made comm's messages to the main shell's queue behind the cell.
             if subshell_id is not None:
                 return OnSubshell(subshell_id)
-        elif not enabled:
-            return None
         elif (
             msg_type != "comm_open"
             and (owner := owner_subshell(message.comm)) is not None
