@@ -46,8 +46,9 @@ class CommsOnMainShell(IPythonKernel):
         """On the shell-channel thread: send a comm message where ``routed`` (the one decision
         for it, :meth:`CommRouting.route`) says; True if sent. For the main shell:
         the message waits in the inbox and its marker takes its place in the main shell's
-        queue, so the main shell meets it in arrival order. A concurrent target's: straight
-        to the frontend's subshell. Else (False): stock's routing.
+        queue, so the main shell meets it in arrival order. To a subshell (a concurrent
+        target's, a subshell console's comm): straight there, as it came; a console gone since:
+        the main shell. Else (False): stock's routing.
         """
         if routed is None:
             return False
