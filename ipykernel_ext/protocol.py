@@ -80,7 +80,10 @@ def peek(session: Any, frames: list[Any], index: int) -> Any:
     """
     try:
         frame = frames[index]
-        return session.unpack(getattr(frame, "bytes", frame))
+        # A copy for this read only: a zmq.Frame's ``bytes`` would keep one on the frame for as
+        # long as the message is held (the comm inbox holds many, some large).
+        buffer = getattr(frame, "buffer", None)
+        return session.unpack(bytes(buffer) if buffer is not None else frame)
     except Exception:
         return None
 

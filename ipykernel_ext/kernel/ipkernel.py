@@ -6,7 +6,8 @@ Wiring only. What each feature does lives in its room (:mod:`ipykernel_ext.kerne
   IOPub options and the adoption of another app's socket (:mod:`.iopub.kernel_options`), and
   the missed-messages notice (:mod:`.iopub.notice`);
 * :mod:`.comms`: ``comm_echo`` for the comm messages clients send (:mod:`.comms.echo`), and
-  comm messages run on the main shell (:mod:`.comms.routing`, :mod:`.comms.cell_events`);
+  comm messages run on the main shell (:class:`~.comms.main_shell.CommsOnMainShell`, the
+  mixin this kernel inherits: the routing, the inbox, the messages handled mid-cell);
 * :mod:`.widgets`: the snapshot of every ipywidgets model for one reply
   (:mod:`.widgets.snapshot`), and an idle kernel's control comm (:mod:`.widgets.control_comm`);
 * :mod:`.busy`: a reconnecting frontend answered while the main shell runs a cell.
@@ -19,13 +20,11 @@ is still running (see PROTOCOL.md, "Queries publish no status").
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
-from contextvars import copy_context
 from typing import Any
 
-import zmq
+import comm
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, List, Type, Unicode, observe
 
@@ -39,16 +38,19 @@ from ..protocol import (
 )
 from .busy.answers import BusyAnswers
 from .busy.main_shell_status import MainShellStatus
-from .comms.cell_events import ExtShell, held_cell_events
 from .comms.echo import CommEcho
-from .comms.routing import CommInbox, CommRouting, Routed, Waiting
+from .comms.main_shell import CommsOnMainShell
+from .comms.mid_cell import interrupts_noted
+from .comms.owners import create_owned_comm
+from .comms.routing import CommInbox, CommRouting, Routed
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
 from .widgets.snapshot import WidgetStateRequestError, build_widget_state_reply
+from .zmqshell import ExtShell
 
 
-class ExtKernel(IOPubOptions, IPythonKernel):
+class ExtKernel(IOPubOptions, CommsOnMainShell):
     """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
 
     echo_enabled = Bool(
@@ -100,7 +102,7 @@ class ExtKernel(IOPubOptions, IPythonKernel):
     ).tag(config=True)
 
     # A shell whose pre_execute/post_execute a comm message cannot fire mid-cell
-    # (:mod:`.comms.cell_events`); a subclass of stock's, so everything else is stock's.
+    # (:mod:`.zmqshell`); a subclass of stock's, so everything else is stock's.
     shell_class = Type(ExtShell)
 
     control_msg_types = [*IPythonKernel.control_msg_types, *QUERY_MSG_TYPES]
@@ -129,19 +131,22 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         self._on_iopub_thread(self._watch_give_ups)
         self.main_shell_status = MainShellStatus()
         # Comm messages on the main shell, whatever subshell they name (.comms.routing).
+        # A comm knows the subshell console whose cell made it (.comms.owners): the comm
+        # package's hook for the kernel to say what a comm is, as ipykernel sets its own.
+        comm.create_comm = create_owned_comm
+        self.comm_inbox = CommInbox()
         self.comm_routing = CommRouting(
             self.session,
             self.comm_manager,
             enabled=lambda: not self.comms_on_subshells,
             concurrent_targets=lambda: frozenset(self.concurrent_comm_targets),
+            inbox=self.comm_inbox,
         )
-        self.comm_inbox = CommInbox()
         self.busy_answers = BusyAnswers(
             self,
             self.main_shell_status,
             publish_status=self._publish_status,
             enabled=lambda: self.answer_while_busy,
-            comm_to_main=self.comm_routing.to_main_shell,
         )
         # An idle kernel answers ipywidgets' control comm with the same snapshot, on the main
         # shell in stock's order (.widgets.control_comm, ControlCommAnswer).
@@ -149,8 +154,8 @@ class ExtKernel(IOPubOptions, IPythonKernel):
             self.shell_handlers["comm_open"]
         )
         for msg_type in COMM_MSG_TYPES:
-            self.shell_handlers[msg_type] = self.comm_echo_publisher.wrap(
-                self.shell_handlers[msg_type]
+            self.shell_handlers[msg_type] = interrupts_noted(
+                self.comm_echo_publisher.wrap(self.shell_handlers[msg_type])
             )
 
     @observe("echo_enabled")
@@ -175,6 +180,18 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         return frozenset([*configured, CONTROL_COMM_TARGET])
 
     # --- answers while the main shell is busy (see .busy.answers) ------------------------------
+
+    def _on_main_shell_thread(self) -> bool:
+        return self.main_shell_status.is_main_thread()
+
+    def _comm_idle_mid_cell(self, parent: dict[str, Any]) -> None:
+        """After a mid-cell comm's idle (.comms.main_shell): its sender has finished, and
+        ``busy`` again for the running cell, as after any idle beside it (.busy)."""
+        self.busy_answers.finished(parent)
+        publish = super()._publish_status
+        self.main_shell_status.idle_published_beside(
+            parent, "shell", lambda running: publish("busy", "shell", running)
+        )
 
     def start(self) -> None:
         """Start as stock does, noting which thread is the main shell's."""
@@ -220,94 +237,16 @@ class ExtKernel(IOPubOptions, IPythonKernel):
         comm messages :class:`CommRouting` sends to the main shell."""
         if self.session is not None:
             idents, frames = self.session.feed_identities(msg, copy=False)
-            if self.answer_while_busy and self.busy_answers.claims(frames):
+            # The one routing decision for a comm message (.comms.routing), made first: the
+            # busy answers note what the main shell will run.
+            routed = self.comm_routing.route(frames)
+            to_main = isinstance(routed, Routed)
+            if self.answer_while_busy and self.busy_answers.claims(frames, to_main):
                 await self.busy_answers.answer(idents, frames)
                 return
-            routed = self.comm_routing.route(frames)
-            if routed is not None:
-                # The message waits in the inbox; its marker takes its place in the main
-                # shell's queue, so the main shell meets it in arrival order.
-                marker = self.comm_inbox.put(msg, routed)
-                manager = self.shell_channel_thread.manager
-                manager.get_shell_channel_to_subshell_socket(None).send_multipart(marker)
+            if self.route_comm(msg, frames, routed):
                 return
         await super().shell_channel_thread_main(msg)
-
-    # --- comm messages on the main shell (see .comms.routing) ----------------------------
-
-    async def shell_main(self, subshell_id: str | None, msg: list[Any]) -> None:
-        """Handle a shell message as stock does; at a marker, the comm message it stands for."""
-        number = CommInbox.marker_number(msg) if subshell_id is None else None
-        if number is None:
-            await super().shell_main(subshell_id, msg)
-            return
-        waiting = self.comm_inbox.take(number)
-        if waiting is None:
-            return  # handled mid-cell already
-        lock = self._main_asyncio_lock
-        if isinstance(lock, asyncio.Lock) and lock.locked():
-            # An async cell is awaiting: handled now, as stock handles a comm message on the
-            # main shell then (a cell that awaits a widget change gets it).
-            await self._handle_comm_mid_cell(waiting)
-            return
-        async with lock:
-            msg, subshell_id = self._as_main_shell_message(*waiting)
-            await self.dispatch_shell(msg, subshell_id=subshell_id)
-
-    async def do_one_iteration(self) -> int:
-        """Handle the comm messages waiting for the main shell now, mid-cell; return how many.
-
-        ipykernel 6's name, which jupyter-ui-poll's ``ui_events()`` calls from its own thread
-        while the cell waits for it; :func:`~.comms.routing.handle_waiting_comms` is the call for
-        user code.
-        """
-        handled = 0
-        for waiting in self.comm_inbox.take_all():
-            await self._handle_comm_mid_cell(waiting)
-            handled += 1
-        return handled
-
-    async def _handle_comm_mid_cell(self, waiting: Waiting) -> None:
-        """Handle a comm message while the cell waits, then give the cell its parent back.
-
-        As stock handles a comm message beside an awaiting cell: no busy/idle of its own, in a
-        copy of the context (its parent is not the cell's); and the cell's
-        ``pre_execute``/``post_execute`` held, so the cell's figures stay in the cell.
-        """
-        parent = self.get_parent("shell")
-        ident = self._get_shell_context_var(self._shell_parent_ident)
-        msg, subshell_id = self._as_main_shell_message(*waiting)
-
-        async def handle() -> None:
-            with held_cell_events():
-                await self.dispatch_shell(msg, subshell_id=subshell_id, concurrent=True)
-
-        try:
-            await asyncio.create_task(handle(), context=copy_context())
-        finally:
-            self.set_parent(ident, parent, channel="shell")
-
-    def _as_main_shell_message(
-        self, msg: list[Any], routed: Routed
-    ) -> tuple[list[Any], str | None]:
-        """``msg`` and the subshell id to dispatch it with on the main shell.
-
-        The id (a ``comm_open``'s own, :class:`Routed`) only picks the socket a reply would go
-        to, and comm messages have no reply. A subshell deleted since: the message is signed
-        again without it, so that it is still handled.
-        """
-        subshell_id = routed.subshell_id
-        if subshell_id is None or subshell_id in self.shell_channel_thread.manager.list_subshell():
-            return msg, subshell_id
-        assert self.session is not None
-        idents, frames = self.session.feed_identities(msg, copy=False)
-        try:
-            request = self.session.deserialize(frames, content=True, copy=False)
-        except Exception:
-            return msg, None  # refused by dispatch_shell's own check, logged as stock does
-        request["header"].pop("subshell_id", None)
-        # As the main shell's stream delivers them (copy=False): frames, not bytes.
-        return [zmq.Frame(part) for part in self.session.serialize(request, ident=idents)], None
 
     # --- the IOPub socket's parts the missed-messages notice needs -------------------------
 

@@ -27,6 +27,7 @@ sent, the file the test writes to release the cell), never sleeps; the bounds ar
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import Iterator
@@ -45,11 +46,16 @@ from harness.browser_subshell import (
     FRONTENDS,
     MOVES,
     RECORD_HELPER,
+    SLIDER_HANDLE,
+    SLIDER_MAX,
+    SLIDER_READOUT,
     cell_output_text,
     comm_msgs_sent,
+    drag_slider,
     move_during_the_cell,
     open_notebook,
     read_records,
+    run_cell,
     run_slider_scenario,
     wait_idle,
 )
@@ -259,3 +265,169 @@ def test_ipympl_figure_shown_in_its_cell_while_a_slider_moves(
     assert "RELEASED True" in text, detail
     assert shown == 1 and elsewhere == 0, f"the ipympl figure not in its cell: {detail}"
     assert not [r for r in records if r["running"]], f"a callback ran mid-cell: {detail}"
+
+
+# --- 4. a slider dragged while a cell waits for it (issue 37) -----------------------------------
+
+#: Separate drags of the slider, one step each, while the cell waits.
+DRAGS = 5
+
+#: How the cell waits, letting the slider's messages through, until the test releases it
+#: (90 s: a hang guard, not a verdict).
+WAITING = {
+    "ui_events": """\
+from jupyter_ui_poll import ui_events
+with ui_events() as poll:
+    while not release.exists() and time.monotonic() < deadline:
+        poll(10)
+        time.sleep(0.01)""",
+    "async": """\
+import asyncio
+while not release.exists() and time.monotonic() < deadline:
+    await asyncio.sleep(0.01)""",
+}
+
+
+def waiting_cells(record: Any, started: Any, release: Any, wait: str) -> list[str]:
+    setup = (
+        "import ipywidgets as widgets\nrunning = False\n"
+        + RECORD_HELPER
+        + f"""
+slider = widgets.IntSlider(value=0, min=0, max={SLIDER_MAX})
+slider.observe(lambda change: _record({str(record)!r}, value=change["new"]), "value")
+slider"""
+    )
+    cell = (
+        f"import pathlib, time\nrunning = True\npathlib.Path({str(started)!r}).touch()\n"
+        f"release = pathlib.Path({str(release)!r})\ndeadline = time.monotonic() + 90\n"
+        + WAITING[wait]
+        + '\nrunning = False\nprint("RELEASED", release.exists())'
+    )
+    return [setup, cell]
+
+
+def recorded(record: Any, value: int) -> bool:
+    """Whether the kernel's callback recorded ``value``."""
+    return any(r["value"] == value for r in read_records(record))
+
+
+@pytest.mark.parametrize("wait", list(WAITING))
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_slider_dragged_while_a_cell_waits_reaches_the_kernel_every_time(
+    lab: JupyterServer, page: Any, frontend: str, wait: str
+) -> None:
+    """Each move handled mid-cell gets its own idle, so the page sends the next one: the kernel
+    sees every drag's value and ends at the page's (before: the first move only, for good)."""
+    if wait == "ui_events":
+        require_browser(("jupyter_ui_poll",))
+    name = f"waiting-{wait}-{frontend}-{uuid.uuid4().hex[:8]}"
+    record, started, release = (
+        lab.root_dir / f"{name}.{ext}" for ext in ("jsonl", "started", "release")
+    )
+    cells = waiting_cells(record, started, release, wait)
+    try:
+        log, status_js = open_notebook(page, lab, frontend, name, cells, KERNEL, run_all=False)
+        run_cell(page, 0)
+        handle = page.locator(SLIDER_HANDLE)
+        wait_for(lambda: handle.count() == 1, 60, what="the slider rendered", page=page)
+        wait_idle(page, status_js)
+        run_cell(page, 1)
+        wait_for(started.exists, 60, what="cell 1 started", page=page)
+        for value in range(1, DRAGS + 1):
+            drag_slider(page, value - 1, 1)
+            wait_for(
+                functools.partial(recorded, record, value),
+                30,
+                what=f"the kernel's callback for drag {value}",
+                page=page,
+            )
+        kernel_value = read_records(record)[-1]["value"]
+        page_value = page.locator(SLIDER_READOUT).inner_text().strip()
+        release.touch()
+        wait_for(lambda: "RELEASED" in cell_output_text(page, 1), 60, what="cell 1's print")
+        wait_idle(page, status_js)
+        text = cell_output_text(page, 1)
+    finally:
+        release.touch()
+    records = read_records(record)
+    sent = comm_msgs_sent(log, "update")
+    detail = json.dumps(
+        {"records": records, "cell_output": text, "sent_subshells": [f.subshell_id for f in sent]}
+    )
+    print(detail)
+    # The premise: the page sent its moves on a subshell, and the kernel got them mid-cell.
+    assert sent and all(f.subshell_id for f in sent), f"moves not sent on a subshell: {detail}"
+    assert records and all(r["subshell_id"] and r["running"] for r in records), detail
+    assert "RELEASED True" in text, detail
+    assert [r["value"] for r in records] == list(range(1, DRAGS + 1)), detail
+    assert kernel_value == DRAGS and page_value == str(DRAGS), detail
+
+
+# --- 5. a slider made in a subshell console answers while the main cell runs (JEP 91) -------------
+
+CONSOLE_INPUT = ".jp-CodeConsole-input .cm-content"
+
+
+def test_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
+    lab: JupyterServer, page: Any
+) -> None:
+    """JupyterLab's "New Subshell Console for Notebook": a slider made there runs its callback
+    on that subshell at once while the notebook's cell runs, as on stock."""
+    name = f"console-{uuid.uuid4().hex[:8]}"
+    record, started, release = (
+        lab.root_dir / f"{name}.{ext}" for ext in ("jsonl", "started", "release")
+    )
+    main_cell = (
+        f"import pathlib, time\nrunning = True\npathlib.Path({str(started)!r}).touch()\n"
+        f"release = pathlib.Path({str(release)!r})\ndeadline = time.monotonic() + 90\n"
+        "while not release.exists() and time.monotonic() < deadline:\n    time.sleep(0.01)\n"
+        'running = False\nprint("RELEASED", release.exists())'
+    )
+    console_code = (
+        "import ipywidgets as widgets\n"
+        + RECORD_HELPER
+        + f"c = widgets.IntSlider(value=0, min=0, max={SLIDER_MAX})\n"
+        f'c.observe(lambda change: _record({str(record)!r}, value=change["new"]), "value")\n'
+        "c"
+    )
+    try:
+        log, _ = open_notebook(page, lab, "lab", name, [main_cell], KERNEL, run_all=False)
+        run_cell(page, 0)
+        wait_for(started.exists, 60, what="the notebook's cell started", page=page)
+        page.evaluate(
+            "() => window.jupyterapp.commands.execute("
+            "'notebook:create-subshell-console', {activate: true})"
+        )
+        editor = page.locator(CONSOLE_INPUT)
+        wait_for(lambda: editor.count() == 1, 60, what="the subshell console", page=page)
+        editor.click()
+        page.keyboard.insert_text(console_code)
+        page.keyboard.press("Shift+Enter")
+        handle = page.locator(SLIDER_HANDLE)
+        wait_for(lambda: handle.count() == 1, 60, what="the console's slider", page=page)
+        drag_slider(page, 0, 3)
+        wait_for(
+            lambda: (records := read_records(record)) and records[-1]["value"] == 3,
+            60,
+            what="the console slider's callback for value 3",
+            page=page,
+        )
+        page_value = page.locator(SLIDER_READOUT).inner_text().strip()
+        records = read_records(record)
+    finally:
+        release.touch()
+    sent = comm_msgs_sent(log, "update")
+    detail = json.dumps(
+        {
+            "records": records,
+            "page_value": page_value,
+            "sent_subshells": [f.subshell_id for f in sent],
+        }
+    )
+    print(detail)
+    # The premise: the page sent the moves on a subshell, as for any widget.
+    assert sent and all(f.subshell_id for f in sent), detail
+    # The verdicts: it ran while the notebook's cell ran, not on the main thread.
+    assert all(r["running"] for r in records), detail
+    assert "MainThread" not in {r["thread"] for r in records}, detail
+    assert page_value == "3", detail

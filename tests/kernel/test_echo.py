@@ -443,8 +443,9 @@ get_ipython().kernel.comm_manager.register_target("waiter", _waiter_target)
 
 
 def test_echo_while_an_async_cell_waits_for_the_frontend(pair: Pair) -> None:
-    """ipykernel dispatches comm messages concurrently while an async cell holds the shell
-    (a cell awaiting a widget's answer); the echo still comes first, and no status."""
+    """A comm message handled while an async cell awaits (a cell awaiting a widget's answer)
+    gets its own busy and idle, as at rest (PROTOCOL.md section 7; stock publishes none): the
+    echo comes right after the busy, before the handler's output."""
     pair.run(WAITER_SETUP)
     comm_id = new_comm_id()
     opened = send_comm(pair.a, "comm_open", {"comm_id": comm_id, "target_name": "waiter"})
@@ -463,8 +464,8 @@ def test_echo_while_an_async_cell_waits_for_the_frontend(pair: Pair) -> None:
     sent = send_comm(pair.a, "comm_msg", {"comm_id": comm_id, "data": {"answer": 42}})
     seen = read_until_idle(pair.b, cell, keep_all=True)
     of_comm = [m for m in seen if m["parent_header"].get("msg_id") == sent["header"]["msg_id"]]
-    assert types(of_comm) == ["comm_echo", "comm_msg"]
-    assert of_comm[0]["content"]["data"] == {"answer": 42}
+    assert types(of_comm) == ["status:busy", "comm_echo", "comm_msg", "status:idle"]
+    assert of_comm[1]["content"]["data"] == {"answer": 42}
     out = "".join(m["content"]["text"] for m in seen if m["msg_type"] == "stream")
     assert "got {'answer': 42}" in out
 

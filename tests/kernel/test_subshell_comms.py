@@ -18,7 +18,15 @@ from jupyter_client import BlockingKernelClient
 
 from harness.cells import evaluate, run, start_cell
 from harness.kernels import EXT_KERNEL, running_kernel
-from harness.messages import control_request, get_reply, is_status, wait_iopub
+from harness.messages import control_request
+from harness.subshells import (
+    click,
+    create_subshell,
+    send_on,
+    subshell_barrier,
+    update,
+    wait_idles,
+)
 
 pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the test extra)")
 
@@ -29,45 +37,6 @@ Message = dict[str, Any]
 def kernel() -> Iterator[BlockingKernelClient]:
     with running_kernel(EXT_KERNEL) as (_, kc):
         yield kc
-
-
-def create_subshell(kc: BlockingKernelClient) -> str:
-    reply = control_request(kc, "create_subshell_request")
-    assert reply["content"]["status"] == "ok", reply["content"]
-    return reply["content"]["subshell_id"]
-
-
-def send_on(kc: BlockingKernelClient, subshell_id: str, msg_type: str, content: Message) -> str:
-    """Send a shell message on ``subshell_id``, as JupyterLab's KernelConnection does."""
-    msg = kc.session.msg(msg_type, content)
-    msg["header"]["subshell_id"] = subshell_id
-    kc.shell_channel.send(msg)
-    return msg["header"]["msg_id"]
-
-
-def update(kc: BlockingKernelClient, subshell_id: str, model_id: str, **state: Any) -> str:
-    data = {"method": "update", "state": state, "buffer_paths": []}
-    return send_on(kc, subshell_id, "comm_msg", {"comm_id": model_id, "data": data})
-
-
-def click(kc: BlockingKernelClient, subshell_id: str, model_id: str) -> str:
-    data = {"method": "custom", "content": {"event": "click"}}
-    return send_on(kc, subshell_id, "comm_msg", {"comm_id": model_id, "data": data})
-
-
-def subshell_barrier(kc: BlockingKernelClient, subshell_id: str) -> None:
-    """Return once the subshell answered a request sent after everything before it.
-
-    The shell-channel thread routes in arrival order and a subshell handles its messages in
-    order: stock's routing has run every comm callback sent there before by now.
-    """
-    get_reply(kc, send_on(kc, subshell_id, "kernel_info_request", {}))
-
-
-def wait_idles(kc: BlockingKernelClient, msg_ids: list[str], seen: list[Message]) -> None:
-    for msg_id in msg_ids:
-        if not any(is_status("idle", msg_id)(m) for m in seen):
-            wait_iopub(kc, is_status("idle", msg_id), what=f"the idle of {msg_id}", seen=seen)
 
 
 def waiting_cell(release: Path, before: str = "") -> str:

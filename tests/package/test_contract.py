@@ -384,6 +384,10 @@ BUSY_ROUTING_PY = "ipykernel_ext/kernel/busy/routing.py"
 CONTROL_COMM_PY = "ipykernel_ext/kernel/widgets/control_comm.py"
 RECONCILE_PY = "ipykernel_ext/kernel/widgets/reconcile.py"
 CELL_EVENTS_PY = "ipykernel_ext/kernel/comms/cell_events.py"
+ZMQSHELL_PY = "ipykernel_ext/kernel/zmqshell.py"
+MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
+COMM_ROUTING_PY = "ipykernel_ext/kernel/comms/routing.py"
+COMM_OWNERS_PY = "ipykernel_ext/kernel/comms/owners.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -440,7 +444,7 @@ CONTRACT: list[Row] = [
     Row(
         f"{KERNEL}.shell_main",
         [Function(("self", "subshell_id", "msg"), "async function")],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "overridden: the main shell meets a comm marker here and handles its comm message",
     ),
     Row(
@@ -455,44 +459,101 @@ CONTRACT: list[Row] = [
             Function(("self", "msg", "subshell_id", "concurrent"), "async function"),
             Source((r'msg_type not in \{"comm_msg", "comm_close"\}',)),
         ],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "comm messages dispatched on the main shell; a comm_open must be given its subshell id",
     ),
     Row(
         f"{KERNEL}.shell_main",
         [Source((r"asyncio_lock = self\._main_asyncio_lock",))],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "_main_asyncio_lock is held while the main shell runs a request: locked means a cell "
         "awaits",
     ),
     Row(
+        f"{KERNEL}.should_handle",
+        [Function(("self", "stream", "msg", "idents"))],
+        (MAIN_SHELL_PY,),
+        "overridden: a comm message handled mid-cell publishes its busy there, once verified",
+    ),
+    Row(
+        f"{KERNEL}.dispatch_shell",
+        [
+            Source(
+                (
+                    r"if not concurrent:\s*self\._publish_status\(\"busy\"",
+                    r"self\.should_handle\(stream, msg, idents\)",
+                    r"except KeyboardInterrupt:",
+                )
+            )
+        ],
+        (MAIN_SHELL_PY,),
+        "concurrent=True publishes no status (ours publishes the mid-cell comm's own); "
+        "should_handle runs verified, before the handler; a handler's KeyboardInterrupt is "
+        "swallowed (the comm handlers note it mid-cell, comms/mid_cell.py)",
+    ),
+    Row(
+        "ipykernel.comm.comm:BaseComm._reply_subshell_for",
+        [
+            Function(("self", "data", "default")),
+            Source((r"self\._reply_subshell_ids\.pop\(request_id\)",)),
+        ],
+        (COMM_ROUTING_PY,),
+        "consumes the note of a comm request's subshell when its reply is routed",
+    ),
+    Row(
+        "ipykernel.comm.comm:BaseComm.__init__",
+        [Source((r"self\._reply_subshell_ids = \{\}",))],
+        (COMM_ROUTING_PY,),
+        "a comm's notes of its requests' subshells: a dict, read before consuming one",
+    ),
+    Row(
+        "ipykernel.ipkernel:_create_comm",
+        [Function(()), Source((r"return BaseComm\(",))],
+        (COMM_OWNERS_PY,),
+        "ipykernel's comm.create_comm makes its BaseComm: ours makes a subclass of it that "
+        "notes the subshell console whose cell made it",
+    ),
+    Row(
+        "ipykernel.comm.comm:BaseComm.publish_msg",
+        [Source((r"self\.kernel\.get_parent\(\)",))],
+        (COMM_OWNERS_PY,),
+        "a comm publishes under the parent of the context it runs in: the owner is read the "
+        "same way",
+    ),
+    Row(
+        "ipykernel.subshell:SubshellThread",
+        [Value(type)],
+        (MAIN_SHELL_PY,),
+        "a subshell's thread: handle_waiting_comms there runs nothing of the main shell's",
+    ),
+    Row(
         f"{KERNEL}._get_shell_context_var",
         [Function(("self", "var"))],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "the cell's parent ident, given back after a comm message handled mid-cell",
     ),
     Row(
         "ipykernel.subshell_manager:SubshellManager.get_shell_channel_to_subshell_socket",
         [Function(("self", "subshell_id"))],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "None: the main shell's queue, where a comm marker is sent",
     ),
     Row(
         "ipykernel.subshell_manager:SubshellManager.list_subshell",
         [Function(("self",))],
-        (KERNEL_PY,),
+        (MAIN_SHELL_PY,),
         "whether a comm_open's subshell still exists",
     ),
     Row(
         "IPython.core.interactiveshell:InteractiveShell.init_events",
         [Function(("self",)), Source((r"self\.events\s*=\s*EventManager",))],
-        (CELL_EVENTS_PY,),
+        (ZMQSHELL_PY,),
         "overridden to give the shell CellEvents with the same callbacks",
     ),
     Row(
         "IPython.core.events:EventManager.__init__",
         [Source((r"self\.callbacks\b",))],
-        (CELL_EVENTS_PY,),
+        (ZMQSHELL_PY,),
         "the registered callbacks, carried over to CellEvents",
     ),
     Row(

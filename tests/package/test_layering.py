@@ -43,7 +43,7 @@ LEAF_EDGES = {
     "endpoints": {"protocol"},
 }
 
-KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp"}
+KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp", "kernel.zmqshell"}
 #: The kernel's rooms (a subpackage each) and its one-module features.
 KERNEL_ROOMS = {"kernel.iopub", "kernel.comms", "kernel.widgets", "kernel.busy"}
 KERNEL_LEAF_MODULES = {"kernel.router_identity"}

@@ -75,7 +75,6 @@ class BusyAnswers:
         status: MainShellStatus,
         publish_status: PublishStatus,
         enabled: Callable[[], bool],
-        comm_to_main: Callable[[list[Any]], bool] = lambda frames: False,
     ) -> None:
         self.kernel = kernel
         self.publish_status = publish_status
@@ -83,9 +82,7 @@ class BusyAnswers:
         #: Only the shell-channel thread touches it (the snapshot read on a worker is stored
         #: back on that thread's loop), so it needs no lock.
         self._control_comms: dict[str, dict[str, Any] | None] = {}
-        self.routing = BusyRouting(
-            kernel.session, kernel.comm_manager, status, self._control_comms, comm_to_main
-        )
+        self.routing = BusyRouting(kernel.session, kernel.comm_manager, status, self._control_comms)
         self.idle_control_comms = IdleControlComms(kernel.comm_manager, kernel.log, enabled)
         self.widget_reconcile = WidgetReconcile(kernel.session, kernel.iopub_socket, kernel.log)
         #: What the kernel calls: whether the shell-channel thread answers a message

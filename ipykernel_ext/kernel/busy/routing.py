@@ -23,7 +23,7 @@ once. The main shell tells :meth:`BusyRouting.finished` as it goes idle for each
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from ...protocol import COMM_MSG_TYPES, CONTENT, CONTROL_COMM_TARGET, HEADER, METADATA, peek
@@ -57,13 +57,8 @@ class BusyRouting:
         comm_manager: Any,
         status: MainShellStatus,
         opened_here: Collection[str],
-        comm_to_main: Callable[[list[Any]], bool] = lambda frames: False,
     ) -> None:
         self.session = session
-        #: whether a comm message goes to the main shell whatever subshell it names
-        #: (:class:`~ipykernel_ext.kernel.comms.routing.CommRouting`): then it is queued there like
-        #: any other.
-        self.comm_to_main = comm_to_main
         self.comm_manager = comm_manager
         self.status = status
         self.opened_here = opened_here
@@ -75,18 +70,21 @@ class BusyRouting:
         self._queued: dict[str, str] = {}
         self._unfinished_lock = threading.Lock()
 
-    def claims(self, frames: list[Any]) -> bool:
+    def claims(self, frames: list[Any], comm_to_main_shell: bool = False) -> bool:
         """Whether the (not yet verified) shell message in ``frames`` is answered here.
 
         A message not claimed goes on to stock's routing; if it runs user code on the main
         shell, its sender is noted until the main shell has finished it (:meth:`finished`).
+        ``comm_to_main_shell``: the kernel decided (once, ``CommRouting.route``) that this comm
+        message goes to the main shell whatever subshell it names: then it is queued there
+        like any other.
         """
         header = peek(self.session, frames, HEADER)
         if not isinstance(header, dict):
             return False
         claimed = self._claims(frames, header)
         if not claimed:
-            self._note_routed(header, frames)
+            self._note_routed(header, comm_to_main_shell)
         return claimed
 
     def _claims(self, frames: list[Any], header: dict[str, Any]) -> bool:
@@ -142,8 +140,8 @@ class BusyRouting:
         # Another major version: ipywidgets refuses it and closes the comm; leave that to it.
         return isinstance(version, str) and version.split(".")[0] == CONTROL_PROTOCOL_MAJOR
 
-    def _note_routed(self, header: dict[str, Any], frames: list[Any]) -> None:
-        if header.get("subshell_id") and not self.comm_to_main(frames):
+    def _note_routed(self, header: dict[str, Any], comm_to_main_shell: bool) -> None:
+        if header.get("subshell_id") and not comm_to_main_shell:
             return
         session, msg_id = header.get("session"), header.get("msg_id")
         # An empty session names no client: it holds nobody back.

@@ -5,6 +5,10 @@
 * :mod:`.routing`: comm messages a frontend sends to a subshell run on the main shell, in
   arrival order, never beside a cell (:class:`~.routing.CommRouting` on the shell-channel
   thread, :class:`~.routing.CommInbox` for the main shell, :func:`~.routing.handle_waiting_comms`);
+* :mod:`.main_shell`: :class:`~.main_shell.CommsOnMainShell`, the kernel mixin that holds the
+  path together: one routing decision per message, the marker, the main shell meeting it;
+* :mod:`.mid_cell`: a comm message handled while the cell waits (its own busy/idle, on the
+  main thread from a blocking cell, an interrupt stops the cell);
 * :mod:`.cell_events`: a cell's ``pre_execute``/``post_execute`` held while a comm message is
   handled in the middle of it.
 """

@@ -1,4 +1,4 @@
-"""The shell whose ``pre_execute``/``post_execute`` a comm message cannot fire in mid-cell.
+"""The cell events (``pre_execute``/``post_execute``) a comm message cannot fire in mid-cell.
 
 ``comm``'s ``BaseComm.handle_msg`` triggers IPython's ``pre_execute`` and ``post_execute``
 around every comm callback, so that a figure the callback draws is shown. Whoever flushes on
@@ -12,7 +12,8 @@ lets waiting comms through (:mod:`.routing`).
 :func:`held_cell_events` (a context variable, so it holds only for the task or thread that set
 it) it skips ``pre_execute`` and ``post_execute``; the cell's own ``post_execute`` at its end
 then shows its figures in the cell, as it would have without the comm message. Every other
-event, and both of them everywhere else, run as stock runs them.
+event, and both of them everywhere else, run as stock runs them. The shell that uses it is
+``ExtShell`` (:mod:`ipykernel_ext.kernel.zmqshell`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from ipykernel.zmqshell import ZMQInteractiveShell
-from IPython.core.events import EventManager, available_events
+from IPython.core.events import EventManager
 
 #: The events a comm message's handling triggers around its callback (comm's ``handle_msg``).
 CELL_EVENTS = frozenset({"pre_execute", "post_execute"})
@@ -48,14 +48,3 @@ class CellEvents(EventManager):
         if event in CELL_EVENTS and _held.get():
             return
         super().trigger(event, *args, **kwargs)
-
-
-class ExtShell(ZMQInteractiveShell):
-    """ipykernel's shell with :class:`CellEvents` (``ExtKernel.shell_class``)."""
-
-    def init_events(self) -> None:
-        super().init_events()
-        # Same callbacks (EventManager.__init__ made them; IPython registered its own), our trigger.
-        events = CellEvents(self, available_events)
-        events.callbacks = self.events.callbacks
-        self.events = events

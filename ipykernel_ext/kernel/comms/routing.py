@@ -25,7 +25,7 @@ The markers are ours: they never leave the kernel, and a stock handler never see
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import itertools
 import threading
 from collections import OrderedDict
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, peek
+from .owners import owner_subshell
 
 #: A comm message waiting for the main shell (its frames as received) and how to dispatch it.
 Waiting = tuple[list[Any], "Routed"]
@@ -44,10 +45,22 @@ MARKER_PREFIX = b"ipykernel_ext:comm-waiting:"
 
 @dataclass(frozen=True)
 class Routed:
-    """A comm message for the main shell: the subshell id to dispatch it with (a
-    ``comm_open``'s own, else None)."""
+    """A message for the main shell: the subshell id to dispatch it with (a ``comm_open``'s
+    own, else None); ``resign``: signed again without its subshell id first (a request whose
+    reply the main shell sends on its own socket)."""
 
     subshell_id: str | None
+    resign: bool = False
+
+
+@dataclass(frozen=True)
+class OnSubshell:
+    """A comm message sent to a subshell as it is: a concurrent target's, to the frontend's
+    subshell; a comm a subshell console's cell made, to that subshell (``or_main_shell``: to
+    the main shell if it is gone)."""
+
+    subshell_id: str
+    or_main_shell: bool = False
 
 
 class CommRouting:
@@ -64,47 +77,144 @@ class CommRouting:
         comm_manager: Any,
         enabled: Callable[[], bool],
         concurrent_targets: Callable[[], frozenset[str]],
+        inbox: CommInbox | None = None,
     ) -> None:
         self.session = session
         self.comm_manager = comm_manager
         self.enabled = enabled
         self.concurrent_targets = concurrent_targets
+        #: while messages wait here, later ones join them even with the routing switched off
+        #: at run time, so none overtakes one sent before it
+        self.inbox = inbox
+        #: comms opened by a frontend on a concurrent target, until closed (shell-channel
+        #: thread only)
+        self._concurrent_ids: set[str] = set()
 
-    def to_main_shell(self, frames: list[Any]) -> bool:
-        """Whether the shell message in ``frames`` is a comm message the main shell handles."""
-        return self.route(frames) is not None
-
-    def route(self, frames: list[Any]) -> Routed | None:
-        """How the main shell dispatches the comm message in ``frames``; None: not its own.
+    def route(self, frames: list[Any]) -> Routed | OnSubshell | None:
+        """Where the comm message in ``frames`` goes: the main shell (:class:`Routed`), a
+        subshell (:class:`OnSubshell`: a concurrent target's to the frontend's, a subshell
+        console's comm to that console's), or stock's routing (None: not a comm message, or
+        ``comms_on_subshells``).
 
         Read before verification: only the path is chosen here. A comm message without a
         subshell is the main shell's anyway; it comes through the inbox too, so that a blocking
-        loop can let it through mid-cell whichever frontend sent it.
+        loop can let it through mid-cell whichever frontend sent it. The content is read at
+        most once per message, and only for a ``comm_msg``/``comm_close`` or a concurrent
+        target; a reply this routes consumes ipykernel's note of its request
+        (``BaseComm._reply_subshell_for``), as stock's routing does when it routes it.
         """
-        if not self.enabled():
-            return None
+        enabled = self.enabled() or (self.inbox is not None and len(self.inbox) > 0)
         header = peek(self.session, frames, HEADER)
-        if not isinstance(header, dict) or header.get("msg_type") not in COMM_MSG_TYPES:
+        if not isinstance(header, dict):
             return None
-        targets = self.concurrent_targets()
-        if targets and self._target(header["msg_type"], frames) in targets:
-            return None
+        msg_type = header.get("msg_type")
         subshell_id = header.get("subshell_id")
+        subshell_id = subshell_id if isinstance(subshell_id, str) and subshell_id else None
+        if msg_type == "comm_info_request" and subshell_id is not None and self.enabled():
+            # Behind the comm messages waiting for the main shell, if any: its reply then
+            # lists the comms they open (stock answers on the subshell, after its comm_open).
+            return Routed(None, resign=True) if self.inbox is not None and len(self.inbox) else None
+        if msg_type not in COMM_MSG_TYPES:
+            return None
+        message = _Peeked(self.session, frames, self.comm_manager)
+        routed = self._route(message, msg_type, subshell_id, enabled)
+        if routed is not None and msg_type != "comm_open":
+            message.forget_reply_route()
+        return routed
+
+    def _route(
+        self, message: _Peeked, msg_type: str, subshell_id: str | None, enabled: bool
+    ) -> Routed | OnSubshell | None:
+        if not enabled:
+            return None
+        if self._concurrent(message, msg_type):
+            # The frontend's subshell, as it asked: not stock's reply routing, which would
+            # send a kernel-made comm's messages to the main shell's queue behind the cell.
+            if subshell_id is not None:
+                return OnSubshell(subshell_id)
+        elif (
+            msg_type != "comm_open"
+            and (owner := owner_subshell(message.comm)) is not None
+            and not message.answers_a_main_shell_request()
+        ):
+            # A comm a subshell console's cell made (.owners): its console's, at once, as on
+            # stock; the main shell's if that subshell is gone. A reply to a request the comm
+            # sent from the main shell goes to the main shell, where the request waits for it
+            # (stock's reply routing, BaseComm._reply_subshell_for).
+            return OnSubshell(owner, or_main_shell=True)
         # Stock's dispatch_shell requires a comm_open's subshell id to be the one it is
         # dispatched with; comm_msg and comm_close may come from any (dispatched with None).
-        opened_on = subshell_id if header["msg_type"] == "comm_open" else None
-        return Routed(opened_on if isinstance(opened_on, str) and opened_on else None)
+        return Routed(subshell_id if msg_type == "comm_open" else None)
 
-    def _target(self, msg_type: str, frames: list[Any]) -> str | None:
-        content = peek(self.session, frames, CONTENT)
-        if not isinstance(content, dict):
-            return None
+    def _concurrent(self, message: _Peeked, msg_type: str) -> bool:
+        """Whether the message is of a comm whose target is declared concurrent.
+
+        A ``comm_open`` of such a target notes its comm here: the messages that follow it may
+        come before its subshell has registered the comm with the comm manager.
+        """
+        targets = self.concurrent_targets()
+        if not targets and not self._concurrent_ids:
+            return False
+        comm_id = message.comm_id
+        if comm_id is None:
+            return False
         if msg_type == "comm_open":
-            target = content.get("target_name")
-            return target if isinstance(target, str) else None
-        comm_id = content.get("comm_id")
-        comm = self.comm_manager.comms.get(comm_id) if isinstance(comm_id, str) else None
-        return getattr(comm, "target_name", None)
+            concurrent = message.content.get("target_name") in targets
+            if concurrent:
+                self._concurrent_ids.add(comm_id)
+            return concurrent
+        comm = message.comm
+        concurrent = comm_id in self._concurrent_ids or (
+            comm is not None and getattr(comm, "target_name", None) in targets
+        )
+        if msg_type == "comm_close":
+            self._concurrent_ids.discard(comm_id)
+        return concurrent
+
+
+class _Peeked:
+    """A comm message's content and comm, read once, when first asked for (unverified)."""
+
+    def __init__(self, session: Any, frames: list[Any], comm_manager: Any) -> None:
+        self._session, self._frames, self._comm_manager = session, frames, comm_manager
+
+    @functools.cached_property
+    def content(self) -> dict[str, Any]:
+        content = peek(self._session, self._frames, CONTENT)
+        return content if isinstance(content, dict) else {}
+
+    @property
+    def comm_id(self) -> str | None:
+        comm_id = self.content.get("comm_id")
+        return comm_id if isinstance(comm_id, str) else None
+
+    @functools.cached_property
+    def comm(self) -> Any:
+        comm_id = self.comm_id
+        return self._comm_manager.comms.get(comm_id) if comm_id is not None else None
+
+    def _request_id(self) -> str | None:
+        """``data.content.id``: the request a comm message answers (ipykernel 7.4's key)."""
+        data = self.content.get("data")
+        request = data.get("content") if isinstance(data, dict) else None
+        request_id = request.get("id") if isinstance(request, dict) else None
+        return request_id if isinstance(request_id, str) else None
+
+    def answers_a_main_shell_request(self) -> bool:
+        """Whether it answers a request its comm sent under a parent naming no subshell."""
+        noted = getattr(self.comm, "_reply_subshell_ids", None)
+        request_id = self._request_id()
+        if request_id is None or not isinstance(noted, dict):
+            return False
+        return request_id in noted and noted.get(request_id) is None
+
+    def forget_reply_route(self) -> None:
+        """Consume what ipykernel 7.4 noted for a reply to a comm request, as its own routing
+        does when the reply comes: ours routes the reply itself, and an entry never consumed
+        stays for the comm's lifetime."""
+        comm = self.comm
+        if comm is not None and getattr(comm, "_reply_subshell_ids", None):
+            comm._reply_subshell_for(self.content.get("data"), None)
 
 
 class CommInbox:
@@ -145,12 +255,13 @@ class CommInbox:
         with self._lock:
             return self._waiting.pop(number, None)
 
-    def take_all(self) -> list[Waiting]:
-        """Every waiting message, oldest first."""
+    def take_next(self) -> Waiting | None:
+        """The oldest waiting message, or None. One at a time: a callback that takes more
+        itself goes on from the next, and whatever stops one leaves the rest waiting."""
         with self._lock:
-            waiting = list(self._waiting.values())
-            self._waiting.clear()
-        return waiting
+            if not self._waiting:
+                return None
+            return self._waiting.popitem(last=False)[1]
 
     def __len__(self) -> int:
         with self._lock:
@@ -162,11 +273,15 @@ def handle_waiting_comms(kernel: Any = None) -> int:
 
     For a cell that blocks (a loop waiting for a button, a long computation that wants to see
     a slider): call it at the points where a widget callback may safely run. The callbacks run
-    while the cell waits here, one after another in arrival order, with the cell's
-    ``pre_execute``/``post_execute`` held, so the cell's figures stay the cell's. From an async
+    here, on the main thread, while the cell waits, one after another in arrival order, each
+    with its own ``busy``/``idle`` and with the cell's ``pre_execute``/``post_execute`` held,
+    so the cell's figures stay the cell's; what they schedule on the event loop runs once the
+    cell awaits or ends. An interrupt that reaches a callback stops the cell too. From an async
     cell, ``await kernel.do_one_iteration()`` instead (or just ``await`` something: an awaiting
-    async cell lets them through by itself). Outside a kernel of ours (stock ipykernel,
-    ``comms_on_subshells`` set): returns 0, nothing is waiting here.
+    async cell lets them through by itself). From any thread but the main shell's (a subshell
+    console's cell, a thread of the user's): nothing is handled, 0; the messages wait for the
+    main shell. Outside a kernel of ours (stock ipykernel, ``comms_on_subshells`` set): returns
+    0, nothing is waiting here.
     """
     if kernel is None:
         from IPython import get_ipython
@@ -176,25 +291,5 @@ def handle_waiting_comms(kernel: Any = None) -> int:
     inbox = getattr(kernel, "comm_inbox", None)
     if not isinstance(inbox, CommInbox) or not len(inbox):
         return 0
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(kernel.do_one_iteration())
-    # A blocking cell on the main thread sits inside the running main loop, which cannot run
-    # another coroutine to its end here: the handlers run on a short-lived thread of their own
-    # while this one waits for them (a handoff, never two at once), as jupyter-ui-poll does.
-    result: list[int] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(asyncio.run(kernel.do_one_iteration()))
-        except BaseException as exc:  # handed to the caller below
-            errors.append(exc)
-
-    worker = threading.Thread(target=run, name="ipykernel_ext-handle-comms")
-    worker.start()
-    worker.join()
-    if errors:
-        raise errors[0]
-    return result[0]
+    handled: int = kernel.handle_waiting_comms_now()
+    return handled
