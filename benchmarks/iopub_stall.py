@@ -44,9 +44,9 @@ from benchmarks.trials import (
     print_table,
 )
 from harness.bursts import comm_loop_code
+from harness.cells import CellRun, run_cell
 from harness.kernels import iopub_stats, shell_and_control_client
 from harness.raw_subscriber import RawSubscriber
-from ipykernel_ext.demo.cells import CellRun, run_cell
 
 TRIALS, QUICK_TRIALS = 1, 1  # the tables vary little between runs
 RESULTS_FILE = RESULTS / "iopub_stall.json"

@@ -43,10 +43,10 @@ from jupyter_client import BlockingKernelClient
 from benchmarks.trials import EXT, STOCK, alternate, kernel
 from benchmarks.widget_fetching.floors import KERNEL_SIDE, frame_sizes, transport_floor
 from benchmarks.widget_fetching.tables import report
+from harness.cells import run_cell
 from harness.messages import drain_iopub, send, shell_reply
 from harness.widget_control import ipywidgets_answering, open_control_comm, update_states
 from ipykernel_ext.client import fetch_widget_states
-from ipykernel_ext.demo.cells import run_cell
 
 TRIALS, QUICK_TRIALS = 7, 3
 #: Quiet seconds that end a drain of IOPub between the steps.

@@ -10,14 +10,16 @@ module:
   a verdict), which the named waits of the modules below are built on;
 * :mod:`.kernels`: kernels started and shut down, their clients, their IOPub counters;
 * :mod:`.messages`: requests and replies on a client, and waiting on IOPub (barriers);
-* :mod:`.cells`: cells run for their effect, for a value, or held running;
-  running a cell and collecting it up to its idle is :func:`ipykernel_ext.demo.cells.run_cell`;
+* :mod:`.cells`: running a cell: to its idle and collected (``run_cell``, the one runner of
+  the tests, the benchmarks and the demo), to completion, for a value, or held running;
+* :mod:`.subshells`: shell messages on a kernel subshell, as JupyterLab sends comm messages;
 * :mod:`.widget_control`: ipywidgets' control comm, as its manager drives it;
 * :mod:`.bursts`: the IOPub bursts (cells, collection, settings);
 * :mod:`.raw_subscriber`: a bare ``zmq.SUB`` on a kernel's IOPub;
 * :mod:`.netns`: a network namespace behind a veth pair, and a rate limit on it;
 * :mod:`.burst_reader`: a burst read in a process of its own (a script);
 * :mod:`.server`: a real jupyter_server or JupyterLab in a subprocess, and pauses of it;
+* :mod:`.gateway`: a real Jupyter Enterprise Gateway in a venv of its own, for gateway mode;
 * :mod:`.ws_protocol`: the kernel websocket protocol (v1 framing, legacy JSON, the message
   dict), one rule per fact for every client below;
 * :mod:`.kernel_websocket`: a synchronous websocket client of a kernel through that server;
@@ -25,7 +27,16 @@ module:
 * :mod:`.async_websocket`: websocket clients, many in one asyncio event loop;
 * :mod:`.shared_channels_server`: that server with the shared-channels connection class, and
   the connections its kernels hold;
+* :mod:`.outputs_notebook`: a notebook whose cell prints lines paced by barrier files, through
+  a real server (the outputs-survive-the-tab tests, local kernels and a gateway's);
 * :mod:`.browser`: headless Chromium and what a user does in JupyterLab and Notebook 7;
 * :mod:`.page_websocket`: a page's own kernel websocket, read from outside;
-* :mod:`.server_extensions`: server extensions the server loads for tests and benchmarks.
+* :mod:`.outputs_cells`: the cell *code* of the outputs browser tests and the nbmodel
+  benchmark, and the marker files that pace it (:mod:`.cells` runs cells; this writes them);
+* :mod:`.browser_outputs`: what a notebook page and its ``.ipynb`` show of a cell's outputs;
+* :mod:`.browser_subshell`: the slider scenario (a widget moved in a page while a cell draws);
+* :mod:`.server_extensions`: server extensions the server loads for tests and benchmarks (its
+  ``__init__`` lists them).
+
+``tests/package/test_docs_lists.py`` fails on a module missing here.
 """

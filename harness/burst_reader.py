@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     from jupyter_client import BlockingKernelClient
 
     from harness.bursts import widget_grid_code
-    from ipykernel_ext.demo.cells import CellTimeout, run_cell
+    from harness.cells import CellTimeout, run_cell
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("connection_file")

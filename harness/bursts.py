@@ -15,7 +15,7 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient
 
-from ipykernel_ext.demo.cells import run_cell
+from harness.cells import run_cell
 
 #: A comm target no client registers: for a client, a comm_open to it is just a message.
 UNKNOWN_TARGET = "ipykernel_ext.tests.nobody"

@@ -4,7 +4,7 @@ Absence is shown with a barrier, not a quiet period: :func:`iopub_until_barrier`
 control request and collects IOPub up to that request's ``idle``. The control thread handles
 requests one at a time, so whatever an earlier control request published comes first.
 A quiet period (:func:`drain_iopub`) is for benchmarks only. Running a whole cell is
-:func:`ipykernel_ext.demo.cells.run_cell`.
+:func:`harness.cells.run_cell`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The cells the outputs browser tests and the nbmodel benchmark run, and the marker files that
-pace them.
+"""The cell *code* the outputs browser tests and the nbmodel benchmark put in a notebook, and
+the marker files that pace it (running a cell from a client is :mod:`harness.cells`; these cells
+run in a page).
 
 A cell prints at its own pace (short sleeps) but stops at *holds*: after a given line it
 touches ``<name>.held<n>`` beside the notebook and waits until the test touches

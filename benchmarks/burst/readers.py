@@ -27,10 +27,10 @@ from jupyter_client import BlockingKernelClient
 
 from benchmarks.burst.outcome import Load
 from harness.bursts import PAUSE_AFTER_COMM_OPEN
+from harness.cells import run_cell
 from harness.kernel_websocket import KernelWebsocket
 from harness.kernels import iopub_stats
 from harness.server import JupyterServer, ServerPause
-from ipykernel_ext.demo.cells import run_cell
 from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS
 
 #: Once the execute_reply is in (and any pause is over), this long without a message means

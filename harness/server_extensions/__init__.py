@@ -7,6 +7,9 @@ the server's ``PYTHONPATH``. The harness imports their constants as
 
 * ``pause_extension``: a request that blocks the server's event loop for N seconds;
 * ``outputs_extension``: ``ipykernel_ext.server.outputs``' writers driven inside the server;
+* ``outputs_buffer_extension``: what the server holds for a kernel's departed session (its
+  offline buffer, its outputs owner);
+* ``outputs_room_extension``: a notebook's live collaborative document, read as JSON;
 * ``lose_once``: not an extension but a ContentsManager ``post_save_hook`` (by its dotted
   name, ``harness.server_extensions.lose_once.hook``) that loses a notebook after one save.
 """

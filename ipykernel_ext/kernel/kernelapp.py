@@ -111,10 +111,6 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
             "ipykernel_ext.install.InstallExtKernelSpecApp",
             "Install the ipykernel_ext kernelspec (python3-ext, or python3 with --as-default)",
         ),
-        "demo": (
-            "ipykernel_ext.demo.DemoApp",
-            "Run the same widget burst on stock ipykernel and ipykernel_ext, side by side",
-        ),
     }
 
     router_identity = CaselessStrEnum(

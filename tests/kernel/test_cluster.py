@@ -55,14 +55,13 @@ from harness.bursts import (
     run_burst,
     widget_grid_code,
 )
-from harness.cells import busy_cell
+from harness.cells import busy_cell, run_cell
 from harness.kernels import EXT_KERNEL_CLASS, install_ssh_spec, iopub_stats, new_client
 from harness.messages import control_request, shell_reply
 from harness.netns import namespaces_missing, veth_namespace
 from harness.polling import wait_until
 from harness.raw_subscriber import RawSubscriber
 from harness.widget_control import fetch_update_states
-from ipykernel_ext.demo.cells import run_cell
 from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX
 from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 from ipykernel_ext.kernel.iopub.stats import ADOPTED

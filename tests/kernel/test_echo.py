@@ -19,10 +19,10 @@ import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.session import Session
 
+from harness.cells import run_cell
 from harness.kernels import new_client, start_kernel
 from harness.messages import control_request
 from ipykernel_ext.client import is_own_echo
-from ipykernel_ext.demo.cells import run_cell
 
 # Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
 pytestmark = pytest.mark.timeout(180)

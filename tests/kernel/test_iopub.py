@@ -44,6 +44,7 @@ from harness.bursts import (
     run_burst,
     widget_grid_code,
 )
+from harness.cells import run_cell
 from harness.kernels import (
     EXT_KERNEL,
     iopub_stats,
@@ -54,7 +55,6 @@ from harness.kernels import (
 )
 from harness.messages import control_request, count_types, is_idle_for, shell_reply
 from harness.raw_subscriber import RawSubscriber
-from ipykernel_ext.demo.cells import run_cell
 from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX
 from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
 
@@ -428,7 +428,7 @@ def test_stall_warning_once_on_stderr_never_on_stdout_or_iopub(stall_run: StallR
 # Hang guard: the stall episode (stall_run), if this test runs first.
 @pytest.mark.timeout(180)
 def test_the_stalled_cell_is_told_once_how_many_messages_were_missed(stall_run: StallRun) -> None:
-    # The notice goes to the affected cell's stderr, ahead of its idle (iopub_notice.py).
+    # The notice goes to the affected cell's stderr, ahead of its idle (kernel/iopub/notice.py).
     missed = stall_run.stats_after["missed"] - stall_run.stats_before["missed"]
     notices = [m for m in stall_run.stalled.others if m["msg_type"] == "stream"]
     assert missed >= 1

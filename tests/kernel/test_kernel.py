@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from harness.cells import run_cell
 from harness.kernels import EXT_KERNEL, STOCK_KERNEL
 from harness.messages import control_request, get_reply, iopub_until_barrier
-from ipykernel_ext.demo.cells import run_cell
 
 # Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
 pytestmark = pytest.mark.timeout(180)
@@ -183,7 +183,7 @@ def test_help_names_the_program_as_typed() -> None:
     assert "python -m ipykernel_ext install --user --as-default" in done.stdout  # examples
 
 
-@pytest.mark.parametrize("subcommand", [[], ["demo"]])
+@pytest.mark.parametrize("subcommand", [[], ["install"]])
 def test_bad_flag_fails_naming_the_program(subcommand: list[str]) -> None:
     """An unknown flag stops at once, with usage naming the program (argparse's ``prog``),
     not ``__main__.py``. (An unknown ``--name=value`` is stock's "Unrecognized alias"
@@ -294,15 +294,28 @@ def test_terminal_banner_is_stocks(tmp_path: Path) -> None:
     assert ours == theirs
 
 
+def test_demo_moved_out_of_the_package() -> None:
+    """``python -m ipykernel_ext demo`` (once a subcommand) fails at once with one line saying
+    where the demo is now, instead of starting a kernel that runs a file named "demo"."""
+    done = _launcher("demo", "--buttons=10")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.splitlines() == [
+        "python -m ipykernel_ext: error: 'demo' is no longer part of the package; "
+        "run `python -m benchmarks demo` from a checkout of ipykernel_ext"
+    ]
+
+
 def test_demo_prints_both_readers_and_ours_loses_nothing() -> None:
-    """``python -m ipykernel_ext demo``, small: a row per reader and kernel; ipykernel_ext
-    receives the whole burst read straight and paused mid-burst. (What stock loses is what
-    the demo shows, not a verdict: it depends on libzmq's and TCP's buffers.)"""
+    """``python -m benchmarks demo`` (the README's first command), small: a row per reader and
+    kernel; ipykernel_ext receives the whole burst read straight and paused mid-burst. (What
+    stock loses is what the demo shows, not a verdict: it depends on libzmq's and TCP's
+    buffers.)"""
     done = subprocess.run(
-        [sys.executable, "-m", "ipykernel_ext", "demo", "--buttons=1000", "--trials=1"],
+        [sys.executable, "-m", "benchmarks", "demo", "--buttons=1000", "--trials=1"],
         capture_output=True,
         text=True,
         timeout=170,
+        cwd=Path(__file__).resolve().parents[2],  # the checkout root, as the README runs it
     )
     assert done.returncode == 0, (done.stdout, done.stderr)
     rows = {

@@ -30,8 +30,8 @@ from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
+from harness.cells import run_cell
 from harness.kernels import EXT_KERNEL, iopub_stats, running_kernel
-from ipykernel_ext.demo.cells import run_cell
 from ipykernel_ext.kernel.iopub.adoption import AdoptedXPubSocket, adopt_iopub_socket
 from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS, IOPubSettings
 from ipykernel_ext.kernel.iopub.stats import ADOPTED, BOUND_BY_EXT_APP

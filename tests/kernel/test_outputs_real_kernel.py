@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness import cells
 from harness.kernels import running_kernel
-from ipykernel_ext.demo import cells
 from ipykernel_ext.server.outputs import KernelOutputs
 
 nbformat = pytest.importorskip("nbformat")

@@ -887,13 +887,13 @@ CONTRACT: list[Row] = [
     Row(
         "traitlets.config.application:Application._create_loader",
         [Function(("self", "argv", "aliases", "flags", "classes"))],
-        (APP_PY, "ipykernel_ext/demo/__init__.py"),
+        (APP_PY,),
         "overridden to give argparse the program name users type (usage errors)",
     ),
     Row(
         "traitlets.config.loader:KVArgParseConfigLoader",
         [Probe("passes extra keywords (prog) to argparse.ArgumentParser", _loader_passes_prog)],
-        (APP_PY, "ipykernel_ext/demo/__init__.py"),
+        (APP_PY,),
         "built with prog=PROG",
     ),
     Row(

@@ -31,9 +31,8 @@ PYPROJECT = ROOT / "pyproject.toml"
 
 #: The sides (subpackages) an extra may provide for, and those extras. Every other module
 #: (the kernel, the relay, the client helpers, the top-level modules) has only the runtime
-#: dependencies. The demo runs its cells on a kernel with ipywidgets, which it tells its user
-#: to install (:func:`test_what_the_demo_tells_its_user_to_install_is_in_its_extras`).
-SIDE_EXTRAS = {"server": ("server", "collab"), "demo": ("widgets",)}
+#: dependencies.
+SIDE_EXTRAS = {"server": ("server", "collab")}
 
 REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -167,17 +166,3 @@ def test_an_extra_covers_its_side_only() -> None:
     installed = {"a_server_only": ["a_server_only_package"]}
     missing = undeclared(text, imports, installed)
     assert missing == {"a-server-only-package": ["kernel.ipkernel"]}, missing
-
-
-def test_what_the_demo_tells_its_user_to_install_is_in_its_extras() -> None:
-    """The demo needs ipywidgets in the kernel it measures, not in its own process; it says
-    ``pip install ipywidgets`` when the kernel lacks it. Each such name is in a demo extra."""
-    groups = declared(PYPROJECT.read_text())
-    offered = set().union(*(groups[e] for e in SIDE_EXTRAS["demo"]))
-    told = {
-        canonical(name)
-        for path in (PACKAGE_DIR / "demo").rglob("*.py")
-        for name in re.findall(r"pip install ([A-Za-z0-9][A-Za-z0-9._-]*)", path.read_text())
-    }
-    assert told, "the demo no longer names what to install: update SIDE_EXTRAS['demo']"
-    assert told <= offered, f"the demo tells users to install {told - offered}, in no demo extra"

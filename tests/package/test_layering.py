@@ -2,8 +2,8 @@
 
 A package per side, rooms inside a side, and leaves at the top:
 
-* ``kernel/`` runs in the kernel process. It never imports ``client/``, ``shared_channels/``,
-  ``server/`` nor ``demo/``. Its rooms (``iopub/``, ``comms/``, ``widgets/``, ``busy/``) and
+* ``kernel/`` runs in the kernel process. It never imports ``client/``, ``shared_channels/``
+  nor ``server/``. Its rooms (``iopub/``, ``comms/``, ``widgets/``, ``busy/``) and
   ``router_identity`` import only themselves and the shared leaves, except the room-on-room
   edges of ``ROOM_EDGES`` (each a design decision), and never the wiring (``ipkernel``,
   ``kernelapp``); only ``__main__`` and the kernel's face import the launcher.
@@ -34,7 +34,7 @@ import pytest
 PACKAGE = "ipykernel_ext"
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / PACKAGE
 
-SIDES = {"kernel", "shared_channels", "client", "server", "demo"}
+SIDES = {"kernel", "shared_channels", "client", "server"}
 TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install"}
 SHARED_LEAVES = {"__init__", "endpoints", "protocol"}
 #: The leaves built on another leaf (importer -> what it may import).

@@ -38,7 +38,6 @@ PUBLIC = [
     "ipykernel_ext.client.RouterClient",
     "ipykernel_ext.client.KernelUnreachable",
     "ipykernel_ext.install.InstallExtKernelSpecApp",  # the install subcommand
-    "ipykernel_ext.demo.DemoApp",  # the demo subcommand
 ]
 
 
@@ -97,7 +96,7 @@ def test_the_reader_finds_paths_in_code_only() -> None:
         "Prose ipykernel_ext.not.code is not read; `ipykernel_ext.kernel.ExtKernel()` is.\n"
         "`jupyter_server_config.d/ipykernel_ext.json` is a file, `ipykernel_ext.json` too.\n"
         "```python\nfrom ipykernel_ext.client import is_own_echo, fetch_widget_states as f\n"
-        "from ipykernel_ext.demo import (\n    DemoApp,\n    run_cell,\n)\n"
+        "from ipykernel_ext.client import (\n    RouterClient,\n    KernelUnreachable,\n)\n"
         'c.X.cls = "ipykernel_ext.server.SharedChannelsConnection"\n```\n'
     )
     assert shown_paths(page) == {
@@ -105,9 +104,8 @@ def test_the_reader_finds_paths_in_code_only() -> None:
         "ipykernel_ext.client",
         "ipykernel_ext.client.is_own_echo",
         "ipykernel_ext.client.fetch_widget_states",
-        "ipykernel_ext.demo",
-        "ipykernel_ext.demo.DemoApp",
-        "ipykernel_ext.demo.run_cell",
+        "ipykernel_ext.client.RouterClient",
+        "ipykernel_ext.client.KernelUnreachable",
         "ipykernel_ext.server.SharedChannelsConnection",
     }
 

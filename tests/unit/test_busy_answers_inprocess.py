@@ -1,4 +1,4 @@
-"""busy_answers.py in process: which shell messages are claimed, and what a claimed one gets.
+"""kernel/busy/answers.py in process: which shell messages are claimed, and what a claimed one gets.
 
 The kernel side is :class:`BusyAnswers` over a :class:`Parts` (its ``KernelParts`` seam, and
 its ``publish_status``) made of real pieces: a keyed ``Session`` (real signatures), a ROUTER

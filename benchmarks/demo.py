@@ -1,4 +1,4 @@
-"""``python -m ipykernel_ext demo``: the same widget burst on stock ipykernel and ipykernel_ext.
+"""The README's demo: the same widget burst on stock ipykernel and ipykernel_ext, side by side.
 
 Starts each kernel through ``jupyter_client.KernelManager`` with CurveZMQ transport
 encryption (``transport_encryption="required"``), runs one cell that displays a ``GridBox``
@@ -11,28 +11,23 @@ busy server pauses it (once it has seen 300 ``comm_open`` it reads nothing on IO
 ``--pause`` seconds, 2, and until the cell's reply has come, so the kernel has sent the whole
 burst whatever the machine's speed), then read as fast as the client can. Stock loses the
 paused burst; ipykernel_ext loses nothing. A few trials of each, alternating kernels, each in
-a fresh kernel::
+a fresh kernel; each cell runs through :func:`harness.cells.run_cell`. From a checkout::
 
-    python -m ipykernel_ext demo                   # 3000 Buttons, 2 trials each
-    python -m ipykernel_ext demo --buttons=1000 --trials=5 --pause=0   # no paused burst
-
-A client-side tool: nothing in the package imports it, and it imports nothing of the kernel;
-each cell runs through :func:`.cells.run_cell`.
+    python -m benchmarks demo                      # 3000 Buttons, 2 trials each
+    python -m benchmarks demo --buttons=1000 --trials=5 --pause=0   # no paused burst
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from traitlets import Float, Integer, Unicode
-from traitlets.config import Application
-from traitlets.config.loader import KVArgParseConfigLoader
+from harness.cells import CellRun, CellTimeout, ReaderPause, run_cell
 
-from .. import PROG
-from .cells import CellRun, CellTimeout, ReaderPause, run_cell
+TRIALS, QUICK_TRIALS = 2, 1
 
 #: Seconds of IOPub silence, once the cell's reply came, after which its idle counts as lost.
 QUIET = 3.0
@@ -65,48 +60,71 @@ class Outcome:
         )
 
 
-class DemoApp(Application):
-    """Run the same widget burst on stock ipykernel and ipykernel_ext, side by side."""
+def at_least(minimum: float, kind: type[int] | type[float] = int) -> Any:
+    """An argparse type: a number of ``kind`` no smaller than ``minimum``."""
 
-    name = "ipykernel-ext-demo"
-    description = __doc__
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, not {text}")
+        return value
 
-    buttons = Integer(
-        3000, min=1, help="Buttons in the GridBox (3 comm_open messages each, plus 2)."
-    ).tag(config=True)
-    trials = Integer(2, min=1, help="Trials per kernel, each in a fresh kernel.").tag(config=True)
-    stock_kernel = Unicode("python3", help="Kernelspec of stock ipykernel.").tag(config=True)
-    ext_kernel = Unicode("python3-ext", help="Kernelspec of ipykernel_ext.").tag(config=True)
-    timeout = Float(120.0, help="Seconds to wait for one cell.").tag(config=True)
-    pause = Float(
-        2.0,
-        min=0.0,
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--buttons",
+        type=at_least(1),
+        default=3000,
+        help="Buttons in the GridBox (3 comm_open messages each, plus 2; default 3000).",
+    )
+    parser.add_argument(
+        "--stock-kernel", default="python3", help="Kernelspec of stock ipykernel (python3)."
+    )
+    parser.add_argument(
+        "--ext-kernel", default="python3-ext", help="Kernelspec of ipykernel_ext (python3-ext)."
+    )
+    parser.add_argument(
+        "--timeout",
+        type=at_least(0, float),
+        default=120.0,
+        help="Seconds to wait for one cell (default 120).",
+    )
+    parser.add_argument(
+        "--pause",
+        type=at_least(0, float),
+        default=2.0,
         help="Seconds, at least, the reader stops reading IOPub mid-burst in the second case; "
         "it also waits for the cell's reply, so the kernel has sent the whole burst "
-        "(0: no paused burst).",
-    ).tag(config=True)
-    pause_after = Integer(
-        300, min=1, help="comm_open messages the reader sees before it pauses."
-    ).tag(config=True)
+        "(0: no paused burst; default 2).",
+    )
+    parser.add_argument(
+        "--pause-after",
+        type=at_least(1),
+        default=300,
+        help="comm_open messages the reader sees before it pauses (default 300).",
+    )
 
-    def _create_loader(
-        self, argv: list[str] | None, aliases: Any, flags: Any, classes: Any
-    ) -> KVArgParseConfigLoader:
-        """Traitlets' own loader, with argparse's ``prog`` naming the command users type
-        (otherwise usage errors say ``__main__.py``)."""
-        return KVArgParseConfigLoader(
-            argv, aliases, flags, classes=classes, log=self.log, prog=f"{PROG} demo"
-        )
 
-    aliases = {
-        "buttons": "DemoApp.buttons",
-        "trials": "DemoApp.trials",
-        "stock-kernel": "DemoApp.stock_kernel",
-        "ext-kernel": "DemoApp.ext_kernel",
-        "timeout": "DemoApp.timeout",
-        "pause": "DemoApp.pause",
-        "pause-after": "DemoApp.pause_after",
-    }
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return Demo(args).start()
+
+
+class Demo:
+    """Run the same widget burst on stock ipykernel and ipykernel_ext, side by side."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.buttons: int = args.buttons
+        self.trials: int = args.trials
+        self.stock_kernel: str = args.stock_kernel
+        self.ext_kernel: str = args.ext_kernel
+        self.timeout: float = args.timeout
+        self.pause: float = args.pause
+        self.pause_after: int = args.pause_after
 
     @property
     def cases(self) -> dict[str, float]:
@@ -120,7 +138,7 @@ class DemoApp(Application):
         cases["keeps up"] = 0.0
         return cases
 
-    def start(self) -> None:
+    def start(self) -> dict[str, Any]:
         kernels = {"stock ipykernel": self.stock_kernel, "ipykernel_ext": self.ext_kernel}
         expected = 3 * self.buttons + 2
         paused = (
@@ -146,7 +164,7 @@ class DemoApp(Application):
                 for case, outcome in outcomes.items():
                     if outcome.error:
                         print(f"\n{outcome.error}", file=sys.stderr)
-                        self.exit(1)
+                        sys.exit(1)
                     results[case, label].append(outcome)
                     print(
                         f"  trial {trial}, {label:<15} {case:<22} {describe(outcome, expected)}",
@@ -154,6 +172,14 @@ class DemoApp(Application):
                     )
         print()
         print_table(results, expected)
+        return {
+            "buttons": self.buttons,
+            "expected_comm_open": expected,
+            "results": [
+                {"reader": case, "kernel": label, "trials": [asdict(o) for o in outcomes]}
+                for (case, label), outcomes in results.items()
+            ],
+        }
 
     def run_trial(self, kernel_name: str) -> dict[str, Outcome]:
         """Each case's burst, one after the other, in one fresh kernel."""
@@ -230,3 +256,9 @@ def print_table(results: dict[tuple[str, str], list[Outcome]], expected: int) ->
             f"{f'{sum(o.display_data > 0 for o in outcomes)}/{n}':>12} "
             f"{f'{sum(o.idle for o in outcomes)}/{n}':>5} {median:>14}"
         )
+
+
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.runner import script
+
+    script(__file__)
