@@ -89,10 +89,12 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
     comms_on_subshells = Bool(
         False,
         help="""Let comm messages run on the subshell a frontend sends them to (stock ipykernel
-        7), beside a running cell. Off (the default): every comm message is handled on the
-        main shell, in arrival order, never while a cell runs there, except while the cell
-        waits (an awaiting async cell, handle_waiting_comms(), jupyter-ui-poll). Also the
-        run-time switch: ``get_ipython().kernel.comms_on_subshells = True``.
+        7), beside a running cell. Off (the default): comm messages are handled on the main
+        shell, in arrival order, never while a cell runs there, except while the cell waits
+        (an awaiting async cell, handle_waiting_comms(), jupyter-ui-poll); those of
+        concurrent_comm_targets, and of a comm a subshell console's cell made, still go to
+        their subshell. Also the run-time switch:
+        ``get_ipython().kernel.comms_on_subshells = True``.
         Launcher flag: ``--comms-on-subshells``.""",
     ).tag(config=True)
 
