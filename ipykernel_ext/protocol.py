@@ -1,7 +1,8 @@
 """The Jupyter protocol facts ipykernel_ext relies on, each written once.
 
 The kernel's channels, message names and targets (docs/PROTOCOL.md), a comm's IOPub topic,
-where each part sits in a framed message, how a part is read before the message is verified,
+a framed message split at its delimiter (:func:`split_frames`) with each part where it sits,
+a frame's bytes (:func:`frame_bytes`), how a part is read before the message is verified,
 and the content of an error reply. A leaf: any side may import it
 (tests/package/test_layering.py).
 """
@@ -9,7 +10,11 @@ and the content of an error reply. A leaf: any side may import it
 from __future__ import annotations
 
 import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from jupyter_client.session import DELIM
 
 #: The kernel's channels, as a connection file names them (``{channel}_port``): shell, control
 #: and stdin are the kernel's ROUTER sockets (a reply goes to the routing id that asked),
@@ -59,12 +64,57 @@ UNTRACKED_MESSAGE_TYPES = frozenset(
     }
 )
 
-#: Where each part sits in a message's frames after the ``<IDS|MSG>`` delimiter.
+#: The frame between a message's identities (routing ids, or an IOPub topic) and its parts:
+#: jupyter_client's, named once here (tests/package/test_layering.py: nowhere else).
+DELIMITER: bytes = DELIM
+#: Where each part sits in a message's frames after the delimiter.
 SIGNATURE, HEADER, PARENT_HEADER, METADATA, CONTENT = range(5)
 #: Where the binary buffers start, if any: a whole message has at least this many frames.
 BUFFERS = CONTENT + 1
 #: A message dict's keys for the parts from ``HEADER`` to ``CONTENT``, in frame order.
 MESSAGE_PARTS = ("header", "parent_header", "metadata", "content")
+
+
+def frame_bytes(frame: Any) -> bytes:
+    """A frame's bytes, whatever it is: ``bytes`` as they are; a ``zmq.Frame``, a
+    ``memoryview`` or a ``bytearray`` copied for this use only (a ``zmq.Frame``'s own
+    ``bytes`` would keep a copy on the frame for as long as it is held: the comm inbox and the
+    IOPub backlog hold many, some large)."""
+    return frame if isinstance(frame, bytes) else bytes(memoryview(frame))
+
+
+@dataclass(frozen=True)
+class SplitFrames:
+    """A framed message split at its delimiter, still encoded and unverified.
+
+    ``identities``: the frames before the delimiter, as bytes (routing ids, or an IOPub
+    topic); ``parts``: the frames after it, as they came (``bytes``, ``zmq.Frame``), each at
+    its index (``SIGNATURE``, ``HEADER``, ... ``CONTENT``, then the buffers): what
+    ``Session.deserialize`` takes.
+    """
+
+    identities: list[bytes]
+    parts: list[Any]
+
+    @property
+    def whole(self) -> bool:
+        """Whether every part up to the content is there."""
+        return len(self.parts) >= BUFFERS
+
+    def raw(self, index: int) -> bytes:
+        """Part ``index`` (``HEADER``, ``CONTENT``, ...) as bytes; IndexError if it is missing."""
+        return frame_bytes(self.parts[index])
+
+
+def split_frames(frames: Sequence[Any]) -> SplitFrames | None:
+    """``frames`` (``[*identities, DELIMITER, signature, header, ...]``) split at the
+    delimiter, or None if it has none (not a Jupyter message). No frame is copied but the
+    identities."""
+    for i, frame in enumerate(frames):
+        # Compared through a view: a large frame before the delimiter is not copied.
+        if memoryview(frame) == DELIMITER:
+            return SplitFrames([frame_bytes(f) for f in frames[:i]], list(frames[i + 1 :]))
+    return None
 
 
 def comm_topic(comm_id: str) -> bytes:
@@ -79,11 +129,7 @@ def peek(session: Any, frames: list[Any], index: int) -> Any:
     is deserialized (and so verified) first.
     """
     try:
-        frame = frames[index]
-        # A copy for this read only: a zmq.Frame's ``bytes`` would keep one on the frame for as
-        # long as the message is held (the comm inbox holds many, some large).
-        buffer = getattr(frame, "buffer", None)
-        return session.unpack(bytes(buffer) if buffer is not None else frame)
+        return session.unpack(frame_bytes(frames[index]))
     except Exception:
         return None
 

@@ -52,7 +52,7 @@ import zmq
 from jupyter_client.session import Session
 
 from ..endpoints import client_session, curve_keys
-from ..protocol import KERNEL_CHANNELS
+from ..protocol import KERNEL_CHANNELS, frame_bytes, split_frames
 from .reach import (
     KernelUnreachable,
     RoutedKernel,
@@ -359,15 +359,17 @@ class RouterClient:
         if not sock.poll(None if remaining is None else int(remaining * 1000)):
             raise TimeoutError(f"nothing received on {channel}")
         frames = sock.recv_multipart(copy=False)
-        routing_id = frames[0].bytes
+        routing_id = frame_bytes(frames[0])
         kernel_id = self._by_routing_id[channel].get(routing_id)
         if kernel_id is None:
             self.log.debug("dropped a %s message from unknown peer %r", channel, routing_id)
             return
         session = self._kernels[kernel_id].session
         try:
-            _, msg_frames = session.feed_identities(frames[1:], copy=False)
-            msg = session.deserialize(msg_frames, content=True, copy=False)
+            split = split_frames(frames[1:])
+            if split is None:
+                raise ValueError("no delimiter")
+            msg = session.deserialize(split.parts, content=True, copy=False)
         except Exception as e:  # bad signature, malformed frames: never from a good kernel
             self.log.warning("dropped an invalid %s message from %r: %s", channel, kernel_id, e)
             return

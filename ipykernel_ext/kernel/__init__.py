@@ -14,7 +14,7 @@ The rooms import nothing of :mod:`.ipkernel` or :mod:`.kernelapp`; ``busy`` buil
 ``ipykernel_ext.kernel.ExtKernel`` is the path cluster kernelspecs and images name.
 """
 
-from .comms.routing import handle_waiting_comms
+from .comms.comm_routing import handle_waiting_comms
 from .ipkernel import ExtKernel
 from .kernelapp import ExtKernelApp
 

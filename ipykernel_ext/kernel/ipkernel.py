@@ -35,14 +35,15 @@ from ..protocol import (
     QUERY_MSG_TYPES,
     error_content,
     peek_msg_type,
+    split_frames,
 )
 from .busy.answers import BusyAnswers
 from .busy.main_shell_status import MainShellStatus
+from .comms.comm_routing import CommInbox, CommRouting, Routed
 from .comms.echo import CommEcho
 from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
 from .comms.owners import create_owned_comm
-from .comms.routing import CommInbox, CommRouting, Routed
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
@@ -88,10 +89,12 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
     comms_on_subshells = Bool(
         False,
         help="""Let comm messages run on the subshell a frontend sends them to (stock ipykernel
-        7), beside a running cell. Off (the default): every comm message is handled on the
-        main shell, in arrival order, never while a cell runs there, except while the cell
-        waits (an awaiting async cell, handle_waiting_comms(), jupyter-ui-poll). Also the
-        run-time switch: ``get_ipython().kernel.comms_on_subshells = True``.
+        7), beside a running cell. Off (the default): comm messages are handled on the main
+        shell, in arrival order, never while a cell runs there, except while the cell waits
+        (an awaiting async cell, handle_waiting_comms(), jupyter-ui-poll); those of
+        concurrent_comm_targets, and of a comm a subshell console's cell made, still go to
+        their subshell. Also the run-time switch:
+        ``get_ipython().kernel.comms_on_subshells = True``.
         Launcher flag: ``--comms-on-subshells``.""",
     ).tag(config=True)
 
@@ -130,7 +133,7 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
         # On the IOPub thread, after an adoption that may still be queued there.
         self._on_iopub_thread(self._watch_give_ups)
         self.main_shell_status = MainShellStatus()
-        # Comm messages on the main shell, whatever subshell they name (.comms.routing).
+        # Comm messages on the main shell, whatever subshell they name (.comms.comm_routing).
         # A comm knows the subshell console whose cell made it (.comms.owners): the comm
         # package's hook for the kernel to say what a comm is, as ipykernel sets its own.
         comm.create_comm = create_owned_comm
@@ -235,9 +238,12 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
     async def shell_channel_thread_main(self, msg: list[Any]) -> None:
         """Route as stock does, except what :class:`BusyAnswers` answers right here and the
         comm messages :class:`CommRouting` sends to the main shell."""
-        if self.session is not None:
-            idents, frames = self.session.feed_identities(msg, copy=False)
-            # The one routing decision for a comm message (.comms.routing), made first: the
+        split = split_frames(msg) if self.session is not None else None
+        if (
+            split is not None
+        ):  # (no delimiter: stock's own routing, which fails on it as stock does)
+            idents, frames = split.identities, split.parts
+            # The one routing decision for a comm message (.comms.comm_routing), made first: the
             # busy answers note what the main shell will run.
             routed = self.comm_routing.route(frames)
             to_main = isinstance(routed, Routed)
@@ -285,18 +291,18 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
         """Answer the read-only queries without busy/idle; hand the rest to ipykernel."""
         if self.session is None:
             return
-        idents, frames = self.session.feed_identities(msg, copy=False)
-        if peek_msg_type(self.session, frames) not in QUERY_MSG_TYPES:
+        split = split_frames(msg)
+        if split is None or peek_msg_type(self.session, split.parts) not in QUERY_MSG_TYPES:
             await super().process_control(msg)
             return
         try:
-            request = self.session.deserialize(frames, content=True, copy=False)
+            request = self.session.deserialize(split.parts, content=True, copy=False)
         except Exception:
             self.log.error("Invalid control message", exc_info=True)
             return
         handler: Callable[..., Any] = getattr(self, request["header"]["msg_type"])
         try:
-            handler(self.control_stream, idents, request)
+            handler(self.control_stream, split.identities, request)
         except Exception:
             # As stock's process_control: a failing handler must not stop the control thread.
             self.log.error("Exception in control handler:", exc_info=True)

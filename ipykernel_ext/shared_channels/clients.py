@@ -159,7 +159,7 @@ class SharedClient:
             self.deliver(msg)
 
     def send(self, channel: str, frames: list[Any]) -> None:
-        """Send signed ``frames`` (``[DELIM, signature, header, ...]``) on ``channel``.
+        """Send signed ``frames`` (``[DELIMITER, signature, header, ...]``) on ``channel``.
 
         The header's session becomes this client's (if no other attached client owns it);
         otherwise :class:`SessionInUse` is raised and nothing is sent.

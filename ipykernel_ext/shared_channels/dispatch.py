@@ -46,7 +46,7 @@ class Watcher(Protocol):
     """
 
     def sent(self, channel: str, frames: list[Any]) -> None:
-        """A client's signed frames (``[DELIM, signature, header, ...]``), about to be sent
+        """A client's signed frames (``[DELIMITER, signature, header, ...]``), about to be sent
         on ``channel``: after the sender's session was checked, before the kernel has them."""
 
     def received(self, msg: KernelMessage) -> None:
@@ -73,7 +73,7 @@ class Dispatcher:
     watcher: Watcher | None = None
 
     def dispatch(self, channel: str, raw: list[bytes]) -> None:
-        """One message as the socket received it (``[*identities, DELIM, ...]``)."""
+        """One message as the socket received it (``[*identities, DELIMITER, ...]``)."""
         msg = KernelMessage.from_wire(channel, raw, self.unpack)
         if msg is None:
             self.log.warning("Dropped a malformed %s message from the kernel", channel)

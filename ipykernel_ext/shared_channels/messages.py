@@ -14,9 +14,15 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from jupyter_client.session import DELIM
-
-from ..protocol import BUFFERS, CONTENT, HEADER, KERNEL_CHANNELS, METADATA, PARENT_HEADER
+from ..protocol import (
+    BUFFERS,
+    CONTENT,
+    HEADER,
+    KERNEL_CHANNELS,
+    METADATA,
+    PARENT_HEADER,
+    split_frames,
+)
 
 #: The channels a set relays: the kernel's, but the heartbeat (it stays with the kernel
 #: manager, as in jupyter_server).
@@ -68,14 +74,12 @@ class KernelMessage:
     def from_wire(
         cls, channel: str, raw: list[bytes], unpack: Unpack = json.loads
     ) -> KernelMessage | None:
-        """The message in ``[*identities, DELIM, signature, header, ...]``; None if malformed."""
-        try:
-            start = raw.index(DELIM) + 1
-        except ValueError:
+        """The message in ``[*identities, DELIMITER, signature, header, ...]``; None if
+        malformed."""
+        split = split_frames(raw)
+        if split is None or not split.whole:
             return None
-        if len(raw) - start < BUFFERS:
-            return None
-        return cls(channel, raw[start:], unpack)
+        return cls(channel, split.parts, unpack)
 
     @property
     def parts(self) -> list[bytes]:
@@ -140,11 +144,12 @@ Deliver = Callable[[KernelMessage], None]
 
 
 def header_of_outgoing(frames: Iterable[Any], unpack: Unpack) -> dict[str, Any]:
-    """The decoded header of signed outgoing frames ``[*idents, DELIM, sig, header, ...]``."""
-    frames = list(frames)
+    """The decoded header of signed outgoing frames ``[*idents, DELIMITER, sig, header, ...]``."""
+    split = split_frames(list(frames))
     try:
-        raw = frames[frames.index(DELIM) + 1 + HEADER]
-        header = unpack(bytes(raw))
+        if split is None:
+            raise ValueError("no delimiter")
+        header = unpack(split.raw(HEADER))
     except Exception as exc:
         raise RefusedMessage(f"malformed message header: {exc}") from exc
     if not isinstance(header, dict):

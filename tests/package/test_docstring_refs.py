@@ -94,8 +94,10 @@ def test_references_are_read_and_made_absolute() -> None:
         "ipykernel_ext.server.outputs.fold.CellOutputs",
         "ipykernel_ext.server.protocol.CONTENT",
     ]
-    in_module = references_in(":mod:`.routing`", "ipykernel_ext.kernel.comms.cells", False, "m")
-    assert [r.target for r in in_module] == ["ipykernel_ext.kernel.comms.routing"]
+    in_module = references_in(
+        ":mod:`.comm_routing`", "ipykernel_ext.kernel.comms.cells", False, "m"
+    )
+    assert [r.target for r in in_module] == ["ipykernel_ext.kernel.comms.comm_routing"]
 
 
 def test_every_reference_in_the_package_resolves() -> None:

@@ -27,6 +27,8 @@ Around the package, in the checkout: ``harness/`` (what tests and benchmarks sha
 from __future__ import annotations
 
 import ast
+import re
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -336,3 +338,70 @@ def test_no_module_passes_the_line_bound(module: str) -> None:
     path = PACKAGE_DIR / (module.replace(".", "/") + ".py")
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_MODULE_LINES, f"{module} has {lines} lines: split it by concept"
+
+
+# --- one name, one place ------------------------------------------------------------------
+
+
+def defined_names(module: str) -> tuple[list[str], list[str]]:
+    """The classes ``module`` defines, and its CamelCase module-level type aliases."""
+    tree = ast.parse((PACKAGE_DIR / (module.replace(".", "/") + ".py")).read_text())
+    classes = [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    aliases = [
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and re.fullmatch(r"[A-Z][a-z]\w*", target.id)
+    ]
+    return classes, aliases
+
+
+def test_no_two_modules_or_classes_share_a_name() -> None:
+    """A name leads to one place: each module's file name (a package's ``__init__`` and the
+    ``__main__`` apart: Python names them) and each class name is the package's once, and a
+    type alias is not named as a class (it reads as one in an annotation)."""
+    files: dict[str, list[str]] = defaultdict(list)
+    classes: dict[str, list[str]] = defaultdict(list)
+    aliases: list[tuple[str, str]] = []
+    for module in modules():
+        if (name := module.rsplit(".", 1)[-1]) not in ("__init__", "__main__"):
+            files[name + ".py"].append(module)
+        module_classes, module_aliases = defined_names(module)
+        for name in module_classes:
+            classes[name].append(module)
+        aliases += [(name, module) for name in module_aliases]
+    shared = {n: m for named in (files, classes) for n, m in named.items() if len(m) > 1}
+    shared |= {n: [*classes[n], m] for n, m in aliases if n in classes}
+    assert not shared, f"names used twice (rename each to say what it owns): {shared}"
+    assert {"protocol.py", "SplitFrames"} <= set(files) | set(classes)  # the scan reads them
+
+
+#: What splits a message at its delimiter: only ``protocol.split_frames`` may use these.
+SPLITTING_NAMES = {"DELIM", "DELIMITER", "feed_identities"}
+
+
+def splits_frames(source: str) -> bool:
+    """Whether code (not a docstring) names the delimiter or jupyter_client's split."""
+    for node in ast.walk(ast.parse(source)):
+        value = getattr(node, "value", None)
+        if isinstance(node, ast.Constant) and isinstance(value, bytes) and b"<IDS|MSG>" in value:
+            return True
+        named = {getattr(node, "id", None), getattr(node, "attr", None)}
+        if isinstance(node, ast.ImportFrom):
+            named |= {alias.name for alias in node.names}
+        if named & SPLITTING_NAMES:
+            return True
+    return False
+
+
+def test_frames_are_split_only_in_protocol() -> None:
+    """One split (``protocol.split_frames``) and one bytes helper (``protocol.frame_bytes``)."""
+    assert [m for m in modules() if splits_frames(module_source(m))] == ["protocol"]
+    for code in ('x = b"<IDS|MSG>"', "s.feed_identities(m)", "from a import DELIM", "DELIMITER"):
+        assert splits_frames(code), code
+    assert not splits_frames('"""Frames ``[*identities, DELIMITER, ...]``."""')
+
+
+def module_source(module: str) -> str:
+    return (PACKAGE_DIR / (module.replace(".", "/") + ".py")).read_text()

@@ -24,6 +24,7 @@ from ipykernel.iostream import IOPubThread
 from jupyter_client.session import Session
 
 from harness.polling import wait_until
+from ipykernel_ext.kernel import ExtKernel, ExtKernelApp
 from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX, MissedNotice
 from ipykernel_ext.kernel.iopub.settings import IOPubSettings
 from ipykernel_ext.kernel.iopub.socket import NoDropXPubSocket
@@ -130,7 +131,7 @@ def test_the_reply_lists_the_fields_of_protocol_md_in_its_order() -> None:
         assert reply["backlog_messages"] == reply["backlog_bytes"] == 0
 
 
-def test_a_full_subscriber_makes_the_send_wait_and_loses_nothing() -> None:
+def a_full_subscriber_makes_the_send_wait_and_loses_nothing() -> None:
     total = CAPACITY * 3
     with xpub() as (ctx, url, pub):
         sub = subscribe(ctx, url, pub)
@@ -176,7 +177,7 @@ def test_a_stalled_subscriber_times_out_and_only_it_misses_messages(
         assert pub.settings.nodrop
 
 
-def test_nodrop_off_is_a_plain_xpub_that_still_counts() -> None:
+def nodrop_off_is_a_plain_xpub_that_still_counts() -> None:
     total = CAPACITY * 3
     with xpub(nodrop=False) as (ctx, url, pub):
         sub = subscribe(ctx, url, pub)
@@ -260,7 +261,7 @@ def test_a_full_subscriber_never_blocks_the_iopub_thread() -> None:
         assert pub.stats.timeouts == pub.stats.over_budget == pub.stats.missed == 0
 
 
-def test_given_up_subscriber_is_parked_and_the_reader_keeps_no_loss() -> None:
+def given_up_subscriber_is_parked_and_the_reader_keeps_no_loss() -> None:
     total = CAPACITY * 20
     with on_iopub_thread((b"", b"top"), timeout_ms=300) as ([stalled, reader], pub, thread):
         received: list[bytes] = []
@@ -278,7 +279,7 @@ def test_given_up_subscriber_is_parked_and_the_reader_keeps_no_loss() -> None:
         assert len(read_all(stalled, total, timeout=0.5)) < total
 
 
-def test_backlog_budget_holds_the_output_back_and_holds() -> None:
+def backlog_budget_holds_the_output_back_and_holds() -> None:
     part = b"x" * 1000
     limit = 20 * 1000
     with on_iopub_thread(timeout_ms=300, backlog_limit=limit) as ([stalled], pub, thread):
@@ -292,6 +293,20 @@ def test_backlog_budget_holds_the_output_back_and_holds() -> None:
         assert pub.stats_reply()["backlog_peak_bytes"] <= limit + len(part) + len(b"topic")
         assert pub.stats.missed >= 1
         assert len(read_all(stalled, CAPACITY + 200, timeout=0.5)) < CAPACITY + 200
+
+
+def a_reader_past_the_budget_is_held_back_and_loses_nothing() -> None:
+    sent = [str(i).encode().ljust(1000, b"x") for i in range(CAPACITY + 200)]
+    limit = 20 * 1000
+    with on_iopub_thread(backlog_limit=limit) as ([sub], pub, thread):
+        for part in sent:
+            thread.send_multipart([b"topic", part])
+        # The barrier: the backlog reached the budget before the reader read anything.
+        wait_until(lambda: pub.stats.over_budget >= 1, HANG, "the budget reached", POLL)
+        assert read_all(sub, len(sent)) == sent
+        wait_until(lambda: pub.backlog_messages == 0, HANG, "the backlog emptied", POLL)
+        assert pub.stats_reply()["backlog_peak_bytes"] <= limit + len(sent[0]) + len(b"topic")
+        assert pub.stats.timeouts == pub.stats.missed == 0
 
 
 # The send timeout below is ten times this hang guard: a send that waited for room would end
@@ -386,7 +401,7 @@ def notices_in(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [m for m in messages if m["msg_type"] == "stream"]
 
 
-def test_a_give_up_after_the_cell_ended_tells_that_cell_ahead_of_its_idle() -> None:
+def a_give_up_after_the_cell_ended_tells_that_cell_ahead_of_its_idle() -> None:
     # The cell's idle (and a later one) is queued behind the full queue before the give-up
     # can come: the send timeout is shortened only then (a barrier, not a race).
     with on_iopub_thread((b"", TOPIC)) as ([_stalled, sub], pub, thread):
@@ -465,3 +480,69 @@ def test_a_give_up_between_cells_tells_the_next_request() -> None:
         [notice] = notices_in(got)
         assert got[-2] is notice and notice["parent_header"] == later["header"]
         assert pub.stats.timeouts == pub.stats.notices == 1
+
+
+# --- what each option's help says, held against what the socket does ---------------------
+
+#: (option, what its help says, the check above that proves it). The help is the one
+#: ``--help-all`` prints, for both classes that take the option.
+HELP_STATES = [
+    (
+        "iopub_sndhwm",
+        "IOPub queue per subscriber, in messages",
+        nodrop_off_is_a_plain_xpub_that_still_counts,
+    ),
+    (
+        "iopub_nodrop",
+        "Off: stock ipykernel behaviour (libzmq drops what finds a queue full)",
+        nodrop_off_is_a_plain_xpub_that_still_counts,
+    ),
+    (
+        "iopub_nodrop",
+        "wait for room (XPUB_NODROP) instead of silently dropping",
+        a_full_subscriber_makes_the_send_wait_and_loses_nothing,
+    ),
+    (
+        "iopub_send_timeout",
+        "may have no room at all before the kernel gives that subscriber up",
+        given_up_subscriber_is_parked_and_the_reader_keeps_no_loss,
+    ),
+    (
+        "iopub_send_timeout",
+        "the other subscribers lose nothing",
+        given_up_subscriber_is_parked_and_the_reader_keeps_no_loss,
+    ),
+    (
+        "iopub_missed_notice",
+        "just before the first idle of the main shell to leave the kernel after the give-up",
+        a_give_up_after_the_cell_ended_tells_that_cell_ahead_of_its_idle,
+    ),
+    (
+        "iopub_backlog_limit",
+        "the IOPub thread waits for room until the backlog is under the limit again",
+        a_reader_past_the_budget_is_held_back_and_loses_nothing,
+    ),
+    (
+        "iopub_backlog_limit",
+        "a subscriber that is slow but reading loses nothing",
+        a_reader_past_the_budget_is_held_back_and_loses_nothing,
+    ),
+    (
+        "iopub_backlog_limit",
+        "A queue with no room for the whole iopub_send_timeout is still given up",
+        backlog_budget_holds_the_output_back_and_holds,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("option", "states", "check"), HELP_STATES, ids=[f"{o}-{c.__name__}" for o, _, c in HELP_STATES]
+)
+def test_the_help_states_what_the_socket_does(
+    option: str, states: str, check: Callable[[], None]
+) -> None:
+    for cls in (ExtKernelApp, ExtKernel):
+        if option in cls.class_traits(config=True):
+            helptext = " ".join(cls.class_get_trait_help(cls.class_traits()[option]).split())
+            assert states in helptext, f"{cls.__name__}.{option}: {helptext}"
+    check()

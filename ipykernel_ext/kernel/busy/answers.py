@@ -18,7 +18,7 @@ first on its shell-channel thread (which then routes it to the main shell or a s
   :mod:`ipykernel_ext.kernel.widgets.reconcile`, scheduled on the main IOLoop (so it runs after the
   cell).
 
-Which messages are answered here, in each client's order, is :mod:`.routing`'s decision
+Which messages are answered here, in each client's order, is :mod:`.busy_routing`'s decision
 (:meth:`BusyAnswers.claims`); a claimed message is verified (signature, replay) before anything
 is answered, and one that fails verification is refused with a log line, as stock drops it. An
 idle kernel's control comm is ipywidgets' own: :mod:`ipykernel_ext.kernel.widgets.control_comm`
@@ -37,8 +37,8 @@ from typing import Any, Protocol
 from ...protocol import comm_topic
 from ..widgets.control_comm import REQUEST_STATES, IdleControlComms, update_states
 from ..widgets.reconcile import WidgetReconcile, with_buffers
+from .busy_routing import BusyRouting
 from .main_shell_status import MainShellStatus
-from .routing import BusyRouting
 
 #: ``(status, channel, parent)``: publishes a ``status`` on IOPub as the kernel does.
 PublishStatus = Callable[[str, str, Any], None]

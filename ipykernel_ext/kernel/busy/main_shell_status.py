@@ -1,7 +1,7 @@
 """What the kernel last published about its main shell, and when to say ``busy`` again.
 
 :class:`MainShellStatus` is written from the main shell's own ``busy``/``idle`` statuses, so
-it is exactly what jupyter_server and frontends were told. :mod:`.routing` decides from
+it is exactly what jupyter_server and frontends were told. :mod:`.busy_routing` decides from
 it what to answer on the shell-channel thread; ``ExtKernel._publish_status`` asks
 :meth:`MainShellStatus.busy_again_after` whether an ``idle`` published beside the running
 cell (control, a subshell, an answer given mid-cell) is followed by ``busy`` for that cell.

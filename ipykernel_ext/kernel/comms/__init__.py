@@ -2,9 +2,10 @@
 
 * :mod:`.echo`: ``comm_echo`` (docs/PROTOCOL.md section 2), which client comm messages are
   published again on IOPub, the run-time switch and the per-target exclusions;
-* :mod:`.routing`: comm messages a frontend sends to a subshell run on the main shell, in
-  arrival order, never beside a cell (:class:`~.routing.CommRouting` on the shell-channel
-  thread, :class:`~.routing.CommInbox` for the main shell, :func:`~.routing.handle_waiting_comms`);
+* :mod:`.comm_routing`: comm messages a frontend sends to a subshell run on the main shell,
+  in arrival order, never beside a cell (:class:`~.comm_routing.CommRouting` on the
+  shell-channel thread, :class:`~.comm_routing.CommInbox` for the main shell,
+  :func:`~.comm_routing.handle_waiting_comms`);
 * :mod:`.main_shell`: :class:`~.main_shell.CommsOnMainShell`, the kernel mixin that holds the
   path together: one routing decision per message, the marker, the main shell meeting it;
 * :mod:`.mid_cell`: a comm message handled while the cell waits (its own busy/idle, on the

@@ -6,7 +6,7 @@ around every comm callback, so that a figure the callback draws is shown. Whoeve
 figure, the running cell's included, under the parent of the message being handled: a comm
 message, whose outputs no frontend shows. That is harmless between cells and wrong in the middle
 of one, which is where a comm message is handled while an async cell awaits or a blocking loop
-lets waiting comms through (:mod:`.routing`).
+lets waiting comms through (:mod:`.comm_routing`).
 
 :class:`CellEvents` is IPython's ``EventManager`` with one addition: inside
 :func:`held_cell_events` (a context variable, so it holds only for the task or thread that set

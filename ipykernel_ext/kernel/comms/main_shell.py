@@ -1,11 +1,11 @@
 """The comm path on the main shell: :class:`CommsOnMainShell`, the mixin ``ExtKernel`` inherits.
 
 One room for it (:mod:`ipykernel_ext.kernel.comms`): the shell-channel thread's decision for a
-comm message (:class:`~.routing.CommRouting`, made once per message), its wait in the
-:class:`~.routing.CommInbox` behind a marker in the main shell's queue, the main shell meeting
+comm message (:class:`~.comm_routing.CommRouting`, made once per message), its wait in the
+:class:`~.comm_routing.CommInbox` behind a marker in the main shell's queue, the main shell meeting
 the marker (:meth:`CommsOnMainShell.shell_main`), and the message handled mid-cell while the
 cell waits (:mod:`.mid_cell`): awaited by an async cell, from a blocking cell's
-:func:`~.routing.handle_waiting_comms` on the main thread, from jupyter-ui-poll's thread.
+:func:`~.comm_routing.handle_waiting_comms` on the main thread, from jupyter-ui-poll's thread.
 
 The kernel gives two things it owns: which thread is the main shell's
 (:meth:`CommsOnMainShell._on_main_shell_thread`) and what follows a mid-cell comm's ``idle``
@@ -25,10 +25,11 @@ import zmq
 from ipykernel.ipkernel import IPythonKernel
 from ipykernel.subshell import SubshellThread
 
+from ...protocol import split_frames
 from .cell_events import held_cell_events
+from .comm_routing import CommInbox, CommRouting, InboxEntry, OnSubshell, Routed
 from .mid_cell import MidCellComm, handling_mid_cell, run_now
 from .mid_cell import current as current_mid_cell_comm
-from .routing import CommInbox, CommRouting, OnSubshell, Routed, Waiting
 
 
 class CommsOnMainShell(IPythonKernel):
@@ -90,7 +91,7 @@ class CommsOnMainShell(IPythonKernel):
     def handle_waiting_comms_now(self) -> int:
         """Handle the comm messages waiting for the main shell, on the main thread, now.
 
-        :func:`~.routing.handle_waiting_comms` from a blocking cell: one message at a
+        :func:`~.comm_routing.handle_waiting_comms` from a blocking cell: one message at a
         time, oldest first, so a callback that calls it again goes on with the next one
         (arrival order holds), and whatever a callback raises past ``dispatch_shell``
         (``SystemExit``) leaves the rest waiting. An interrupt that reaches a callback stops
@@ -130,7 +131,7 @@ class CommsOnMainShell(IPythonKernel):
         own = (getattr(self, "control_thread", None), getattr(self, "shell_channel_thread", None))
         return isinstance(thread, SubshellThread) or thread in own
 
-    async def _handle_comm_mid_cell(self, waiting: Waiting) -> MidCellComm:
+    async def _handle_comm_mid_cell(self, waiting: InboxEntry) -> MidCellComm:
         """Handle a comm message while an async cell awaits (or ui_events' thread waits)."""
 
         async def in_a_task(dispatch: Coroutine[Any, Any, MidCellComm]) -> MidCellComm:
@@ -139,7 +140,7 @@ class CommsOnMainShell(IPythonKernel):
         return await in_a_task(self._dispatch_mid_cell(*self._as_main_shell_message(*waiting)))
 
     def _run_comm_mid_cell(
-        self, waiting: Waiting, run: Callable[[Coroutine[Any, Any, MidCellComm]], MidCellComm]
+        self, waiting: InboxEntry, run: Callable[[Coroutine[Any, Any, MidCellComm]], MidCellComm]
     ) -> MidCellComm:
         """Handle a comm message on this thread now, in a copy of the cell's context."""
         dispatch = self._dispatch_mid_cell(*self._as_main_shell_message(*waiting))
@@ -210,11 +211,15 @@ class CommsOnMainShell(IPythonKernel):
         if alive and not routed.resign:
             return msg, subshell_id
         assert self.session is not None
-        idents, frames = self.session.feed_identities(msg, copy=False)
+        split = split_frames(msg)
+        if split is None:  # (not framed: never routed here)
+            return msg, None
         try:
-            request = self.session.deserialize(frames, content=True, copy=False)
+            request = self.session.deserialize(split.parts, content=True, copy=False)
         except Exception:
             return msg, None  # refused by dispatch_shell's own check, logged as stock does
         request["header"].pop("subshell_id", None)
         # As the main shell's stream delivers them (copy=False): frames, not bytes.
-        return [zmq.Frame(part) for part in self.session.serialize(request, ident=idents)], None
+        return [
+            zmq.Frame(part) for part in self.session.serialize(request, ident=split.identities)
+        ], None

@@ -1,8 +1,8 @@
 """A comm message handled while the cell waits: what it gets, and how it runs there.
 
-A comm message that waited in the inbox (:mod:`.routing`) is handled in the middle of a cell
+A comm message that waited in the inbox (:mod:`.comm_routing`) is handled in the middle of a cell
 when the cell waits: an async cell awaits, or a blocking loop calls
-:func:`~.routing.handle_waiting_comms` (or jupyter-ui-poll's ``ui_events()``, through
+:func:`~.comm_routing.handle_waiting_comms` (or jupyter-ui-poll's ``ui_events()``, through
 ``ExtKernel.do_one_iteration``). There it is handled as one handled at rest, on the wire:
 
 * its own ``busy`` once it is verified, then its ``comm_echo`` and the callbacks' outputs,

@@ -3,12 +3,12 @@
 JupyterLab's "New subshell console" runs cells on a subshell, beside the main cell, as JEP 91
 defines. A widget such a cell makes belongs to that console: on stock ipykernel its callbacks
 run on a subshell at once, while the main cell runs. The main shell's routing
-(:mod:`.routing`) must not take them behind the main cell, so a kernel-made comm notes, as it
+(:mod:`.comm_routing`) must not take them behind the main cell, so a kernel-made comm notes, as it
 is made, the subshell whose cell made it: :class:`OwnedComm`, made by :func:`create_owned_comm`,
 which the kernel installs as ``comm.create_comm`` (the ``comm`` package's hook for the kernel
 to say what a comm is; ipykernel installs its own, ``_create_comm``, the same way, and
 ipywidgets calls it).
-Messages of such a comm go to that subshell (:meth:`.routing.CommRouting.route`).
+Messages of such a comm go to that subshell (:meth:`.comm_routing.CommRouting.route`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def message_nbytes(msg_parts: Any) -> int:
 
 
 @dataclass
-class Waiting:
+class BacklogEntry:
     """One message in the backlog, with what its send takes."""
 
     parts: Any
@@ -47,19 +47,19 @@ class Backlog:
     peak_bytes: int
 
     def __init__(self) -> None:
-        self._messages: deque[Waiting] = deque()
+        self._messages: deque[BacklogEntry] = deque()
         self.nbytes = 0
         self.peak_bytes = 0
 
     def __len__(self) -> int:
         return len(self._messages)
 
-    def __iter__(self) -> Iterator[Waiting]:
+    def __iter__(self) -> Iterator[BacklogEntry]:
         return iter(self._messages)
 
     def add(self, parts: Any, flags: int, kwargs: dict[str, Any], *, ahead: bool = False) -> None:
         """Queue a message last, or first (``ahead``: to go before the head)."""
-        waiting = Waiting(parts, flags, kwargs, message_nbytes(parts))
+        waiting = BacklogEntry(parts, flags, kwargs, message_nbytes(parts))
         if ahead:
             self._messages.appendleft(waiting)
         else:
@@ -67,11 +67,11 @@ class Backlog:
         self.nbytes += waiting.nbytes
         self.peak_bytes = max(self.peak_bytes, self.nbytes)
 
-    def head(self) -> Waiting:
+    def head(self) -> BacklogEntry:
         """The next message to send (the backlog must not be empty)."""
         return self._messages[0]
 
-    def pop(self) -> Waiting:
+    def pop(self) -> BacklogEntry:
         """Take the head off: it has been sent."""
         done = self._messages.popleft()
         self.nbytes -= done.nbytes

@@ -30,8 +30,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jupyter_client.session import DELIM, extract_header
+from jupyter_client.session import extract_header
 
+from ...protocol import CONTENT, PARENT_HEADER, split_frames
 from .settings import IOPubSettings
 from .stats import IOPubStats
 
@@ -47,10 +48,6 @@ def notice_text(missed: int, settings: IOPubSettings) -> str:
         f"{settings.send_timeout_ms / 1000:g} s (--iopub-send-timeout). Reload the page to see "
         "the current state; raise that option if that frontend is alive but slow.\n"
     )
-
-
-def _frame(part: Any) -> bytes:
-    return part if isinstance(part, bytes) else bytes(memoryview(part))
 
 
 class MissedNotice:
@@ -142,15 +139,14 @@ class MissedNotice:
 
     def _idle_parent_id(self, parts: Sequence[Any]) -> str | None:
         """The parent's ``msg_id`` if ``parts`` is an ``idle`` status, else None."""
-        head = [_frame(part) for part in parts[:4]]
-        if DELIM not in head:
-            return None
-        i = head.index(DELIM)
+        split = split_frames(parts)
         # The topic (``kernel.<id>.status``) rules out all but status messages cheaply.
-        if i == 0 or not head[i - 1].endswith(b"status") or len(parts) < i + 6:
+        if split is None or not split.identities or not split.identities[-1].endswith(b"status"):
+            return None
+        if not split.whole:
             return None
         unpack = self._session.unpack
-        if unpack(_frame(parts[i + 5])).get("execution_state") != "idle":
+        if unpack(split.raw(CONTENT)).get("execution_state") != "idle":
             return None
-        msg_id = unpack(_frame(parts[i + 3])).get("msg_id")
+        msg_id = unpack(split.raw(PARENT_HEADER)).get("msg_id")
         return msg_id if isinstance(msg_id, str) else None

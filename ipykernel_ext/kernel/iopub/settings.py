@@ -5,8 +5,9 @@ frozen value, checked when it is made and replaced as a whole when an option cha
 
 Two classes take the options: ``ExtKernelApp`` (``--iopub-*`` flags, ``c.ExtKernelApp.iopub_*``),
 which binds the socket and so is the only one that can set the queue size, and ``ExtKernel``
-(``c.ExtKernel.iopub_*``, honoured under any app, changeable at run time: the kernel's
-use of them is in :mod:`.kernel_options`). Both inherit
+(``c.ExtKernel.iopub_*``, honoured under any app; the send timeout and the backlog budget
+can be changed at run time: the kernel's use of them is in :mod:`.kernel_options`).
+tests/unit/test_iopub_socket.py holds each option's help against what the socket does. Both inherit
 :class:`IOPubTraits`: the options, their validation (one rule per setting, the error naming
 the option as each class spells it) and :meth:`IOPubTraits.iopub_settings`, the value they make.
 """
@@ -92,30 +93,39 @@ class IOPubTraits(HasTraits):
 
     iopub_sndhwm = Integer(
         DEFAULT_SNDHWM,
-        help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM; 0: unbounded). libzmq
-        fixes it when the socket is bound: only ExtKernelApp (python -m ipykernel_ext) binds
-        after reading it; under another app a different value is logged as a warning.""",
+        help="""IOPub queue per subscriber, in messages (ZMQ_SNDHWM; 0: unbounded): what a
+        subscriber that does not read can be sent before its queue is full. libzmq fixes it
+        when the socket is bound: only ExtKernelApp (python -m ipykernel_ext) binds after
+        reading it; under another app a different value is logged as a warning.""",
     ).tag(config=True, setting="sndhwm")
 
     iopub_nodrop = Bool(
         True,
         help="""Make IOPub wait for room (XPUB_NODROP) instead of silently dropping messages
-        for a full subscriber. Off: stock ipykernel behaviour.""",
+        for a full subscriber: they wait in the kernel, in order, and reach it once it reads.
+        Off: stock ipykernel behaviour (libzmq drops what finds a queue full).""",
     ).tag(config=True, setting="nodrop")
 
     iopub_send_timeout = Integer(
         DEFAULT_SEND_TIMEOUT_MS,
-        help="""Milliseconds a subscriber's IOPub queue may stay full before the kernel gives
-        that subscriber up (it then misses messages until it reads again; counted, logged and
-        told to the cell). Until then the messages wait in the kernel, nothing is lost, and
-        the kernel's channels stay responsive. Covers a server paused or slowed for less.""",
+        help="""Milliseconds a subscriber's IOPub queue may have no room at all before the
+        kernel gives that subscriber up: it then misses messages until it has read about
+        half its queue (counted, logged and told to the cell, see iopub_missed_notice);
+        the other subscribers lose nothing. Until then the messages wait in the kernel and
+        nothing is lost, and the kernel's channels stay responsive while the wait is within
+        iopub_backlog_limit. Covers a server paused or slowed for less. Set on the kernel at
+        run time (get_ipython().kernel.iopub_send_timeout), it takes effect at once.""",
     ).tag(config=True, setting="send_timeout_ms")
 
     iopub_backlog_limit = Integer(
         DEFAULT_BACKLOG_LIMIT_BYTES,
-        help="""Bytes of IOPub messages the kernel may hold while a subscriber's queue is
-        full. Past it the full subscriber is given up at once, as at the send timeout, so a
-        wait never grows the kernel's memory without bound.""",
+        help="""Bytes of IOPub messages that may wait in the kernel while a subscriber's
+        queue is full. Past it the output is held back: the IOPub thread waits for room
+        until the backlog is under the limit again, so the kernel's threads wait to hand it
+        more and the cell slows down (output flushes wait too) instead of the kernel's memory
+        growing, and a subscriber that is slow but reading loses nothing. A queue with no
+        room for the whole iopub_send_timeout is still given up. Set on the kernel at run
+        time (get_ipython().kernel.iopub_backlog_limit), it takes effect at once.""",
     ).tag(config=True, setting="backlog_limit_bytes")
 
     @validate("iopub_sndhwm", "iopub_send_timeout", "iopub_backlog_limit")

@@ -61,7 +61,7 @@ from typing import Any, Protocol
 
 import zmq
 
-from .backlog import Backlog, Waiting
+from .backlog import Backlog, BacklogEntry
 from .give_up_log import GiveUpWarnings
 from .settings import IOPubSettings
 from .stats import BOUND_BY_EXT_APP, IOPubStats
@@ -261,7 +261,7 @@ class NoDropXPubSocket(zmq.Socket[bytes]):
             wait_ms = 0
         return sent
 
-    def _head(self) -> Waiting:
+    def _head(self) -> BacklogEntry:
         """The next message to send: the backlog's head, or what the watcher puts ahead of it."""
         if self._watcher is not None:
             for parts in reversed(self._watcher.ahead_of(self._backlog.head().parts)):

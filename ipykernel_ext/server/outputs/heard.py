@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from jupyter_client.session import DELIM
-
-from ...protocol import CONTENT, HEADER, METADATA, PARENT_HEADER
+from ...protocol import CONTENT, HEADER, METADATA, PARENT_HEADER, split_frames
 from ...shared_channels import Unpack
 
 #: ``part(i)``: a message's decoded part ``i`` (``METADATA``, ``CONTENT``, ...).
@@ -63,10 +61,12 @@ class Feed(Protocol):
 
 
 def frame_parts(frames: list[Any], unpack: Unpack) -> tuple[bytes, Part]:
-    """A client's signed frames (``[*identities, DELIM, signature, header, ...]``): the raw
-    header, for byte tests before anything is decoded, and a reader of the decoded parts."""
-    start = frames.index(DELIM) + 1
-    return bytes(frames[start + HEADER]), lambda i: unpack(bytes(frames[start + i]))
+    """A client's signed frames (``[*identities, DELIMITER, signature, header, ...]``): the
+    raw header, for byte tests before anything is decoded, and a reader of the decoded parts."""
+    split = split_frames(frames)
+    if split is None:
+        raise ValueError("not a framed message: no delimiter")
+    return split.raw(HEADER), lambda i: unpack(split.raw(i))
 
 
 def json_parts(msg: dict[str, Any]) -> Part:

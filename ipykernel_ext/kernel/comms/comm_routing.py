@@ -33,11 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, peek
+from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, frame_bytes, peek
 from .owners import owner_subshell
 
 #: A comm message waiting for the main shell (its frames as received) and how to dispatch it.
-Waiting = tuple[list[Any], "Routed"]
+InboxEntry = tuple[list[Any], "Routed"]
 
 #: A marker is this prefix and the sequence number of the message it stands for.
 MARKER_PREFIX = b"ipykernel_ext:comm-waiting:"
@@ -225,7 +225,7 @@ class CommInbox:
     """
 
     def __init__(self) -> None:
-        self._waiting: OrderedDict[int, Waiting] = OrderedDict()
+        self._waiting: OrderedDict[int, InboxEntry] = OrderedDict()
         self._lock = threading.Lock()
         self._numbers = itertools.count()
 
@@ -242,7 +242,7 @@ class CommInbox:
         if len(msg) != 1:
             return None
         frame = msg[0]
-        data = bytes(getattr(frame, "buffer", frame))
+        data = frame_bytes(frame)
         if not data.startswith(MARKER_PREFIX):
             return None
         try:
@@ -250,12 +250,12 @@ class CommInbox:
         except ValueError:
             return None
 
-    def take(self, number: int) -> Waiting | None:
+    def take(self, number: int) -> InboxEntry | None:
         """The message marker ``number`` stands for, unless it was taken already."""
         with self._lock:
             return self._waiting.pop(number, None)
 
-    def take_next(self) -> Waiting | None:
+    def take_next(self) -> InboxEntry | None:
         """The oldest waiting message, or None. One at a time: a callback that takes more
         itself goes on from the next, and whatever stops one leaves the rest waiting."""
         with self._lock:
