@@ -2,7 +2,7 @@
 
 ``GET /outputs-buffer?kernel_id=K&msg_id=M`` -> counts over jupyter_server's offline buffer of
 kernel ``K`` (the messages kept for the session whose websocket left last) and the state of
-its outputs owner (``SharedChannelsConnection.keep_outputs``):
+its outputs owner (``SharedChannelsConnection.keep_outputs``; ``outputs_owners.find``):
 
 * ``buffering``: whether an offline buffer exists for the kernel;
 * ``outputs``: buffered output messages (``stream``, ``display_data``, ...) of request ``M``;
@@ -25,8 +25,8 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ipykernel_ext.server import SharedChannelsConnection
-from ipykernel_ext.server.outputs.fold import OUTPUT_TYPES
+from ipykernel_ext.server.kernels import outputs_owners
+from ipykernel_ext.server.outputs import OUTPUT_TYPES
 from ipykernel_ext.shared_channels import KernelMessage
 
 
@@ -42,7 +42,7 @@ class BufferHandler(APIHandler):
         mine = [m for m in buffered if m.parent_header.get("msg_id") == msg_id]
         outputs = [m for m in mine if m.channel == "iopub" and m.msg_type in OUTPUT_TYPES]
         streams = list((info.get("channels") or {}).values())
-        owner = SharedChannelsConnection._owners._by_kernel.get(kernel_id)
+        owner = outputs_owners.find(kernel_id)
         self.finish(
             json.dumps(
                 {
@@ -52,8 +52,8 @@ class BufferHandler(APIHandler):
                     "others": len(mine) - len(outputs),
                     "skipped": streams[0].client.skipped_diverted if streams else 0,
                     "owner": owner is not None,
-                    "owned": owner is not None and msg_id in owner.owned,
-                    "hidden": owner is not None and msg_id in owner.hidden,
+                    "owned": owner is not None and msg_id in owner.writer.owned,
+                    "hidden": owner is not None and msg_id in owner.writer.hidden,
                 }
             )
         )

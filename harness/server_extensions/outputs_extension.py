@@ -25,9 +25,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ipykernel_ext.server.outputs import KernelOutputs
-from ipykernel_ext.server.outputs.collab import CollabWriter, find_cell
-from ipykernel_ext.server.outputs.contents import ContentsWriter
+from ipykernel_ext.server.outputs import CollabWriter, ContentsWriter, KernelOutputs, find_cell
 
 
 def _plain(value: Any) -> Any:

@@ -1,16 +1,46 @@
-"""SharedChannelsConnection: a kernel websocket of jupyter_server on the kernel's shared channels.
+"""SharedChannelsConnection: jupyter_server's kernel websocket on the kernel's shared channels.
 
-What it keeps from the stock ``ZMQChannelsWebsocketConnection`` and what it changes is told
-in :mod:`ipykernel_ext.server`. This module is the websocket's side: it attaches to the
-kernel's :class:`~ipykernel_ext.shared_channels.SharedChannels` (:mod:`.kernels` finds or
-makes them), puts its client's :class:`~ipykernel_ext.shared_channels.clients.ChannelStream`
-objects where the stock class keeps its ZMQ streams (``channels``: ``Session.send`` and the
-offline buffer use them), encodes each kernel message for websockets once per message
-(``KernelMessage.cache``), writes through this websocket's
-:class:`~.outbox.Outbox`, and closes the websocket when it falls too
-far behind or the channels are lost. With ``keep_outputs`` it tells the kernel's
-:class:`~.outputs.owner.OutputsOwner` (:mod:`.outputs`) when this websocket opens and closes, makes
-it the channels' watcher, and leaves out what the owner hides from this websocket's session.
+Stock jupyter_server (``ZMQChannelsWebsocketConnection``) opens four sockets per websocket:
+twenty tabs are eighty sockets at the kernel, each IOPub message encrypted, sent, received and
+decrypted twenty times. This class attaches every websocket of a kernel to its one
+:class:`~ipykernel_ext.shared_channels.SharedChannels` (:data:`.kernels.channel_sets`)::
+
+    jupyter server \\
+      --ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.SharedChannelsConnection
+
+What stays exactly as with the stock class (inherited, not rewritten): both websocket
+protocols (``v1.kernel.websocket.jupyter.org`` and the legacy JSON one), the traceback
+redaction, ``restarting``/``dead`` statuses on kernel restarts, replacing a stale websocket of
+the same session, buffering messages while the last websocket of a kernel is away and
+replaying them when the same session comes back, and the signatures (a client's messages are
+signed by its connection's Session). What changes:
+
+* the IOPub rate (per websocket, stock's settings): what waits is merged and paced, never
+  dropped (:mod:`.paced_iopub`); ``iopub_merge=False`` brings stock's dropping limiter back;
+* replies (shell, control, stdin) are routed by ``parent_header.session``, not by a socket per
+  client; a session id belongs to one websocket at a time: one that opens with another's
+  ``session_id`` *takes it over* (stock closes the older one as stale; no reply goes to it
+  meanwhile), and a message whose ``header.session`` another websocket of the kernel owns or
+  owned is refused with an error on the sender's IOPub (a stderr stream), so no client ever
+  gets another's replies; a ``comm_echo`` skips the websocket whose session caused it
+  (``deliver_own_comm_echo`` turns that off);
+* the kernel_info "nudge" runs once per channel set, with the channels' own session (its
+  replies reach nobody); an IOPub message is decoded, and encoded for websockets, once
+  (``KernelMessage.cache``); the channels close ``shared_channels_grace_period`` seconds
+  after the last websocket (and the offline buffer, if any) lets go of them;
+* a websocket joining open channels gets the kernel's last ``status`` whose parent
+  jupyter_server tracks (``track_message_type``), as sent: the kernel cannot greet a new
+  IOPub subscriber, and a page reloaded mid-cell shows "Busy" rather than "Unknown";
+* if the shared channels stop (a receiving loop failed), every websocket on them is closed
+  with code 1011 and the reason: frontends reconnect (JupyterLab does on any close it did not
+  ask for) to a fresh channel set instead of waiting on a deaf one;
+* the shared IOPub socket's receive queue holds ``shared_iopub_rcvhwm`` messages (libzmq
+  drains the kernel whatever the loop does); each websocket writes through its own ordered
+  :class:`~.outbox.Outbox`: a slow one holds only itself, and one past
+  ``websocket_buffer_limit`` bytes is closed with code 1013, logged, and reconnects;
+* with ``keep_outputs`` (:class:`~.keep_outputs.KeepOutputs`) the kernel's outputs owner
+  watches the channels, is told when this websocket opens and closes, and what it hides from
+  this websocket's session is left out, live or replayed.
 """
 
 from __future__ import annotations
@@ -36,14 +66,9 @@ from ..shared_channels import (
     SharedClient,
 )
 from .keep_outputs import KeepOutputs
-from .kernels import KernelChannels, server_context, status_rule
-from .outbox import (
-    DEFAULT_BUDGET,
-    Outbox,
-    close_too_slow,
-    close_websocket,
-)
-from .outputs.owner import OutputsOwner
+from .kernels import channel_sets, server_context, status_rule
+from .outbox import DEFAULT_BUDGET, Outbox, close_too_slow, close_websocket
+from .outputs import ChannelsFeed
 from .paced_iopub import PacedIOPub
 from .pacer import Message, Pacer
 
@@ -101,23 +126,11 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
         activity monitor reads one message per turn, and overflows).""",
     )
 
-    #: kernel id -> its shared channels: one registry for the server process, a class
-    #: attribute on purpose. jupyter_server makes a connection object per websocket, and a
-    #: kernel's channel set must be found by every websocket of the kernel and outlive each
-    #: (a reloaded page finds it again); the stock class keeps its open connections the same
-    #: way (``_open_sockets``), and the server's shutdown calls the classmethod
-    #: :meth:`close_all`, which closes the sets. Subclasses share it. Only the server's event
-    #: loop touches it (websocket handlers, restart callbacks, the sets' own timers), so it
-    #: takes no lock.
-    _shared: ClassVar[KernelChannels] = KernelChannels()
-
     #: The channel-set class (a subclass may add behaviour, e.g. fault injection in tests).
     channels_class: ClassVar[type[SharedChannels]] = SharedChannels
 
     shared: SharedChannels | None = None
     client: SharedClient | None = None
-    owner: OutputsOwner | None = None
-    _owner_open = False  # the owner was told this websocket opened (and not yet closed)
     _outbox: Outbox | None = None
     _outbox_reported = False
     _pacer: Pacer | None = None
@@ -199,9 +212,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
                 self.shared.received["iopub"] if self.shared is not None else -1,
             )
             outbox.close()
-        if self.owner is not None and self._owner_open:
-            self._owner_open = False
-            self.owner.closed(self.session.session)
+        self.owner_closed()
 
     # --- the shared set ------------------------------------------------------------------
 
@@ -221,7 +232,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
             )
 
         info = self.kernel_manager.get_connection_info()
-        return self._shared.get(self.kernel_id, info, make)
+        return channel_sets.get(self.kernel_id, info, make)
 
     def create_stream(self) -> None:
         """Attach this websocket to the kernel's shared channels (the stock class connects
@@ -239,21 +250,12 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
         # The offline buffer diverts them with on_recv (ChannelStream, as a ZMQStream).
         self.channels = {channel: self.client.stream(channel) for channel in RELAYED_CHANNELS}
         if self.keep_outputs:
-            self.owner = self._outputs_owner()
-            self.owner.watch(self.shared)
+            owner = self.find_owner(ChannelsFeed)
+            assert isinstance(owner.feed, ChannelsFeed)  # an owner of this class's kernels
+            owner.feed.watch(self.shared)
             # What the owner hides from this session is dropped at the replay: jupyter_server's
             # offline buffer need not hold it (an owned cell's outputs, however many).
-            self.client.skip_diverted = partial(self.owner.hides, session=self.session.session)
-
-    def _outputs_owner(self) -> OutputsOwner:
-        """The kernel's outputs owner (made, with its restart callbacks, on first use)."""
-        return self.outputs_owner(
-            self.kernel_id,
-            self.websocket_handler.settings,
-            self.session.unpack,
-            self.log,
-            self.multi_kernel_manager,
-        )
+            self.client.skip_diverted = partial(owner.hides, session=self.session.session)
 
     def connect(self) -> asyncio.Future[None] | None:  # type: ignore[override]  # sync as stock's; the base declares it async
         """Join the kernel's shared channels; the future is done once they are live."""
@@ -278,9 +280,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
             for stream in buffer_info["channels"].values():
                 stream.close()
         assert self.shared is not None and self.client is not None
-        if self.owner is not None:
-            self._owner_open = True
-            self.owner.opened(self.session.session)
+        self.owner_opened()
         # The kernel's state as it last published it, for a websocket that joins channels
         # other websockets opened (after a replay too: a replay may end before the cell did).
         self.shared.announce_status(self.client)
@@ -306,7 +306,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
     async def close_all(cls) -> None:
         """Close every websocket (stock), then every shared channel set."""
         await super().close_all()
-        await cls._shared.aclose_all()
+        await channel_sets.aclose_all()
 
     def _on_channels_lost(self, reason: str) -> None:
         """The shared channels closed under this websocket: close it so the frontend

@@ -4,7 +4,7 @@ In gateway mode the kernels' ZMQ channels are on the gateway's side (Jupyter Ent
 Gateway, a Kernel Gateway): jupyter_server's ``GatewayWebSocketConnection`` proxies each
 tab's websocket to a websocket of its own to the gateway, in the legacy JSON protocol. Every
 message a tab sends and gets still passes through the notebook server, which is where the
-notebook and its live document are, so the same :class:`~.outputs.owner.OutputsOwner` as for local
+notebook and its live document are, so the same :class:`~.outputs.OutputsOwner` as for local
 kernels can keep a departed tab's outputs (docs/PROTOCOL.md section 6) if it hears them:
 
 * :class:`GatewayOutputsConnection` (the tab's side; a subclass of jupyter_server's class,
@@ -41,7 +41,7 @@ from .gateway_link import (
 )
 from .keep_outputs import KeepOutputs
 from .outbox import DEFAULT_BUDGET, Outbox, close_too_slow
-from .outputs.owner import OutputsOwner
+from .outputs import OutputsOwner
 from .paced_iopub import PacedIOPub
 from .pacer import Message, Pacer
 
@@ -71,8 +71,6 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
     messages answered as before, its first one after the connection is made.
     """
 
-    owner: OutputsOwner | None = None
-    _owner_open = False
     _deferred = False  # nothing opened yet: the client may fail the handshake (above)
     _starting: asyncio.Future[None] | None = None
     _pacer: Pacer | None = None
@@ -93,28 +91,21 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
 
     async def _connect(self) -> None:
         if self.keep_outputs:
-            owner = self.owner = self.outputs_owner(
-                self.kernel_id,
-                self.websocket_handler.settings,
-                self.session.unpack,
-                self.log,
-                self.multi_kernel_manager,
-            )
-            if owner.feed is None:
-                kernel_manager, config = self.kernel_manager, self.config
-
-                def make_socket(on_live: Callable[[], None]) -> FeedSocket:
-                    return FeedSocket(owner, on_live, parent=kernel_manager, config=config)
-
-                owner.feed = GatewayFeed(
-                    make_socket,
-                    self.log,
-                    self.kernel_id,
-                    min(self.kernel_info_timeout, FEED_READY_TIMEOUT),
-                )
-            self._owner_open = True
-            owner.opened(self.session.session)  # opens the feed if it is not
+            self.find_owner(self._make_feed)
+            self.owner_opened()  # opens the feed if it is not
         await super().connect()
+
+    def _make_feed(self, owner: OutputsOwner) -> GatewayFeed:
+        """The kernel's feed, for its new owner: the server's own websocket to the gateway,
+        made as this tab's (its kernel manager's URL and config)."""
+        kernel_manager, config = self.kernel_manager, self.config
+
+        def make_socket(on_live: Callable[[], None]) -> FeedSocket:
+            return FeedSocket(owner, on_live, parent=kernel_manager, config=config)
+
+        return GatewayFeed(
+            make_socket, self.log, self.kernel_id, min(self.kernel_info_timeout, FEED_READY_TIMEOUT)
+        )
 
     def disconnect(self) -> None:  # type: ignore[override]  # sync as stock's; the base declares it async
         if self._deferred:
@@ -124,9 +115,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         if self._pacer is not None:
             self._pacer.close()
             self._pacer.outbox.close()
-        if self.owner is not None and self._owner_open:
-            self._owner_open = False
-            self.owner.closed(self.session.session)
+        self.owner_closed()
 
     # --- tab -> gateway ------------------------------------------------------------------
 
@@ -181,9 +170,9 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         what the owner wrote into the live document for this tab's session is left out."""
         owner = self.owner
         if owner is not None and (
-            owner.hidden
+            owner.hiding
             or (
-                owner.cells.cells
+                owner.following
                 and ("execute_reply" in incoming_msg or "input_request" in incoming_msg)
             )
         ):

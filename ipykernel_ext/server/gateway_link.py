@@ -37,7 +37,7 @@ from typing import Any
 from jupyter_client.session import json_packer
 from jupyter_server.gateway.connections import GatewayWebSocketConnection
 
-from .outputs.owner import OutputsOwner
+from .outputs import OutputsOwner
 
 #: The longest a tab's messages wait for the feed to become live (seconds).
 FEED_READY_TIMEOUT = 10.0
@@ -49,7 +49,7 @@ KERNEL_ENDED_STATES = {"restarting": "restart", "dead": "dead"}
 
 class GatewayMessage:
     """One kernel message from the gateway's websocket (legacy JSON, decoded), as the owner
-    reads a message (:class:`~.outputs.heard.HeardMessage`)."""
+    reads a message (:class:`~.outputs.HeardMessage`)."""
 
     __slots__ = ("channel", "msg")
 
@@ -141,7 +141,7 @@ class FeedSocket(GatewayLink):
                 self.on_live()
             return  # before the probe's reply: no tab's message has reached the kernel yet
         owner = self.owner
-        if not owner.cells.cells:
+        if not owner.following:
             return  # nothing followed: nothing decoded
         msg = decode(incoming_msg)
         if msg is None or msg.get("channel") != "iopub":
@@ -157,7 +157,8 @@ class FeedSocket(GatewayLink):
 
 class GatewayFeed:
     """The server's own websocket to one gateway kernel, for its owner (module docstring):
-    open while a tab of the kernel is or a followed cell runs."""
+    open while a tab of the kernel is or a followed cell runs; the gateway's
+    :class:`~.outputs.Feed`."""
 
     def __init__(
         self,

@@ -1,26 +1,23 @@
-"""The settings of outputs that survive the tab, shared by both connection classes.
+"""Outputs that survive the tab, for both connection classes: the settings, and the owner.
 
 :class:`KeepOutputs` is a mixin of :class:`~ipykernel_ext.server.SharedChannelsConnection`
 (kernels of this server) and :class:`~ipykernel_ext.server.GatewayOutputsConnection`
 (kernels behind ``--gateway-url``): the same four options, configurable under either class
 name or once for both as ``c.KeepOutputs`` (traitlets applies every configurable base's
-section, the class's own last). It also holds the one registry of
-:class:`~.outputs.owner.OutputsOwner` per kernel of this server process and makes a kernel's owner
-from these settings the first time a websocket of the kernel asks.
+section, the class's own last). It is also where both classes find, open and close their
+kernel's :class:`~.outputs.OutputsOwner`, written once: the owner is made from these settings
+the first time a websocket of the kernel asks, and kept in the server process's registry
+(:data:`.kernels.outputs_owners`).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from typing import Any, ClassVar
-
+from jupyter_server.services.kernels.connection.base import BaseKernelWebsocketConnection
 from traitlets import Bool, Float, Int
 from traitlets.config import Configurable
 
-from .kernels import OutputsOwners
-from .outputs.owner import OutputsOwner
-from .outputs.registry import DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_KERNEL_BYTES
+from .kernels import outputs_owners
+from .outputs import DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_KERNEL_BYTES, MakeFeed, OutputsOwner
 
 
 class KeepOutputs(Configurable):
@@ -58,36 +55,50 @@ class KeepOutputs(Configurable):
         help="Bytes of outputs the server keeps per kernel, all its cells together.",
     )
 
-    #: kernel id -> the owner of its cells' outputs: one registry for the server process, a
-    #: class attribute of this mixin on purpose. jupyter_server makes a connection object per
-    #: websocket, and a kernel's owner must be found by every websocket of the kernel, of
-    #: either class (a server runs one), and outlive each: it writes a cell once its tab has
-    #: left. An owner goes when its kernel is shut down through the server's API
-    #: (:meth:`OutputsOwners.listen`). Only the server's event loop touches it (websocket
-    #: handlers, restart callbacks, jupyter_events listeners), so it takes no lock.
-    _owners: ClassVar[OutputsOwners] = OutputsOwners()
+    #: the kernel's outputs owner, once this websocket found it (:meth:`find_owner`)
+    owner: OutputsOwner | None = None
+    #: the session the owner was told opened, until it is told it closed
+    _owner_session: str | None = None
 
-    def outputs_owner(
-        self,
-        kernel_id: str,
-        settings: dict[str, Any],
-        unpack: Callable[[bytes], Any],
-        log: logging.Logger | logging.LoggerAdapter[Any],
-        multi_kernel_manager: Any,
-    ) -> OutputsOwner:
-        """The kernel's owner (made from these settings, with its restart callbacks, the
-        first time; ``settings`` is the server's ``web_app.settings``)."""
+    def find_owner(self, make_feed: MakeFeed) -> OutputsOwner:
+        """The kernel's owner, kept as :attr:`owner`: made from these settings, with its feed
+        (``make_feed``) and the restarter's callbacks, the first time a websocket of the
+        kernel asks."""
+        websocket = self._websocket()
+        settings = websocket.websocket_handler.settings
+        kernel_id = websocket.kernel_id
 
         def make() -> OutputsOwner:
             return OutputsOwner(
                 kernel_id,
                 settings,
                 grace=self.keep_outputs_grace,
-                unpack=unpack,
-                log=log,
+                unpack=websocket.session.unpack,
+                log=websocket.log,
                 max_cell_bytes=self.keep_outputs_cell_bytes,
                 max_kernel_bytes=self.keep_outputs_kernel_bytes,
+                make_feed=make_feed,
             )
 
-        self._owners.listen(settings.get("event_logger"))
-        return self._owners.get(kernel_id, make, multi_kernel_manager)
+        outputs_owners.listen(settings.get("event_logger"))
+        self.owner = outputs_owners.get(kernel_id, make, websocket.multi_kernel_manager)
+        return self.owner
+
+    def owner_opened(self) -> None:
+        """Tell the owner (if this websocket has one) that its session is open."""
+        if self.owner is not None:
+            self._owner_session = self._websocket().session.session
+            self.owner.opened(self._owner_session)
+
+    def owner_closed(self) -> None:
+        """Tell the owner that this websocket's session closed: once, and only if it was told
+        that it opened."""
+        owner, session = self.owner, self._owner_session
+        if owner is not None and session is not None:
+            self._owner_session = None
+            owner.closed(session)
+
+    def _websocket(self) -> BaseKernelWebsocketConnection:
+        """This object as the kernel websocket connection both classes are."""
+        assert isinstance(self, BaseKernelWebsocketConnection)
+        return self

@@ -1,10 +1,20 @@
-"""The server's kernels and their shared channels: one set per kernel in this server process.
+"""What this server process keeps per kernel: its shared channel set and its outputs owner.
+
+The registries, one of each per server process, are this module's: :data:`channel_sets` and
+:data:`outputs_owners`. jupyter_server makes a connection object per websocket, and what a
+kernel has must be found by every websocket of the kernel, of either connection class (a
+server runs one), and outlive each: a reloaded page finds the channels again, and the owner
+writes a cell once its tab has left. Only the server's event loop touches them (websocket
+handlers, restart callbacks, jupyter_events listeners, the sets' own timers), so they take
+no lock.
 
 * :class:`KernelChannels`: kernel id -> its open :class:`~ipykernel_ext.shared_channels.
   SharedChannels`; found again by every websocket of the kernel, moved to the new ports when
-  the kernel restarted on other ones, forgotten once closed;
-* :class:`OutputsOwners`: kernel id -> its :class:`~.outputs.owner.OutputsOwner` (the cells whose
-  outputs the server keeps), told of restarts and shutdowns made through the server's API;
+  the kernel restarted on other ones, forgotten once closed; the server's shutdown closes
+  them (``SharedChannelsConnection.close_all``);
+* :class:`OutputsOwners`: kernel id -> its :class:`~.outputs.OutputsOwner` (the cells whose
+  outputs the server keeps), told of restarts and shutdowns made through the server's API
+  (an owner goes with its kernel's shutdown) and of notebooks renamed;
 * :func:`status_rule` and :func:`server_context`: what a new set takes from the server (which
   statuses set a kernel's ``execution_state``; the server's own zmq context).
 """
@@ -20,7 +30,7 @@ import zmq.asyncio
 
 from ..protocol import UNTRACKED_MESSAGE_TYPES
 from ..shared_channels import SharedChannels
-from .outputs.owner import OutputsOwner
+from .outputs import OutputsOwner
 
 #: jupyter_server's event for kernel actions through its API (``emit_kernel_action_event``:
 #: ``action`` is the method's name without ``_kernel``, "restart" or "shutdown").
@@ -44,8 +54,8 @@ class KernelChannels:
         ``info`` is the kernel's connection info now: a set on other ports (the kernel
         restarted on new ones) is reconnected, so every websocket of the kernel moves along.
         """
-        shared = self._by_kernel.get(kernel_id)
-        if shared is not None and not shared.closed:
+        shared = self.find(kernel_id)
+        if shared is not None:
             shared.follow(info)
             return shared
 
@@ -57,6 +67,11 @@ class KernelChannels:
         shared.start()
         self._by_kernel[kernel_id] = shared
         return shared
+
+    def find(self, kernel_id: str) -> SharedChannels | None:
+        """The kernel's open set, if it has one (nothing is made)."""
+        shared = self._by_kernel.get(kernel_id)
+        return shared if shared is not None and not shared.closed else None
 
     def __iter__(self) -> Iterator[SharedChannels]:
         return iter(list(self._by_kernel.values()))
@@ -80,7 +95,7 @@ class OutputsOwners:
     ) -> OutputsOwner:
         """The kernel's owner; a new one (from ``make``) is told of the restarter's restarts
         and deaths (the API's come as kernel action events, :meth:`listen`)."""
-        owner = self._by_kernel.get(kernel_id)
+        owner = self.find(kernel_id)
         if owner is None:
             owner = self._by_kernel[kernel_id] = make()
             multi_kernel_manager.add_restart_callback(
@@ -90,6 +105,10 @@ class OutputsOwners:
                 kernel_id, lambda: owner.kernel_ended("dead"), "dead"
             )
         return owner
+
+    def find(self, kernel_id: str) -> OutputsOwner | None:
+        """The kernel's owner, if it has one (nothing is made)."""
+        return self._by_kernel.get(kernel_id)
 
     def __iter__(self) -> Iterator[OutputsOwner]:
         return iter(list(self._by_kernel.values()))
@@ -114,7 +133,7 @@ class OutputsOwners:
     async def _on_kernel_action(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
         if data.get("status") != "success":
             return
-        owner = self._by_kernel.get(data.get("kernel_id", ""))
+        owner = self.find(data.get("kernel_id", ""))
         if owner is None:
             return
         if data.get("action") == "restart":
@@ -124,6 +143,12 @@ class OutputsOwners:
             del self._by_kernel[owner.kernel_id]
             await owner.drain()
             owner.close()
+
+
+#: kernel id -> its open shared channel set (module docstring: why one per server process).
+channel_sets = KernelChannels()
+#: kernel id -> its outputs owner (the same).
+outputs_owners = OutputsOwners()
 
 
 def status_rule(multi_kernel_manager: Any) -> Callable[[Any], bool]:

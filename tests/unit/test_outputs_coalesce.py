@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from ipykernel_ext.server.outputs.coalesce import Coalescer
+from ipykernel_ext.server.outputs import Coalescer
 
 
 def test_requests_during_a_write_become_one_more_write_with_the_newest_writer() -> None:

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from ipykernel_ext.server.outputs import CUT_NOTE_KEY, KernelOutputs, StreamText
-from ipykernel_ext.server.outputs.text import common_prefix
+from ipykernel_ext.server.outputs import CUT_NOTE_KEY, KernelOutputs, StreamText, common_prefix
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -519,12 +518,12 @@ def test_the_kernel_bound_never_lets_go_of_a_cell_not_yet_written() -> None:
         and "3000 bytes of output per kernel" in (outputs[-1]["data"]["text/plain"])
     )
     assert kernel.cells[new].outputs.cut_by == (3000, "kernel")
-    assert kernel.let_go == [] and kernel.nbytes <= 3000
+    assert kernel.evicted == [] and kernel.nbytes <= 3000
     # Once written, the next run may have its room: the old cell goes, and is reported.
     unwritten.clear()
     newer = request(kernel, "cell-3")
     stream(kernel, newer, "m" * 1000)
-    assert old not in kernel.cells and kernel.let_go == [old]
+    assert old not in kernel.cells and kernel.evicted == [old]
     assert outputs_of(kernel, newer) == [S("m" * 1000)]
 
 

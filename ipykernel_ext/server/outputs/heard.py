@@ -3,7 +3,6 @@
 * :class:`HeardMessage`: a kernel message as the owner reads it: a shared channels'
   :class:`~ipykernel_ext.shared_channels.KernelMessage`, or a gateway websocket's decoded
   JSON (:class:`~ipykernel_ext.server.gateway.GatewayMessage`);
-* :class:`Feed`: what keeps the server hearing a kernel behind a gateway;
 * a client's message to the kernel, read part by part: :func:`frame_parts` (signed ZMQ
   frames: the raw header for cheap byte tests, each part decoded only when asked for) and
   :func:`json_parts` (a gateway tab's decoded JSON);
@@ -47,17 +46,6 @@ class HeardMessage(Protocol):
     def msg_type(self) -> str: ...
 
     def content_once(self) -> Any: ...
-
-
-class Feed(Protocol):
-    """What keeps the server hearing a kernel behind a gateway
-    (:mod:`ipykernel_ext.server.gateway`): its own websocket to the gateway, open while a tab of
-    the kernel is (so it hears a cell from its first message) or a followed cell runs; closed
-    otherwise (an open websocket would keep the gateway from culling the idle kernel)."""
-
-    def update(self, tabs_open: bool, following: bool) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def frame_parts(frames: list[Any], unpack: Unpack) -> tuple[bytes, Part]:

@@ -1,12 +1,12 @@
 """The server's decisions about one kernel's followed cells: which sessions are there, which
 cells the server owns, and what a returning session is not given (docs/PROTOCOL.md section 6).
 
-:class:`OutputsOwner` (one per kernel, kept in :class:`~ipykernel_ext.server.kernels.OutputsOwners`)
-watches the kernel's shared channels (a :class:`~ipykernel_ext.shared_channels.Watcher`): every
-``execute_request`` with a ``metadata.cellId`` and every comm message a client sends, every
-IOPub message once, in order, and every reply (:mod:`.heard`: how it reads them). It feeds
-them to a :class:`~.registry.KernelOutputs` (the fold) and makes the decisions the fold
-cannot:
+:class:`OutputsOwner` (one per kernel, kept in :mod:`ipykernel_ext.server.kernels`) hears
+the kernel through its :class:`~.feed.Feed` (a :class:`~ipykernel_ext.shared_channels.Watcher`
+of the kernel's shared channels, or a gateway's websocket): every ``execute_request`` with a
+``metadata.cellId`` and every comm message a client sends, every IOPub message once, in
+order, and every reply (:mod:`.heard`: how it reads them). It feeds them to a
+:class:`~.registry.KernelOutputs` (the fold) and makes the decisions the fold cannot:
 
 * which sessions have a websocket open on the kernel (told by the connection class);
 * when the server owns a cell: its session's websocket closed and did not come back within
@@ -17,30 +17,41 @@ cannot:
 * which kernel messages a returning session must not get (:meth:`OutputsOwner.hides`): the
   outputs of its cells that the server wrote into the live document (the tab shows the
   document; given the messages too, it would add them a second time);
-* keeping the kernel's channels open while it follows a running cell nobody else holds.
+* when its feed must hear the kernel (:meth:`Feed.update <.feed.Feed.update>`: a tab is open,
+  a followed cell runs).
 
-It never sends anything to the kernel.
+It never sends anything to the kernel. Each part of the state has one writer: the followed
+cells are the fold's (``cells``, fed by the owner); which cells are owned, hidden from a
+session or written, and whether the kernel is unattended, are the writer's (``writer``,
+changed only through its methods, read by anyone); which sessions are open is the owner's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ...protocol import COMM_MSG_TYPES, CONTENT, METADATA, PARENT_HEADER
-from ...shared_channels import KernelMessage, SharedChannels, SharedClient, Unpack
+from ...shared_channels import Unpack
+from .feed import Feed
 from .fold import OUTPUT_TYPES
-from .heard import Feed, HeardMessage, Part, for_the_fold, frame_parts, json_parts
+from .heard import HeardMessage, Part, for_the_fold, frame_parts, json_parts
 from .registry import KernelOutputs
 from .writer import OutputsWriter
+
+#: ``make_feed(owner)``: the feed that hears the owner's kernel (one per transport, :mod:`.feed`).
+MakeFeed = Callable[["OutputsOwner"], Feed]
 
 
 class OutputsOwner:
     """One kernel's followed cells, the sessions open on it, and the cells the server owns.
 
     ``settings`` is the server's ``web_app.settings`` (``contents_manager``,
-    ``session_manager``, and ``jupyter_server_ydoc`` when collaboration is on).
+    ``session_manager``, and ``jupyter_server_ydoc`` when collaboration is on); ``make_feed``
+    makes the feed that hears the kernel (:class:`~.feed.ChannelsFeed` for a kernel of this
+    server, :class:`~ipykernel_ext.server.gateway_link.GatewayFeed` behind a gateway).
     """
 
     def __init__(
@@ -53,6 +64,7 @@ class OutputsOwner:
         log: logging.Logger | logging.LoggerAdapter[Any],
         max_cell_bytes: int,
         max_kernel_bytes: int,
+        make_feed: MakeFeed,
     ) -> None:
         self.kernel_id = kernel_id
         self.grace = grace
@@ -65,34 +77,22 @@ class OutputsOwner:
         self.writer = OutputsWriter(kernel_id, settings, self.cells, log)
         #: session id -> websockets open with it
         self.open: dict[str, int] = {}
-        self.channels: SharedChannels | None = None
-        #: in gateway mode, the server's own websocket to the kernel (set by
-        #: :class:`~ipykernel_ext.server.gateway.GatewayOutputsConnection`; the shared channels
-        #: need none)
-        self.feed: Feed | None = None
-        self._hold: SharedClient | None = None
         self._grace_timers: dict[str, asyncio.TimerHandle] = {}
         self._unattended_timer: asyncio.TimerHandle | None = None
+        #: what hears the kernel (made last: it may read the owner)
+        self.feed: Feed = make_feed(self)
 
     @property
-    def owned(self) -> set[str]:
-        """msg_ids of the cells the server owns (its writer's)."""
-        return self.writer.owned
+    def following(self) -> bool:
+        """Whether it follows any cell (nothing followed: nothing heard need be decoded)."""
+        return bool(self.cells.cells)
 
     @property
-    def hidden(self) -> dict[str, str]:
-        """msg_id -> session, of owned cells written into a live document: their outputs are
-        not given to that session (:meth:`hides`)."""
-        return self.writer.hidden
+    def hiding(self) -> bool:
+        """Whether any output is kept from a session (:meth:`hides` may say yes)."""
+        return bool(self.writer.hidden)
 
-    # --- the channels (Watcher) ----------------------------------------------------------
-
-    def watch(self, channels: SharedChannels) -> None:
-        """Watch ``channels`` (the kernel's current set; a new set replaces the old)."""
-        if self.channels is not channels:
-            self._release()
-            self.channels = channels
-        channels.watcher = self
+    # --- what it hears (as the channels' Watcher, or from a gateway) ----------------------
 
     def sent(self, channel: str, frames: list[Any]) -> None:
         """A client's message to the kernel, as ZMQ frames (the shared channels): a cell's
@@ -168,7 +168,7 @@ class OutputsOwner:
 
     def _prune(self) -> None:
         """Forget what is said of cells the fold let go (a rerun, its byte bound)."""
-        for msg_id in self.cells.let_go:
+        for msg_id in self.cells.evicted:
             self.log.info(
                 "Kernel %s: the outputs of an ended cell (request %s), already written, "
                 "were let go to make room (keep_outputs_kernel_bytes=%d)",
@@ -176,8 +176,8 @@ class OutputsOwner:
                 msg_id,
                 self.cells.max_kernel_bytes,
             )
-        self.cells.let_go.clear()
-        self.writer.let_go(self.cells.cells, self.open)
+        self.cells.evicted.clear()
+        self.writer.forget_unheld(self.cells.cells, self.open)
 
     def hides(self, msg: HeardMessage, session: str) -> bool:
         """Whether ``session``'s websocket must not get ``msg``: an output of one of its
@@ -192,7 +192,7 @@ class OutputsOwner:
 
     def opened(self, session: str) -> None:
         self.open[session] = self.open.get(session, 0) + 1
-        # Its replay is over (the connection tells us after it).
+        # Its replay is over (the connection tells us after it); a tab is there: the file waits.
         self.writer.session_back(session)
         timer = self._grace_timers.pop(session, None)
         if timer is not None:
@@ -200,14 +200,13 @@ class OutputsOwner:
         if self._unattended_timer is not None:
             self._unattended_timer.cancel()
             self._unattended_timer = None
-        self.writer.unattended = False
         # Without a live document the server wrote nothing yet: the returning tab gets the
         # replay and writes its cells itself.
         for cell in self.cells.cells_of_session(session):
             self.writer.hand_back(cell.msg_id)
             if cell.msg_id not in self.writer.owned and not cell.running:
                 self.cells.forget(cell.msg_id)
-        self._update_hold()
+        self._update_feed()
 
     def closed(self, session: str) -> None:
         left = self.open.get(session, 0) - 1
@@ -220,7 +219,7 @@ class OutputsOwner:
             self._grace_timers[session] = loop.call_later(self.grace, self._grace_over, session)
         if not self.open and self._unattended_timer is None:
             self._unattended_timer = loop.call_later(self.grace, self._now_unattended)
-        self._update_hold()
+        self._update_feed()
 
     def _grace_over(self, session: str) -> None:
         self._grace_timers.pop(session, None)
@@ -277,10 +276,10 @@ class OutputsOwner:
             self.log.info("Kernel %s: its running cells end idle (%s)", self.kernel_id, reason)
         for cell in self.cells.end_all(reason):
             self._changed(cell.msg_id)
-        self._update_hold()
+        self._update_feed()
 
     def _changed(self, msg_id: str) -> None:
-        if self.cells.let_go:
+        if self.cells.evicted:
             self._prune()
         cell = self.cells.cells.get(msg_id)
         if cell is None:
@@ -291,38 +290,18 @@ class OutputsOwner:
             # Its tab is there and wrote it: nothing to keep.
             self.cells.forget(msg_id)
         if not cell.running:
-            self._update_hold()
+            self._update_feed()
 
     async def drain(self) -> None:
         """Wait for the writes under way (and those they start)."""
         await self.writer.drain()
 
-    # --- keeping the channels open -------------------------------------------------------
+    # --- hearing the kernel --------------------------------------------------------------
 
-    def _update_hold(self) -> None:
-        """Hold the kernel's channels while a followed cell runs and no websocket is open
-        (without an offline buffer they would close under it)."""
-        if self.feed is not None:
-            self.feed.update(bool(self.open), bool(self.cells.running()))
-            return
-        want = not self.open and bool(self.cells.running())
-        if want and self._hold is None and self.channels is not None and not self.channels.closed:
-            self._hold = self.channels.attach(
-                _ignore,
-                name=f"outputs of kernel {self.kernel_id}",
-                on_lost=self._lost,
-                announce_status=False,
-            )
-        elif not want:
-            self._release()
-
-    def _release(self) -> None:
-        hold, self._hold = self._hold, None
-        if hold is not None:
-            hold.close()
-
-    def _lost(self, reason: str) -> None:
-        self._hold = None
+    def _update_feed(self) -> None:
+        """Tell the feed whether a tab is open and a followed cell runs (it hears the kernel
+        while it must: :mod:`.feed`)."""
+        self.feed.update(bool(self.open), bool(self.cells.running()))
 
     def close(self) -> None:
         for timer in self._grace_timers.values():
@@ -330,12 +309,4 @@ class OutputsOwner:
         self._grace_timers.clear()
         if self._unattended_timer is not None:
             self._unattended_timer.cancel()
-        self._release()
-        if self.feed is not None:
-            self.feed.close()
-        if self.channels is not None and self.channels.watcher is self:
-            self.channels.watcher = None
-
-
-def _ignore(msg: KernelMessage) -> None:
-    """The hold client's delivery: the owner saw the message already, as the watcher."""
+        self.feed.close()

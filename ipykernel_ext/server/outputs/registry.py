@@ -103,8 +103,9 @@ class KernelOutputs:
         self.max_kernel_bytes = max_kernel_bytes
         #: msg_id -> whether an ended cell must stay (its outputs are not written yet)
         self.keep = keep
-        #: msg_ids the kernel's bound let go of (the caller may log them), oldest first
-        self.let_go: list[str] = []
+        #: msg_ids of ended cells the kernel's bound evicted (the caller logs and clears
+        #: them), oldest first
+        self.evicted: list[str] = []
         self.cells: dict[str, FollowedCell] = {}  # msg_id -> cell, oldest first
         self._displays: dict[str, list[str]] = {}  # display_id -> msg_ids of cells showing it
         #: input_request msg_id -> (the cell's msg_id, its prompt, password), until answered
@@ -289,6 +290,6 @@ class KernelOutputs:
             if keep is not None and keep(cell.msg_id):
                 continue  # not written yet: the running cell is cut instead (with a note)
             self.forget(cell.msg_id)
-            self.let_go.append(cell.msg_id)
+            self.evicted.append(cell.msg_id)
             free = self.max_kernel_bytes - self.nbytes
         return free

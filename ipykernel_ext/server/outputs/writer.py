@@ -9,8 +9,9 @@ cells the owner hands it (docs/PROTOCOL.md section 6, "What it writes"):
   cell's outputs, so its session is not given them again (:attr:`OutputsWriter.hidden`);
 * without one, the ended cells into the ``.ipynb`` (:class:`~.contents.ContentsWriter`) once
   the owner says no websocket of the kernel has been open for its grace
-  (:attr:`OutputsWriter.unattended`); if the file is gone, into the notebook the kernel's
-  session names now; failing that, the log says so;
+  (:meth:`OutputsWriter.now_unattended`, until :meth:`~OutputsWriter.session_back`); if the
+  file is gone, into the notebook the kernel's session names now; failing that, the log says
+  so;
 * a cell's notebook is the path of the kernel's one notebook session (jupyter_server's session
   manager), looked up once per request, one lookup shared by a burst (Run All); a kernel
   several notebooks share names none, and its cells are not written (the log says so).
@@ -61,8 +62,9 @@ class OutputsWriter:
         self.owned: set[str] = set()
         #: msg_id -> session, of owned cells written into a live document
         self.hidden: dict[str, str] = {}
-        #: no websocket of the kernel has been open for the grace (set by the owner)
-        self.unattended = False
+        #: no websocket of the kernel has been open for the grace (the owner says when, through
+        #: now_unattended and session_back)
+        self._unattended = False
         self._writes = Coalescer()  # one write in flight per cell (msg_id)
         self._path_lookup: asyncio.Future[str | None] | None = None
         self._pending_files: set[str] = set()  # ended owned cells waiting for the file
@@ -92,7 +94,9 @@ class OutputsWriter:
         still be in its grace, or the write is pending)."""
         return msg_id not in self._settled
 
-    def let_go(self, held: Mapping[str, FollowedCell], open_sessions: Mapping[str, int]) -> None:
+    def forget_unheld(
+        self, held: Mapping[str, FollowedCell], open_sessions: Mapping[str, int]
+    ) -> None:
         """Forget what is said of cells the fold no longer holds. Which messages a departed
         session is not given is kept until it comes back: its offline buffer may still
         replay an ended cell's outputs, which the document already has."""
@@ -105,15 +109,16 @@ class OutputsWriter:
                 del self.hidden[msg_id]
 
     def session_back(self, session: str) -> None:
-        """``session``'s replay is over: what was hidden from it of cells let go is of no
-        more use."""
+        """``session``'s websocket opened and its replay is over: what was hidden from it of
+        cells let go is of no more use, and a tab of the kernel is there (the file waits)."""
+        self._unattended = False
         for msg_id in [m for m, s in self.hidden.items() if s == session]:
             if msg_id not in self.cells.cells:
                 del self.hidden[msg_id]
 
     def now_unattended(self) -> None:
         """No websocket of the kernel has been open for the grace: the file may be written."""
-        self.unattended = True
+        self._unattended = True
         self.spawn(self.write_files())
 
     # --- writing -------------------------------------------------------------------------
@@ -151,7 +156,7 @@ class OutputsWriter:
         # ended and no tab of the kernel is connected.
         if not cell.running:
             self._pending_files.add(cell.msg_id)
-            if self.unattended:
+            if self._unattended:
                 await self.write_files()
             else:
                 self.log.info(
@@ -182,7 +187,7 @@ class OutputsWriter:
 
     async def write_files(self) -> None:
         """Write the ended owned cells waiting for the file, if no tab is connected."""
-        if not self.unattended or self.contents is None:
+        if not self._unattended or self.contents is None:
             return
         by_path: dict[str, dict[str, tuple[list[dict[str, Any]], int | None]]] = {}
         for msg_id in list(self._pending_files):
