@@ -15,6 +15,7 @@ module:
 * :mod:`.widget_control`: ipywidgets' control comm, as its manager drives it;
 * :mod:`.bursts`: the IOPub bursts (cells, collection, settings);
 * :mod:`.raw_subscriber`: a bare ``zmq.SUB`` on a kernel's IOPub;
+* :mod:`.inproc`: kernel pieces in the test process (a frontend, our IOPub socket and thread);
 * :mod:`.netns`: a network namespace behind a veth pair, and a rate limit on it;
 * :mod:`.burst_reader`: a burst read in a process of its own (a script);
 * :mod:`.server`: a real jupyter_server or JupyterLab in a subprocess, and pauses of it;

@@ -27,13 +27,12 @@ import zmq
 from jupyter_client.session import Session
 from tornado.ioloop import IOLoop
 
+from harness.inproc import HANG_MS, bound
+from harness.inproc import Frontend as Client
 from harness.widget_control import CONTROL_TARGET
 from ipykernel_ext.kernel.busy.answers import BusyAnswers
 from ipykernel_ext.kernel.busy.main_shell_status import MainShellStatus
 from ipykernel_ext.kernel.widgets.control_comm import ControlCommAnswer
-
-from .inproc import HANG_MS
-from .inproc import Frontend as Client
 
 w = pytest.importorskip("ipywidgets")
 from ipywidgets.widgets.widget import Widget  # noqa: E402
@@ -76,14 +75,8 @@ class Rig:
 
     def __init__(self) -> None:
         self.ctx = zmq.Context()
-        self.url = f"inproc://shell-{uuid.uuid4().hex}"
-        self.shell = self.ctx.socket(zmq.ROUTER)
-        self.shell.linger = 0
-        self.shell.bind(self.url)
-        iopub_url = f"inproc://iopub-{uuid.uuid4().hex}"
-        self.iopub = self.ctx.socket(zmq.PAIR)
-        self.iopub.linger = 0
-        self.iopub.bind(iopub_url)
+        self.url, self.shell = bound(self.ctx, zmq.ROUTER, "shell")
+        iopub_url, self.iopub = bound(self.ctx, zmq.PAIR, "iopub")
         self.iopub_reader = self.ctx.socket(zmq.PAIR)
         self.iopub_reader.linger = 0
         self.iopub_reader.connect(iopub_url)
