@@ -105,6 +105,11 @@ class ChannelClient:
         return [m.msg_type for m in self.received]
 
 
+def send_as(session: str, stream: Any) -> None:
+    """A kernel_info_request on a client's ``stream``, in the name of ``session``."""
+    Session(key=KEY, session=session).send(stream, "kernel_info_request", {})
+
+
 #: A wait's hang guard (s), and its poll step (the relay runs in this event loop).
 HANG = 10
 POLL = 0.005
@@ -184,15 +189,10 @@ def test_iopub_fans_out_and_an_echo_skips_its_sender() -> None:
 def test_sessions_are_owned_taken_over_and_retired() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
         a, b = ChannelClient(channels), ChannelClient(channels)
-        thief = Session(key=KEY, session=a.session.session)
         with pytest.raises(SessionInUse):
-            thief.send(b.handle.stream("shell"), "kernel_info_request", {})  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
+            send_as(a.session.session, b.handle.stream("shell"))
         with pytest.raises(SessionInUse):
-            Session(key=KEY, session=channels.session.session).send(
-                b.handle.stream("shell"),  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
-                "kernel_info_request",
-                {},
-            )
+            send_as(channels.session.session, b.handle.stream("shell"))
         a2 = ChannelClient(channels, session=a.session.session)  # a reconnecting
         assert channels.owner(a.session.session) is a2.handle
         # One record: what each client owns, and who is attached, follow from it.
@@ -203,11 +203,7 @@ def test_sessions_are_owned_taken_over_and_retired() -> None:
         channels = channels
         assert channels.clients == (a.handle, a2.handle) and b.handle.sessions == set()
         with pytest.raises(SessionInUse, match="belonged to another client"):
-            Session(key=KEY, session=b.session.session).send(
-                a2.handle.stream("shell"),  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
-                "kernel_info_request",
-                {},
-            )
+            send_as(b.session.session, a2.handle.stream("shell"))
         with pytest.raises(RuntimeError, match="detached"):
             b.send("shell", "kernel_info_request")
 
@@ -232,7 +228,7 @@ def test_a_stream_diverts_its_channel_as_a_zmqstream_does() -> None:
         assert b"held" in held[0].frames[CONTENT]
         assert a.types() == ["stream"] and b"barrier" in a.received[0].frames[CONTENT]
         with pytest.raises(RefusedMessage, match="iopub"):
-            Session(key=KEY, session=a.session.session).send(iopub, "kernel_info_request", {})  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
+            send_as(a.session.session, iopub)
         assert not iopub.socket.closed and not iopub.closed()
         iopub.close()  # as stop_buffering does: the client detaches
         iopub = iopub  # mypy keeps iopub.socket.closed narrowed across close() (mypy#9457)
