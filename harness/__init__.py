@@ -23,6 +23,7 @@ module:
   dict), one rule per fact for every client below;
 * :mod:`.kernel_websocket`: a synchronous websocket client of a kernel through that server;
 * :mod:`.tab_view`: what a tab shows after a cell's messages (outputs, widget states);
+* :mod:`.cell_messages`: a cell's IOPub messages as dicts, and the outputs a page keeps;
 * :mod:`.async_websocket`: websocket clients, many in one asyncio event loop;
 * :mod:`.shared_channels_server`: that server with the shared-channels connection class, and
   the connections its kernels hold;

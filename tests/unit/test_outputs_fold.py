@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness import cell_messages
+from harness.cell_messages import D, S
 from ipykernel_ext.server.outputs import CUT_NOTE_KEY, KernelOutputs, StreamText
 from ipykernel_ext.server.outputs.text import common_prefix
 
@@ -34,18 +36,11 @@ def request(kernel: KernelOutputs, cell_id: str | None = "cell-1", session: str 
 
 
 def iopub(kernel: KernelOutputs, parent: str, msg_type: str, **content: Any) -> set[str]:
-    return kernel.on_iopub(
-        {
-            "header": {"msg_type": msg_type, "msg_id": f"pub-{next(_ids)}"},
-            "parent_header": {"msg_id": parent},
-            "metadata": {},
-            "content": content,
-        }
-    )
+    return kernel.on_iopub(cell_messages.message(msg_type, content, parent))
 
 
 def stream(kernel: KernelOutputs, parent: str, text: str, name: str = "stdout") -> set[str]:
-    return iopub(kernel, parent, "stream", name=name, text=text)
+    return kernel.on_iopub(cell_messages.stream(text, name, parent))
 
 
 def display(
@@ -53,12 +48,9 @@ def display(
     parent: str,
     plain: str,
     display_id: str | None = None,
-    msg_type: str = "display_data",
+    update: bool = False,
 ) -> set[str]:
-    transient = {"display_id": display_id} if display_id else {}
-    return iopub(
-        kernel, parent, msg_type, data={"text/plain": plain}, metadata={}, transient=transient
-    )
+    return kernel.on_iopub(cell_messages.display(plain, display_id, parent, update))
 
 
 def outputs_of(kernel: KernelOutputs, msg_id: str) -> list[dict[str, Any]]:
@@ -66,14 +58,6 @@ def outputs_of(kernel: KernelOutputs, msg_id: str) -> list[dict[str, Any]]:
     for output in outputs:
         nbformat.validate(nbformat.from_dict(output), ref="output", version=4, version_minor=5)
     return outputs
-
-
-def S(text: str, name: str = "stdout") -> dict[str, Any]:
-    return {"output_type": "stream", "name": name, "text": text}
-
-
-def D(plain: str) -> dict[str, Any]:
-    return {"output_type": "display_data", "data": {"text/plain": plain}, "metadata": {}}
 
 
 @pytest.fixture
@@ -186,7 +170,7 @@ def test_one_cells_outputs_are_what_jupyterlab_keeps(kernel: KernelOutputs, case
         elif kind == "d":
             display(kernel, cell, *args)
         elif kind == "u":
-            display(kernel, cell, args[0], args[1], msg_type="update_display_data")
+            display(kernel, cell, args[0], args[1], update=True)
         else:
             iopub(kernel, cell, "clear_output", wait=args[0])
     assert outputs_of(kernel, cell) == expected
@@ -240,9 +224,7 @@ def test_update_display_data_replaces_every_display_with_the_id(kernel: KernelOu
     display(kernel, cell, "v0", display_id="p")
     display(kernel, cell, "other", display_id="q")
     for i in range(1, 4):
-        assert display(kernel, cell, f"v{i}", display_id="p", msg_type="update_display_data") == {
-            cell
-        }
+        assert display(kernel, cell, f"v{i}", display_id="p", update=True) == {cell}
     assert outputs_of(kernel, cell) == [D("v3"), S("between\n"), D("v3"), D("other")]
 
 
@@ -251,19 +233,17 @@ def test_update_display_data_across_cells_and_from_any_parent(kernel: KernelOutp
     display(kernel, first, "v0", display_id="p")
     iopub(kernel, first, "status", execution_state="idle")
     second = request(kernel, "cell-2")
-    assert display(kernel, second, "v1", display_id="p", msg_type="update_display_data") == {first}
+    assert display(kernel, second, "v1", display_id="p", update=True) == {first}
     assert outputs_of(kernel, first) == [D("v1")]
     assert outputs_of(kernel, second) == []  # an update adds nothing where it was sent
     # from a request no cell sent (a thread, a comm handler): still updates
-    assert display(
-        kernel, "someone-else", "v2", display_id="p", msg_type="update_display_data"
-    ) == {first}
+    assert display(kernel, "someone-else", "v2", display_id="p", update=True) == {first}
     assert outputs_of(kernel, first) == [D("v2")]
 
 
 def test_an_unknown_display_id_updates_nothing(kernel: KernelOutputs) -> None:
     cell = request(kernel)
-    assert display(kernel, cell, "v", display_id="nobody", msg_type="update_display_data") == set()
+    assert display(kernel, cell, "v", display_id="nobody", update=True) == set()
     assert outputs_of(kernel, cell) == []
 
 
@@ -273,7 +253,7 @@ def test_rerunning_a_cell_forgets_the_old_run_and_its_displays(kernel: KernelOut
     iopub(kernel, first, "status", execution_state="idle")
     again = request(kernel, "cell-1")
     assert first not in kernel.cells
-    assert display(kernel, again, "v1", display_id="p", msg_type="update_display_data") == set()
+    assert display(kernel, again, "v1", display_id="p", update=True) == set()
 
 
 # --- Output widgets -------------------------------------------------------------------------
@@ -302,14 +282,7 @@ def widget_update(
     channel: str = "iopub",
     method: str = "update",
 ) -> None:
-    msg = {
-        "header": {"msg_type": "comm_msg"},
-        "parent_header": {},
-        "content": {
-            "comm_id": comm_id,
-            "data": {"method": method, "state": {"msg_id": msg_id}, "buffer_paths": []},
-        },
-    }
+    msg = cell_messages.widget_update(comm_id, {"msg_id": msg_id}, method=method)
     (kernel.on_iopub if channel == "iopub" else kernel.on_shell)(msg)
 
 
@@ -330,7 +303,7 @@ def test_a_captured_update_still_updates_the_display_it_names(kernel: KernelOutp
     cell = request(kernel)
     display(kernel, cell, "v0", display_id="p")
     widget_open(kernel, "out-1", msg_id=cell)
-    assert display(kernel, cell, "v1", display_id="p", msg_type="update_display_data") == {cell}
+    assert display(kernel, cell, "v1", display_id="p", update=True) == {cell}
     display(kernel, cell, "v2", display_id="p")  # updates v1, and is the widget's itself
     assert outputs_of(kernel, cell) == [D("v2")]
 
