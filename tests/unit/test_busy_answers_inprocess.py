@@ -1,15 +1,11 @@
 """busy_answers.py in process: which shell messages are claimed, and what a claimed one gets.
 
-The kernel side is :class:`BusyAnswers` over a :class:`Parts` (its ``KernelParts`` seam, and
-its ``publish_status``) made of real pieces: a keyed ``Session`` (real signatures), a ROUTER
-shell socket with DEALER clients and a PAIR for IOPub on one zmq Context (``inproc://``), the
-process's comm manager with ipywidgets' own control target, and a tornado IOLoop for the
-answers and the reconcile. A message is sent by a client, received by the ROUTER as the
-shell-channel thread receives it (frames, not copied) and given to ``claims``/``answer``;
-"busy" is what the main shell publishes (``MainShellStatus.record``).
-
-Absence is shown by order, not by waiting: after something that must send nothing, a second
-request is answered and its reply (or status) is the first to arrive.
+:class:`BusyAnswers` runs over a :class:`Parts` of real pieces: a keyed ``Session``, a ROUTER
+shell socket with DEALER clients and a PAIR for IOPub (``inproc://``), the process's comm
+manager with ipywidgets' control target, a tornado IOLoop. A client's message is received as
+the shell-channel thread receives it (frames, not copied) and given to ``claims``/``answer``;
+"busy" is what the main shell records. Absence is shown by order: after something that must
+send nothing, a second request's reply (or status) is the first to arrive.
 """
 
 from __future__ import annotations
@@ -43,13 +39,9 @@ OTHER_TARGET = "tests.unit.other-target"
 
 
 class Parts:
-    """What BusyAnswers uses of the kernel (``KernelParts``), from real pieces.
-
-    ``kernel_info_request`` and ``publish_status`` send what stock's do (a reply on the
-    stream, a status on IOPub) through the real session and sockets. The comm manager is the
-    process's (ipykernel's, as ``comm.get_comm_manager`` gives it in a kernel): the comms
-    ipykernel makes unregister themselves from that one when they close.
-    """
+    """What BusyAnswers uses of the kernel (``KernelParts``): stock's replies and statuses
+    through the real session and sockets; the process's comm manager (ipykernel's, which the
+    comms it makes leave when they close)."""
 
     def __init__(
         self, session: Session, shell: zmq.Socket[Any], iopub: zmq.Socket[Any], io_loop: IOLoop

@@ -1,15 +1,12 @@
 """The control queries of ExtKernel in process: bad input gets a clear error reply, not a crash.
 
 A real ExtKernel is made in this process, as ipykernel's own tests make theirs: a keyed
-Session, a control ROUTER under a ZMQStream on a tornado IOLoop, and IOPub through a real
-IOPubThread over ExtKernelApp's NoDropXPubSocket, all on one zmq Context (``inproc://``).
-A client sends with its own Session on a DEALER; the kernel's ``process_control`` gets the
-frames as the control thread does. The kernel is made once for the module (the queries are
-read-only); each test has a client of its own. What the kernel changes in the process (the
-IPython shell singleton, builtins, its user module, an atexit hook) is put back afterwards.
-
-Absence is shown by order: after a query that must publish (or answer) nothing, a request
-that does is sent, and what it gets is the first to arrive.
+Session, a control ROUTER under a ZMQStream, IOPub through a real IOPubThread over our
+NoDropXPubSocket (``inproc://``, :mod:`harness.inproc`); ``process_control`` gets the frames as
+the control thread does. One kernel for the module (the queries are read-only), a client per
+test; what the kernel changes in the process (the IPython shell singleton, builtins, its user
+module, an atexit hook) is put back. Absence is shown by order: after a query that must
+publish (or answer) nothing, the next request's answer is the first to arrive.
 """
 
 from __future__ import annotations

@@ -245,10 +245,8 @@ TOPIC = b"kernel.unit"
 
 
 class Shell:
-    """Sends as the kernel's main shell does: Session-framed messages, each idle announced.
-
-    The notice and the socket are the real ones; only the kernel around them is left out.
-    """
+    """Sends as the kernel's main shell does (Session-framed, each idle announced) through the
+    real notice and socket; only the kernel around them is left out."""
 
     def __init__(self, thread: IOPubThread, pub: NoDropXPubSocket) -> None:
         self.session = Session(key=b"unit-test")
@@ -305,11 +303,8 @@ class Reader:
 
 
 def give_up_the_stalled_one(thread: IOPubThread, pub: NoDropXPubSocket, reader: Reader) -> None:
-    """Shorten the send timeout once the reader has room: only the stalled one is given up.
-
-    The reader has room once it has taken all its pipe held (CAPACITY messages): nothing more
-    reaches it while the stalled subscriber's full queue holds the backlog's head.
-    """
+    """Shorten the send timeout once the reader has room (it took the CAPACITY messages its
+    pipe held; the stalled queue holds the backlog's head): only the stalled one is given up."""
     wait_until(lambda: len(reader.got) >= CAPACITY, HANG, "the reader's pipe read", POLL)
     run_on_iopub_thread(thread, lambda: pub.apply(replace(pub.settings, send_timeout_ms=200)))
     wait_until(lambda: pub.stats.timeouts >= 1, HANG, "a give-up counted", POLL)
