@@ -30,5 +30,6 @@ module:
 * :mod:`.browser`: headless Chromium and what a user does in JupyterLab and Notebook 7;
 * :mod:`.page_websocket`: a page's own kernel websocket, read from outside;
 * :mod:`.server_extensions`: server extensions the server loads for tests and benchmarks;
-* :mod:`.package_source`: the package read as source (its modules, what each imports).
+* :mod:`.package_source`: the package read as source (its modules, what each imports);
+* :mod:`.contract`: whether another package's name still has the shape we rely on.
 """
