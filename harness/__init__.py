@@ -25,6 +25,7 @@ module:
 * :mod:`.tab_view`: what a tab shows after a cell's messages (outputs, widget states);
 * :mod:`.cell_messages`: a cell's IOPub messages as dicts, and the outputs a page keeps;
 * :mod:`.async_websocket`: websocket clients, many in one asyncio event loop;
+* :mod:`.relay_client`: a logical client of the relay used as a library (SharedChannels);
 * :mod:`.shared_channels_server`: that server with the shared-channels connection class, and
   the connections its kernels hold;
 * :mod:`.browser`: headless Chromium and what a user does in JupyterLab and Notebook 7;
