@@ -325,7 +325,6 @@ CONTRACT: list[Row] = [
                 r'trigger\("pre_execute"\)',
                 r'trigger\("post_execute"\)',
                 r"self\._msg_callback\(msg\)",
-                r'trigger\("pre_execute"\)',
             )
         ],
         (CELL_EVENTS_PY, CONTROL_COMM_PY),
