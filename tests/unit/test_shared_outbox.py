@@ -154,17 +154,9 @@ def test_the_iopub_receive_queue_is_sized_before_connecting() -> None:
     pub: zmq.Socket[Any] = zmq.Context.shadow(ctx.underlying).socket(zmq.XPUB)
     pub.setsockopt(zmq.XPUB_NODROP, 1)
     port = pub.bind_to_random_port("tcp://127.0.0.1")
-    info = {
-        "transport": "tcp",
-        "ip": "127.0.0.1",
-        "iopub_port": port,
-        "shell_port": 0,
-        "control_port": 0,
-        "stdin_port": 0,
-        "hb_port": 0,
-        "key": "",
-        "signature_scheme": "hmac-sha256",
-    }
+    info: dict[str, Any] = {f"{c}_port": 0 for c in ("shell", "control", "stdin", "hb")}
+    info |= {"transport": "tcp", "ip": "127.0.0.1", "iopub_port": port, "key": ""}
+    info["signature_scheme"] = "hmac-sha256"
     sub = connect_channel(ctx, info, "iopub", rcvhwm=10000)
     sync: zmq.Socket[Any] = zmq.Socket.shadow(sub.underlying)
     try:
