@@ -16,6 +16,7 @@ module:
 * :mod:`.widget_control`: ipywidgets' control comm, as its manager drives it;
 * :mod:`.bursts`: the IOPub bursts (cells, collection, settings);
 * :mod:`.raw_subscriber`: a bare ``zmq.SUB`` on a kernel's IOPub;
+* :mod:`.inproc`: kernel pieces in the test process (a frontend, our IOPub socket and thread);
 * :mod:`.netns`: a network namespace behind a veth pair, and a rate limit on it;
 * :mod:`.burst_reader`: a burst read in a process of its own (a script);
 * :mod:`.server`: a real jupyter_server or JupyterLab in a subprocess, and pauses of it;
@@ -24,13 +25,16 @@ module:
   dict), one rule per fact for every client below;
 * :mod:`.kernel_websocket`: a synchronous websocket client of a kernel through that server;
 * :mod:`.tab_view`: what a tab shows after a cell's messages (outputs, widget states);
+* :mod:`.cell_messages`: a cell's IOPub messages as dicts, and the outputs a page keeps;
 * :mod:`.async_websocket`: websocket clients, many in one asyncio event loop;
+* :mod:`.relay_client`: a logical client of the relay used as a library (SharedChannels);
 * :mod:`.shared_channels_server`: that server with the shared-channels connection class, and
   the connections its kernels hold;
 * :mod:`.outputs_notebook`: a notebook whose cell prints lines paced by barrier files, through
   a real server (the outputs-survive-the-tab tests, local kernels and a gateway's);
 * :mod:`.browser`: headless Chromium and what a user does in JupyterLab and Notebook 7;
 * :mod:`.page_websocket`: a page's own kernel websocket, read from outside;
+* :mod:`.package_source`: the package read as source (its modules, what each imports);
 * :mod:`.outputs_cells`: the cell *code* of the outputs browser tests and the nbmodel
   benchmark, and the marker files that pace it (:mod:`.cells` runs cells; this writes them);
 * :mod:`.browser_outputs`: what a notebook page and its ``.ipynb`` show of a cell's outputs;

@@ -16,17 +16,14 @@ and to test (``.ci/lowest-pins.py`` pins the runtime floors), not left to anothe
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 import tomllib
 from collections.abc import Mapping
 from importlib.metadata import packages_distributions
-from pathlib import Path
 
-PACKAGE = "ipykernel_ext"
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE_DIR = ROOT / PACKAGE
+from harness.package_source import PACKAGE, PACKAGE_DIR, ROOT, imported_names, modules, path_of
+
 PYPROJECT = ROOT / "pyproject.toml"
 
 #: The sides (subpackages) an extra may provide for, and those extras. Every other module
@@ -61,37 +58,11 @@ def declared(pyproject_text: str) -> dict[str | None, set[str]]:
     return names
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def imported_names(source: str) -> set[str]:
-    """The top-level names of the absolute imports in ``source``, wherever they are, except
-    under ``if TYPE_CHECKING:``."""
-    skipped: set[int] = set()
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
-
-
 def package_imports() -> dict[str, set[str]]:
     """Module (dotted below the package) -> the other packages' top-level names it imports."""
     found: dict[str, set[str]] = {}
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        module = ".".join(path.relative_to(PACKAGE_DIR).with_suffix("").parts)
-        names = imported_names(path.read_text()) - {PACKAGE}
+    for module in modules():
+        names = imported_names(path_of(module).read_text(), type_checking=False) - {PACKAGE}
         found[module] = {n for n in names if n not in sys.stdlib_module_names}
     return found
 

@@ -1,15 +1,11 @@
 """Every cross-reference in the package's docstrings and comments names something that exists.
 
 A Sphinx-style reference (``:mod:``, ``:class:``, ``:func:``, ``:meth:``, ``:data:``,
-``:attr:``, ``:exc:``, ``:obj:``; ``~`` and ``!`` and an explicit ``title <target>`` allowed)
-whose target starts with ``ipykernel_ext`` or with dots is resolved as Python resolves a
-relative import: one dot is the module's own package (the package itself in an
-``__init__.py``), each further dot one package up. It resolves when the longest importable
-module prefix imports and the rest are attributes (:func:`tests.dotted_paths.resolve`). A
-module moved or a name renamed without its references fails here, naming the file and line.
-References to other packages, and bare names (``:meth:`run```), are not checked.
-
-Everything is imported in this one process (the package's modules import quickly).
+``:attr:``, ``:exc:``, ``:obj:``; ``~``, ``!`` and ``title <target>`` allowed) to
+``ipykernel_ext`` or with leading dots (resolved as a relative import) must import: the longest
+importable module prefix, then attributes (:func:`tests.dotted_paths.resolve`, in this
+process). A module moved or a name renamed without its references fails here, naming the file
+and line. Other packages' references and bare names (``:meth:`run```) are not checked.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = "ipykernel_ext"
-PACKAGE_DIR = Path(__file__).resolve().parents[2] / PACKAGE
+from harness.package_source import PACKAGE_DIR, ROOT, imported_names, modules, path_of
+from harness.package_source import package_imports_in as imports_in
+from harness.package_source import package_imports_of as imports_of
 
 SIDES = {"kernel", "shared_channels", "client", "server"}
 TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install"}
@@ -64,73 +65,13 @@ OUTPUTS_MODEL = {
 }
 
 
-def modules() -> list[str]:
-    """Every module of the package, dotted below it (``kernel.iopub``, ``server.kernels``)."""
-    return sorted(
-        ".".join(path.relative_to(PACKAGE_DIR).with_suffix("").parts)
-        for path in PACKAGE_DIR.rglob("*.py")
-    )
-
-
 def side_of(module: str) -> str:
     return module.split(".")[0] if "." in module else module
 
 
-def imports_of(module: str) -> set[str]:
-    """The package modules ``module`` imports, anywhere in it (functions included)."""
-    path = PACKAGE_DIR / (module.replace(".", "/") + ".py")
-    return imports_in(path.read_text(), module)
-
-
-def imports_in(source: str, module: str) -> set[str]:
-    """The package modules (dotted below the package) that ``source``, of ``module``, imports.
-
-    ``from .x import y`` counts as importing ``x`` (and ``x.y`` where that is a module).
-    """
-    own = set(modules())
-    here = [PACKAGE, *module.split(".")[:-1]]
-    if module.endswith("__init__"):
-        here = [PACKAGE, *module.split(".")[:-1]]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            bases, names = [alias.name for alias in node.names], []
-        elif isinstance(node, ast.ImportFrom):
-            if node.level == 0:
-                base = node.module or ""
-            else:
-                parent = here[: len(here) - (node.level - 1)]
-                base = ".".join([*parent, *([node.module] if node.module else [])])
-            bases, names = [base], [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in bases + names:
-            parts = name.split(".")
-            if parts[0] != PACKAGE:
-                continue
-            dotted = ".".join(parts[1:]) or "__init__"
-            if dotted in own:
-                found.add(dotted)
-            elif f"{dotted}.__init__" in own:
-                found.add(f"{dotted}.__init__")
-    found.discard(module)
-    return found
-
-
 def imports_outside(module: str) -> set[str]:
     """The top-level names of the other packages ``module`` imports."""
-    return absolute_imports(PACKAGE_DIR / (module.replace(".", "/") + ".py"))
-
-
-def absolute_imports(path: Path) -> set[str]:
-    """The top-level names ``path`` imports absolutely, anywhere in it (functions included)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found
+    return imported_names(path_of(module).read_text())
 
 
 def room_of(module: str) -> str | None:
@@ -294,15 +235,13 @@ def later():
 
 # --- the checkout around the package: harness/, benchmarks/, tests/ ---------------------------
 
-ROOT = PACKAGE_DIR.parent
-
 
 def top_level_imports(folder: Path) -> dict[str, set[str]]:
     """For each ``.py`` under ``folder`` (relative path), the top-level names it imports
     absolutely, anywhere in it (functions included)."""
     found: dict[str, set[str]] = {}
     for path in sorted(folder.rglob("*.py")):
-        found[str(path.relative_to(ROOT))] = absolute_imports(path)
+        found[str(path.relative_to(ROOT))] = imported_names(path.read_text())
     return found
 
 
@@ -335,8 +274,7 @@ MAX_MODULE_LINES = 400
 
 @pytest.mark.parametrize("module", modules())
 def test_no_module_passes_the_line_bound(module: str) -> None:
-    path = PACKAGE_DIR / (module.replace(".", "/") + ".py")
-    lines = len(path.read_text().splitlines())
+    lines = len(path_of(module).read_text().splitlines())
     assert lines <= MAX_MODULE_LINES, f"{module} has {lines} lines: split it by concept"
 
 

@@ -1,15 +1,11 @@
 """kernel/busy/answers.py in process: which shell messages are claimed, and what a claimed one gets.
 
-The kernel side is :class:`BusyAnswers` over a :class:`Parts` (its ``KernelParts`` seam, and
-its ``publish_status``) made of real pieces: a keyed ``Session`` (real signatures), a ROUTER
-shell socket with DEALER clients and a PAIR for IOPub on one zmq Context (``inproc://``), the
-process's comm manager with ipywidgets' own control target, and a tornado IOLoop for the
-answers and the reconcile. A message is sent by a client, received by the ROUTER as the
-shell-channel thread receives it (frames, not copied) and given to ``claims``/``answer``;
-"busy" is what the main shell publishes (``MainShellStatus.record``).
-
-Absence is shown by order, not by waiting: after something that must send nothing, a second
-request is answered and its reply (or status) is the first to arrive.
+:class:`BusyAnswers` runs over a :class:`Parts` of real pieces: a keyed ``Session``, a ROUTER
+shell socket with DEALER clients and a PAIR for IOPub (``inproc://``), the process's comm
+manager with ipywidgets' control target, a tornado IOLoop. A client's message is received as
+the shell-channel thread receives it (frames, not copied) and given to ``claims``/``answer``;
+"busy" is what the main shell records. Absence is shown by order: after something that must
+send nothing, a second request's reply (or status) is the first to arrive.
 """
 
 from __future__ import annotations
@@ -27,13 +23,12 @@ import zmq
 from jupyter_client.session import Session
 from tornado.ioloop import IOLoop
 
+from harness.inproc import HANG_MS, bound
+from harness.inproc import Frontend as Client
 from harness.widget_control import CONTROL_TARGET
 from ipykernel_ext.kernel.busy.answers import BusyAnswers
 from ipykernel_ext.kernel.busy.main_shell_status import MainShellStatus
 from ipykernel_ext.kernel.widgets.control_comm import ControlCommAnswer
-
-from .inproc import HANG_MS
-from .inproc import Frontend as Client
 
 w = pytest.importorskip("ipywidgets")
 from ipywidgets.widgets.widget import Widget  # noqa: E402
@@ -44,13 +39,9 @@ OTHER_TARGET = "tests.unit.other-target"
 
 
 class Parts:
-    """What BusyAnswers uses of the kernel (``KernelParts``), from real pieces.
-
-    ``kernel_info_request`` and ``publish_status`` send what stock's do (a reply on the
-    stream, a status on IOPub) through the real session and sockets. The comm manager is the
-    process's (ipykernel's, as ``comm.get_comm_manager`` gives it in a kernel): the comms
-    ipykernel makes unregister themselves from that one when they close.
-    """
+    """What BusyAnswers uses of the kernel (``KernelParts``): stock's replies and statuses
+    through the real session and sockets; the process's comm manager (ipykernel's, which the
+    comms it makes leave when they close)."""
 
     def __init__(
         self, session: Session, shell: zmq.Socket[Any], iopub: zmq.Socket[Any], io_loop: IOLoop
@@ -76,14 +67,8 @@ class Rig:
 
     def __init__(self) -> None:
         self.ctx = zmq.Context()
-        self.url = f"inproc://shell-{uuid.uuid4().hex}"
-        self.shell = self.ctx.socket(zmq.ROUTER)
-        self.shell.linger = 0
-        self.shell.bind(self.url)
-        iopub_url = f"inproc://iopub-{uuid.uuid4().hex}"
-        self.iopub = self.ctx.socket(zmq.PAIR)
-        self.iopub.linger = 0
-        self.iopub.bind(iopub_url)
+        self.url, self.shell = bound(self.ctx, zmq.ROUTER, "shell")
+        iopub_url, self.iopub = bound(self.ctx, zmq.PAIR, "iopub")
         self.iopub_reader = self.ctx.socket(zmq.PAIR)
         self.iopub_reader.linger = 0
         self.iopub_reader.connect(iopub_url)

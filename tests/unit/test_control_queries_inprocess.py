@@ -1,25 +1,20 @@
 """The control queries of ExtKernel in process: bad input gets a clear error reply, not a crash.
 
 A real ExtKernel is made in this process, as ipykernel's own tests make theirs: a keyed
-Session, a control ROUTER under a ZMQStream on a tornado IOLoop, and IOPub through a real
-IOPubThread over ExtKernelApp's NoDropXPubSocket, all on one zmq Context (``inproc://``).
-A client sends with its own Session on a DEALER; the kernel's ``process_control`` gets the
-frames as the control thread does. The kernel is made once for the module (the queries are
-read-only); each test has a client of its own. What the kernel changes in the process (the
-IPython shell singleton, builtins, its user module, an atexit hook) is put back afterwards.
-
-Absence is shown by order: after a query that must publish (or answer) nothing, a request
-that does is sent, and what it gets is the first to arrive.
+Session, a control ROUTER under a ZMQStream, IOPub through a real IOPubThread over our
+NoDropXPubSocket (``inproc://``, :mod:`harness.inproc`); ``process_control`` gets the frames as
+the control thread does. One kernel for the module (the queries are read-only), a client per
+test; what the kernel changes in the process (the IPython shell singleton, builtins, its user
+module, an atexit hook) is put back. Absence is shown by order: after a query that must
+publish (or answer) nothing, the next request's answer is the first to arrive.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import builtins
 import logging
 import sys
-import threading
 import types
 import uuid
 from collections.abc import Iterator
@@ -27,18 +22,23 @@ from typing import Any
 
 import pytest
 import zmq
-from ipykernel.iostream import IOPubThread
 from ipykernel.zmqshell import ZMQInteractiveShell
 from jupyter_client.session import Session
 from tornado.ioloop import IOLoop
 from traitlets.config import Config
 from zmq.eventloop.zmqstream import ZMQStream
 
+from harness.inproc import (
+    HANG_MS,
+    Frontend,
+    bound,
+    bound_xpub,
+    start_iopub_thread,
+    stop_iopub_thread,
+    subscribe,
+)
 from ipykernel_ext.kernel import ExtKernel
 from ipykernel_ext.kernel.iopub.settings import IOPubSettings
-from ipykernel_ext.kernel.iopub.socket import NoDropXPubSocket
-
-from .inproc import HANG_MS, Frontend
 
 w = pytest.importorskip("ipywidgets")
 
@@ -105,24 +105,10 @@ class Rig:
 @pytest.fixture(scope="module")
 def kernel_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     ctx: zmq.Context[Any] = zmq.Context()
-    url = f"inproc://control-{uuid.uuid4().hex}"
-    control = ctx.socket(zmq.ROUTER)
-    control.linger = 0
-    control.bind(url)
-    iopub_url = f"inproc://iopub-{uuid.uuid4().hex}"
-    pub = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
-    pub.linger = 0
-    pub.configure(IOPubSettings(sndhwm=SNDHWM, send_timeout_ms=SEND_TIMEOUT_MS))
-    pub.bind(iopub_url)
-    subscriber = ctx.socket(zmq.SUB)
-    subscriber.linger = 0
-    subscriber.connect(iopub_url)
-    subscriber.setsockopt(zmq.SUBSCRIBE, b"")
-    # Read before the IOPub thread starts (it reads subscriptions itself from then on).
-    assert pub.poll(HANG_MS) and pub.recv() == b"\x01"
-    iopub = IOPubThread(pub, session=None)
-    pub.attach(iopub.io_loop.call_later, iopub.thread)
-    iopub.start()
+    url, control = bound(ctx, zmq.ROUTER, "control")
+    iopub_url, pub = bound_xpub(ctx, IOPubSettings(sndhwm=SNDHWM, send_timeout_ms=SEND_TIMEOUT_MS))
+    subscriber = subscribe(ctx, iopub_url, pub)
+    iopub = start_iopub_thread(pub)
     io_loop = IOLoop(make_current=False)
 
     builtins_before = set(vars(builtins))
@@ -155,7 +141,8 @@ def kernel_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             assert kernel.control_stream is not None
             kernel.control_stream.close()
             io_loop.close()
-            stop_iopub(iopub)
+            stop_iopub_thread(iopub)
+            iopub.close()
             ctx.destroy(linger=0)
 
 
@@ -164,21 +151,6 @@ def rig(kernel_rig: Rig) -> Rig:
     kernel_rig.client.close()  # the last test's (the module's end closes the last one)
     kernel_rig.client = kernel_rig.new_client()
     return kernel_rig
-
-
-def stop_iopub(thread: IOPubThread) -> None:
-    """Stop the IOPub thread with no task left pending on its loop (see test_iopub_socket)."""
-    done = threading.Event()
-
-    def cancel_tasks() -> None:
-        for task in asyncio.all_tasks():
-            task.cancel()
-        thread.io_loop.add_callback(done.set)  # one turn later: the tasks have ended
-
-    thread.schedule(cancel_tasks)
-    assert done.wait(HANG_MS / 1000), "the IOPub thread did not get to it"
-    thread.stop()
-    thread.close()
 
 
 def parent_id(msg: dict[str, Any]) -> str:

@@ -37,13 +37,7 @@ INFOS = [
     {"transport": "tcp", "ip": "kernel-host.example"},
     {"transport": "ipc", "ip": "/run/user/1000/kernel-ipc"},
 ]
-PORTS = {
-    "shell_port": 50001,
-    "control_port": 50002,
-    "stdin_port": 50003,
-    "iopub_port": 50004,
-    "hb_port": 50005,
-}
+PORTS = {f"{channel}_port": 50001 + i for i, channel in enumerate(CHANNELS)}
 
 
 @pytest.fixture
@@ -128,14 +122,8 @@ def test_connect_channel_is_jupyter_clients_socket(ctx: zmq.Context[Any], encryp
     server, port = curve_server(ctx) if encrypted else (ctx.socket(zmq.ROUTER), 0)
     if not encrypted:
         port = server.bind_to_random_port("tcp://127.0.0.1")
-    info = {
-        "transport": "tcp",
-        "ip": "127.0.0.1",
-        **PORTS,
-        "control_port": port,
-        "key": b"k",
-        "signature_scheme": "hmac-sha256",
-    }
+    info = {"transport": "tcp", "ip": "127.0.0.1", **PORTS, "control_port": port, "key": b"k"}
+    info["signature_scheme"] = "hmac-sha256"
     if encrypted:
         info.update(curve_publickey=PUBLIC.decode(), curve_secretkey=SECRET.decode())
     actx = zmq.asyncio.Context()

@@ -6,13 +6,11 @@ inproc pipes hold exactly ``SNDHWM`` (publisher) + ``RCVHWM`` (subscriber) messa
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +21,8 @@ import zmq
 from ipykernel.iostream import IOPubThread
 from jupyter_client.session import Session
 
+from harness import inproc
+from harness.inproc import bound_xpub, run_on_iopub_thread, start_iopub_thread, stop_iopub_thread
 from harness.polling import wait_until
 from ipykernel_ext.kernel import ExtKernel, ExtKernelApp
 from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX, MissedNotice
@@ -44,10 +44,8 @@ def xpub(
     nodrop: bool = True, timeout_ms: int = 5000
 ) -> Iterator[tuple[zmq.Context[Any], str, NoDropXPubSocket]]:
     ctx: zmq.Context[Any] = zmq.Context()
-    url = f"inproc://iopub-{uuid.uuid4().hex}"
-    pub = ctx.socket(zmq.XPUB, socket_class=NoDropXPubSocket)
-    pub.configure(IOPubSettings(sndhwm=SNDHWM, nodrop=nodrop, send_timeout_ms=timeout_ms))
-    pub.bind(url)
+    settings = IOPubSettings(sndhwm=SNDHWM, nodrop=nodrop, send_timeout_ms=timeout_ms)
+    url, pub = bound_xpub(ctx, settings)
     try:
         yield ctx, url, pub
     finally:
@@ -57,16 +55,7 @@ def xpub(
 def subscribe(
     ctx: zmq.Context[Any], url: str, pub: zmq.Socket[Any], topic: bytes = b""
 ) -> zmq.Socket[Any]:
-    sub = ctx.socket(zmq.SUB)
-    sub.rcvhwm = RCVHWM
-    sub.linger = 0
-    sub.connect(url)
-    sub.setsockopt(zmq.SUBSCRIBE, topic)
-    # The subscription arrives at the XPUB as a message: once read, the pipe exists. (XPUB
-    # passes on only new topics, so each subscriber of one test uses its own prefix.)
-    assert pub.poll(5000), "no subscription reached the XPUB"
-    assert pub.recv() == b"\x01" + topic
-    return sub
+    return inproc.subscribe(ctx, url, pub, topic, rcvhwm=RCVHWM)
 
 
 def read_all(sub: zmq.Socket[Any], count: int, timeout: float = 10) -> list[bytes]:
@@ -86,29 +75,9 @@ def test_configure_before_bind_and_validation() -> None:
     with xpub() as (_ctx, _url, pub):
         assert pub.sndhwm == SNDHWM
         reply = pub.stats_reply()
-        # Fields this test knows; the reply may carry more.
-        assert {
-            k: reply.get(k)
-            for k in (
-                "status",
-                "sndhwm",
-                "nodrop",
-                "send_timeout_ms",
-                "sent",
-                "waits",
-                "timeouts",
-                "missed",
-            )
-        } == {
-            "status": "ok",
-            "sndhwm": SNDHWM,
-            "nodrop": True,
-            "send_timeout_ms": 5000,
-            "sent": 0,
-            "waits": 0,
-            "timeouts": 0,
-            "missed": 0,
-        }
+        expected = {"status": "ok", "sndhwm": SNDHWM, "nodrop": True, "send_timeout_ms": 5000}
+        expected |= {"sent": 0, "waits": 0, "timeouts": 0, "missed": 0}
+        assert {k: reply.get(k) for k in expected} == expected  # the reply may carry more
         # A bad value is refused before the socket takes it.
         with pytest.raises(ValueError, match="sndhwm"):
             pub.configure(IOPubSettings(sndhwm=-1))
@@ -196,52 +165,16 @@ def nodrop_off_is_a_plain_xpub_that_still_counts() -> None:
 def on_iopub_thread(
     topics: tuple[bytes, ...] = (b"",), timeout_ms: int = 60_000, backlog_limit: int = 1 << 30
 ) -> Iterator[tuple[list[zmq.Socket[Any]], NoDropXPubSocket, IOPubThread]]:
-    """The socket under a real, running ipykernel IOPubThread, attached as the apps do.
-
-    One subscriber per topic, made before the thread starts: from then on only the IOPub
-    thread may use the socket (it reads the subscriptions itself).
-    """
+    """The socket under a real, running ipykernel IOPubThread; a subscriber per topic."""
     with xpub(timeout_ms=timeout_ms) as (ctx, url, pub):
         pub.apply(IOPubSettings(send_timeout_ms=timeout_ms, backlog_limit_bytes=backlog_limit))
         subs = [subscribe(ctx, url, pub, topic) for topic in topics]
-        thread = IOPubThread(pub, session=None)
-        pub.attach(thread.io_loop.call_later, thread.thread)
-        thread.start()
+        thread = start_iopub_thread(pub)
         try:
             yield subs, pub, thread
         finally:
-            stop_cleanly(thread)
+            stop_iopub_thread(thread)
             thread.close()
-
-
-def stop_cleanly(thread: IOPubThread) -> None:
-    """Stop the thread with no task left pending on its loop.
-
-    IOPubThread.stop() ends the loop before its event-pipe GC task has seen its cancel, and
-    asyncio then prints "Task was destroyed but it is pending!": cancel the loop's tasks on
-    the loop first and let it turn once more, so they end.
-    """
-    if thread.thread.is_alive():
-
-        def cancel_tasks() -> None:
-            for task in asyncio.all_tasks():
-                task.cancel()
-
-        on_thread(thread, cancel_tasks)
-        on_thread(thread, lambda: None)
-    thread.stop()
-
-
-def on_thread(thread: IOPubThread, f: Callable[[], object]) -> None:
-    """Run ``f`` on the IOPub thread after what is queued there, and wait for it."""
-    done = threading.Event()
-
-    def run() -> None:
-        f()
-        done.set()
-
-    thread.schedule(run)
-    assert done.wait(10), "the IOPub thread did not get to it: it is blocked"
 
 
 def test_a_full_subscriber_never_blocks_the_iopub_thread() -> None:
@@ -252,7 +185,7 @@ def test_a_full_subscriber_never_blocks_the_iopub_thread() -> None:
         # The barrier: messages wait in the backlog; the thread still runs what comes next
         # (as an output flush would), while the subscriber has read nothing.
         wait_until(lambda: pub.backlog_messages > 0, HANG, "a backlog", POLL)
-        on_thread(thread, lambda: None)
+        run_on_iopub_thread(thread, lambda: None)
         assert pub.backlog_messages > 0
         got = read_all(sub, total)
         assert got == [str(i).encode() for i in range(total)]
@@ -288,7 +221,7 @@ def backlog_budget_holds_the_output_back_and_holds() -> None:
         # At the budget the IOPub thread waits for room itself (the output is held back)
         # until the queue has had no room for the whole timeout; then it gives it up.
         wait_until(lambda: pub.stats.timeouts >= 1, HANG, "a give-up counted", POLL)
-        on_thread(thread, lambda: None)
+        run_on_iopub_thread(thread, lambda: None)
         assert pub.stats.over_budget >= 1
         assert pub.stats_reply()["backlog_peak_bytes"] <= limit + len(part) + len(b"topic")
         assert pub.stats.missed >= 1
@@ -314,7 +247,7 @@ def a_reader_past_the_budget_is_held_back_and_loses_nothing() -> None:
 @pytest.mark.timeout(60)
 def test_after_the_thread_stops_nothing_waits() -> None:
     with on_iopub_thread(timeout_ms=600_000) as (_subs, pub, thread):
-        stop_cleanly(thread)
+        stop_iopub_thread(thread)
         # The kernel is exiting: sends run on this thread now and must not wait for room.
         for i in range(CAPACITY * 3):
             thread.send_multipart(payload(i))
@@ -327,10 +260,8 @@ TOPIC = b"kernel.unit"
 
 
 class Shell:
-    """Sends as the kernel's main shell does: Session-framed messages, each idle announced.
-
-    The notice and the socket are the real ones; only the kernel around them is left out.
-    """
+    """Sends as the kernel's main shell does (Session-framed, each idle announced) through the
+    real notice and socket; only the kernel around them is left out."""
 
     def __init__(self, thread: IOPubThread, pub: NoDropXPubSocket) -> None:
         self.session = Session(key=b"unit-test")
@@ -341,7 +272,7 @@ class Shell:
             waiting=lambda: pub.backlog_messages,
             schedule=thread.schedule,
         )
-        on_thread(thread, lambda: pub.watch(self.notice))
+        run_on_iopub_thread(thread, lambda: pub.watch(self.notice))
 
     def request(self) -> dict[str, Any]:
         return self.session.msg("execute_request", {"code": ""})
@@ -387,13 +318,10 @@ class Reader:
 
 
 def give_up_the_stalled_one(thread: IOPubThread, pub: NoDropXPubSocket, reader: Reader) -> None:
-    """Shorten the send timeout once the reader has room: only the stalled one is given up.
-
-    The reader has room once it has taken all its pipe held (CAPACITY messages): nothing more
-    reaches it while the stalled subscriber's full queue holds the backlog's head.
-    """
+    """Shorten the send timeout once the reader has room (it took the CAPACITY messages its
+    pipe held; the stalled queue holds the backlog's head): only the stalled one is given up."""
     wait_until(lambda: len(reader.got) >= CAPACITY, HANG, "the reader's pipe read", POLL)
-    on_thread(thread, lambda: pub.apply(replace(pub.settings, send_timeout_ms=200)))
+    run_on_iopub_thread(thread, lambda: pub.apply(replace(pub.settings, send_timeout_ms=200)))
     wait_until(lambda: pub.stats.timeouts >= 1, HANG, "a give-up counted", POLL)
 
 
@@ -410,7 +338,7 @@ def a_give_up_after_the_cell_ended_tells_that_cell_ahead_of_its_idle() -> None:
         shell.output(cell, CAPACITY * 3)
         shell.idle(cell)
         shell.idle(later)
-        on_thread(thread, lambda: None)
+        run_on_iopub_thread(thread, lambda: None)
         assert pub.backlog_messages > 0 and pub.stats.timeouts == 0
         reader = Reader(sub, shell.session, later["header"]["msg_id"])
         give_up_the_stalled_one(thread, pub, reader)
@@ -471,7 +399,7 @@ def test_a_give_up_between_cells_tells_the_next_request() -> None:
         cell, later = shell.request(), shell.request()
         reader = Reader(sub, shell.session, later["header"]["msg_id"])
         shell.idle(cell)
-        on_thread(thread, lambda: None)
+        run_on_iopub_thread(thread, lambda: None)
         assert pub.stats.sent == 1 and pub.backlog_messages == 0  # it left, to both
         shell.output(cell, CAPACITY * 3)
         give_up_the_stalled_one(thread, pub, reader)

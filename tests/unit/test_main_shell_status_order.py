@@ -1,13 +1,11 @@
 """MainShellStatus: a "busy again" published beside the main shell never follows the cell's idle.
 
-``ExtKernel._publish_status`` publishes, after an ``idle`` from control or a subshell, a
-``busy`` for the cell the main shell runs (``MainShellStatus.busy_again_after``). The main
-shell's thread publishes the cell's ``idle`` and then records it; a thread deciding in
-between read the cell as running and published its ``busy`` after the cell's ``idle``, and
-jupyter_server and JupyterLab showed the kernel busy until its next status. The main shell's
-publish-and-record and the other thread's decide-and-publish are one step each
-(``main_shell_published`` / ``idle_published_beside``). The test makes the other thread
-decide exactly while the main shell is between its publish and its record.
+After an ``idle`` from control or a subshell, ``ExtKernel._publish_status`` publishes a
+``busy`` for the cell the main shell runs. A thread deciding between the main shell's publish
+of the cell's ``idle`` and its record of it published that ``busy`` after the ``idle`` (the
+kernel then showed busy until its next status); both are now one step each
+(``main_shell_published`` / ``idle_published_beside``). The test makes the other thread decide
+exactly between the main shell's publish and record.
 """
 
 from __future__ import annotations

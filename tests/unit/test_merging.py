@@ -12,61 +12,25 @@ from typing import Any
 import pytest
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 
+from harness.cell_messages import clear, display, message, stream, widget_update
 from harness.tab_view import TabView
 from ipykernel_ext.server.merging import Line
 from ipykernel_ext.server.paced_iopub import PacedIOPub
 
 CELL = "cell-1"
-_count = iter(range(10**9))
-
-
-def msg(
-    msg_type: str, content: dict[str, Any], buffers: list[bytes] | None = None
-) -> dict[str, Any]:
-    n = next(_count)
-    return {
-        "header": {"msg_id": f"m{n}", "msg_type": msg_type},
-        "parent_header": {"msg_id": CELL},
-        "metadata": {},
-        "content": content,
-        "buffers": buffers or [],
-        "msg_type": msg_type,  # what TabView reads (the websocket clients' dict)
-    }
 
 
 def out(text: str, name: str = "stdout") -> dict[str, Any]:
-    return msg("stream", {"name": name, "text": text})
+    return stream(text, name, parent=CELL)
 
 
-def update(
-    comm: str, state: dict[str, Any], paths: list[Any] | None = None, bufs: Any = None
-) -> dict[str, Any]:
-    data: dict[str, Any] = {"method": "update", "state": state, "buffer_paths": paths or []}
-    return msg("comm_msg", {"comm_id": comm, "data": data}, bufs)
+def update(comm: str, state: dict[str, Any], paths: Any = None, bufs: Any = None) -> Any:
+    return widget_update(comm, state, paths, bufs, parent=CELL)
 
 
 def custom(comm: str, i: int) -> dict[str, Any]:
-    return msg("comm_msg", {"comm_id": comm, "data": {"method": "custom", "content": {"i": i}}})
-
-
-def display(text: str, display_id: str | None = None) -> dict[str, Any]:
-    transient = {"display_id": display_id} if display_id else {}
-    return msg(
-        "display_data", {"data": {"text/plain": text}, "metadata": {}, "transient": transient}
-    )
-
-
-def update_display(text: str, display_id: str) -> dict[str, Any]:
-    content = {
-        "data": {"text/plain": text},
-        "metadata": {},
-        "transient": {"display_id": display_id},
-    }
-    return msg("update_display_data", content)
-
-
-def clear(wait: bool = True) -> dict[str, Any]:
-    return msg("clear_output", {"wait": wait})
+    data = {"method": "custom", "content": {"i": i}}
+    return message("comm_msg", {"comm_id": comm, "data": data}, CELL)
 
 
 def through_line(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -90,7 +54,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], int]] = {
     "consecutive prints join": ([out(f"{i}\n") for i in range(50)], 1),
     "stdout and stderr stay apart": ([out("a", n) for n in ("stdout", "stderr") * 5], 10),
     "a print crosses a widget update": ([out("a"), update("w", {"v": 1}), out("b")], 2),
-    "a display between prints stays between": ([out("a"), display("d"), out("b")], 3),
+    "a display between prints stays between": ([out("a"), display("d", parent=CELL), out("b")], 3),
     "a slider's updates become its last state": ([update("w", {"v": i}) for i in range(100)], 1),
     "two sliders interleaved": ([update(c, {"v": i}) for i in range(50) for c in ("a", "b")], 2),
     "a custom message is never merged": ([custom("c", i) for i in range(30)], 30),
@@ -102,13 +66,16 @@ CASES: dict[str, tuple[list[dict[str, Any]], int]] = {
         [update("o", {"msg_id": CELL}), out("in"), update("o", {"msg_id": ""}), out("after")],
         4,
     ),
-    "a display's updates become its last": ([update_display(f"v{i}", "d") for i in range(40)], 1),
+    "a display's updates become its last": (
+        [display(f"v{i}", "d", CELL, update=True) for i in range(40)],
+        1,
+    ),
     "an animation keeps its last frame": (
-        [m for i in range(100) for m in (clear(), display(f"frame {i}"))],
+        [m for i in range(100) for m in (clear(parent=CELL), display(f"frame {i}", parent=CELL))],
         2,
     ),
     "a clear without wait still clears": (
-        [display("x"), clear(False), out("a"), clear(), out("b")],
+        [display("x", parent=CELL), clear(False, CELL), out("a"), clear(parent=CELL), out("b")],
         3,
     ),
 }

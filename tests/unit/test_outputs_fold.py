@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness import cell_messages
+from harness.cell_messages import D, S
 from ipykernel_ext.server.outputs import CUT_NOTE_KEY, KernelOutputs, StreamText, common_prefix
 
 nbformat = pytest.importorskip("nbformat")
@@ -33,18 +35,11 @@ def request(kernel: KernelOutputs, cell_id: str | None = "cell-1", session: str 
 
 
 def iopub(kernel: KernelOutputs, parent: str, msg_type: str, **content: Any) -> set[str]:
-    return kernel.on_iopub(
-        {
-            "header": {"msg_type": msg_type, "msg_id": f"pub-{next(_ids)}"},
-            "parent_header": {"msg_id": parent},
-            "metadata": {},
-            "content": content,
-        }
-    )
+    return kernel.on_iopub(cell_messages.message(msg_type, content, parent))
 
 
 def stream(kernel: KernelOutputs, parent: str, text: str, name: str = "stdout") -> set[str]:
-    return iopub(kernel, parent, "stream", name=name, text=text)
+    return kernel.on_iopub(cell_messages.stream(text, name, parent))
 
 
 def display(
@@ -52,12 +47,9 @@ def display(
     parent: str,
     plain: str,
     display_id: str | None = None,
-    msg_type: str = "display_data",
+    update: bool = False,
 ) -> set[str]:
-    transient = {"display_id": display_id} if display_id else {}
-    return iopub(
-        kernel, parent, msg_type, data={"text/plain": plain}, metadata={}, transient=transient
-    )
+    return kernel.on_iopub(cell_messages.display(plain, display_id, parent, update))
 
 
 def outputs_of(kernel: KernelOutputs, msg_id: str) -> list[dict[str, Any]]:
@@ -65,14 +57,6 @@ def outputs_of(kernel: KernelOutputs, msg_id: str) -> list[dict[str, Any]]:
     for output in outputs:
         nbformat.validate(nbformat.from_dict(output), ref="output", version=4, version_minor=5)
     return outputs
-
-
-def S(text: str, name: str = "stdout") -> dict[str, Any]:
-    return {"output_type": "stream", "name": name, "text": text}
-
-
-def D(plain: str) -> dict[str, Any]:
-    return {"output_type": "display_data", "data": {"text/plain": plain}, "metadata": {}}
 
 
 @pytest.fixture
@@ -134,33 +118,61 @@ def test_common_prefix(a: str, b: str, n: int) -> None:
 # --- one cell -------------------------------------------------------------------------------
 
 
-def test_consecutive_streams_of_one_name_merge(kernel: KernelOutputs) -> None:
+#: One cell's IOPub, as steps: ("s", text[, name]) a stream, ("d", plain[, display_id]) a
+#: display, ("u", plain, display_id) an update_display_data, ("clear", wait) a clear_output.
+ONE_CELL: dict[str, tuple[list[tuple[Any, ...]], list[dict[str, Any]]]] = {
+    "consecutive streams of one name merge": (
+        [*[("s", f"line {i}\n") for i in range(3)], ("s", "oops\n", "stderr"), ("s", "line 3\n")],
+        [S("line 0\nline 1\nline 2\n"), S("oops\n", "stderr"), S("line 3\n")],
+    ),
+    "a display between streams starts a new stream": (
+        [("s", "a\r"), ("d", "shown"), ("s", "b")],
+        [S("a"), D("shown"), S("b")],
+    ),
+    "a progress bar with cr keeps one line": (
+        [("s", f"\r{pct:3d}% [{'#' * (pct // 10):10s}]") for pct in range(0, 101, 10)]
+        + [("s", "\ndone\n")],
+        [S("100% [##########]\ndone\n")],
+    ),
+    "transient is not kept": ([("d", "x", "d1")], [D("x")]),
+    "clear_output clears at once": ([("s", "old\n"), ("d", "old display"), ("clear", False)], []),
+    "after clear_output a new output": (
+        [("s", "old\n"), ("d", "old display"), ("clear", False), ("s", "new\n")],
+        [S("new\n")],
+    ),
+    "clear_output wait, then a stream of the same name starts fresh": (
+        [("s", "frame 0\n"), ("clear", True), ("s", "frame 1\n")],
+        [S("frame 1\n")],
+    ),
+    "an update does not trigger a pending clear": (
+        [("d", "v0", "p"), ("clear", True), ("u", "v1", "p")],
+        [D("v1")],
+    ),
+    "an update, then the pending clear on the next output": (
+        [("d", "v0", "p"), ("clear", True), ("u", "v1", "p"), ("s", "after")],
+        [S("after")],
+    ),
+    "display_data with a known id updates the old ones and is added": (
+        [("d", "v0", "p"), ("d", "v1", "p")],
+        [D("v1"), D("v1")],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ONE_CELL))
+def test_one_cells_outputs_are_what_jupyterlab_keeps(kernel: KernelOutputs, case: str) -> None:
+    steps, expected = ONE_CELL[case]
     cell = request(kernel)
-    for i in range(3):
-        stream(kernel, cell, f"line {i}\n")
-    stream(kernel, cell, "oops\n", name="stderr")
-    stream(kernel, cell, "line 3\n")
-    assert outputs_of(kernel, cell) == [
-        S("line 0\nline 1\nline 2\n"),
-        S("oops\n", "stderr"),
-        S("line 3\n"),
-    ]
-
-
-def test_a_display_between_streams_starts_a_new_stream(kernel: KernelOutputs) -> None:
-    cell = request(kernel)
-    stream(kernel, cell, "a\r")
-    display(kernel, cell, "shown")
-    stream(kernel, cell, "b")
-    assert outputs_of(kernel, cell) == [S("a"), D("shown"), S("b")]
-
-
-def test_progress_bar_with_cr_keeps_one_line(kernel: KernelOutputs) -> None:
-    cell = request(kernel)
-    for pct in range(0, 101, 10):
-        stream(kernel, cell, f"\r{pct:3d}% [{'#' * (pct // 10):10s}]")
-    stream(kernel, cell, "\ndone\n")
-    assert outputs_of(kernel, cell) == [S("100% [##########]\ndone\n")]
+    for kind, *args in steps:
+        if kind == "s":
+            stream(kernel, cell, *args)
+        elif kind == "d":
+            display(kernel, cell, *args)
+        elif kind == "u":
+            display(kernel, cell, args[0], args[1], update=True)
+        else:
+            iopub(kernel, cell, "clear_output", wait=args[0])
+    assert outputs_of(kernel, cell) == expected
 
 
 def test_execute_result_error_and_execution_count(kernel: KernelOutputs) -> None:
@@ -192,22 +204,6 @@ def test_execute_result_error_and_execution_count(kernel: KernelOutputs) -> None
     assert kernel.cells[cell].execution_count == 7
 
 
-def test_transient_is_not_kept(kernel: KernelOutputs) -> None:
-    cell = request(kernel)
-    display(kernel, cell, "x", display_id="d1")
-    assert "transient" not in outputs_of(kernel, cell)[0]
-
-
-def test_clear_output_clears_at_once(kernel: KernelOutputs) -> None:
-    cell = request(kernel)
-    stream(kernel, cell, "old\n")
-    display(kernel, cell, "old display")
-    iopub(kernel, cell, "clear_output", wait=False)
-    assert outputs_of(kernel, cell) == []
-    stream(kernel, cell, "new\n")
-    assert outputs_of(kernel, cell) == [S("new\n")]
-
-
 def test_clear_output_wait_clears_on_the_next_output(kernel: KernelOutputs) -> None:
     cell = request(kernel)
     for frame in range(5):
@@ -215,26 +211,6 @@ def test_clear_output_wait_clears_on_the_next_output(kernel: KernelOutputs) -> N
         assert outputs_of(kernel, cell) == ([] if frame == 0 else [D(f"frame {frame - 1}")])
         display(kernel, cell, f"frame {frame}")
     assert outputs_of(kernel, cell) == [D("frame 4")]
-
-
-def test_clear_output_wait_then_a_stream_of_the_same_name_starts_fresh(
-    kernel: KernelOutputs,
-) -> None:
-    cell = request(kernel)
-    stream(kernel, cell, "frame 0\n")
-    iopub(kernel, cell, "clear_output", wait=True)
-    stream(kernel, cell, "frame 1\n")
-    assert outputs_of(kernel, cell) == [S("frame 1\n")]
-
-
-def test_an_update_does_not_trigger_a_pending_clear(kernel: KernelOutputs) -> None:
-    cell = request(kernel)
-    display(kernel, cell, "v0", display_id="p")
-    iopub(kernel, cell, "clear_output", wait=True)
-    display(kernel, cell, "v1", display_id="p", msg_type="update_display_data")
-    assert outputs_of(kernel, cell) == [D("v1")]
-    stream(kernel, cell, "after")
-    assert outputs_of(kernel, cell) == [S("after")]
 
 
 # --- display ids ----------------------------------------------------------------------------
@@ -247,19 +223,8 @@ def test_update_display_data_replaces_every_display_with_the_id(kernel: KernelOu
     display(kernel, cell, "v0", display_id="p")
     display(kernel, cell, "other", display_id="q")
     for i in range(1, 4):
-        assert display(kernel, cell, f"v{i}", display_id="p", msg_type="update_display_data") == {
-            cell
-        }
+        assert display(kernel, cell, f"v{i}", display_id="p", update=True) == {cell}
     assert outputs_of(kernel, cell) == [D("v3"), S("between\n"), D("v3"), D("other")]
-
-
-def test_display_data_with_a_known_id_updates_the_old_ones_and_is_added(
-    kernel: KernelOutputs,
-) -> None:
-    cell = request(kernel)
-    display(kernel, cell, "v0", display_id="p")
-    display(kernel, cell, "v1", display_id="p")
-    assert outputs_of(kernel, cell) == [D("v1"), D("v1")]
 
 
 def test_update_display_data_across_cells_and_from_any_parent(kernel: KernelOutputs) -> None:
@@ -267,19 +232,17 @@ def test_update_display_data_across_cells_and_from_any_parent(kernel: KernelOutp
     display(kernel, first, "v0", display_id="p")
     iopub(kernel, first, "status", execution_state="idle")
     second = request(kernel, "cell-2")
-    assert display(kernel, second, "v1", display_id="p", msg_type="update_display_data") == {first}
+    assert display(kernel, second, "v1", display_id="p", update=True) == {first}
     assert outputs_of(kernel, first) == [D("v1")]
     assert outputs_of(kernel, second) == []  # an update adds nothing where it was sent
     # from a request no cell sent (a thread, a comm handler): still updates
-    assert display(
-        kernel, "someone-else", "v2", display_id="p", msg_type="update_display_data"
-    ) == {first}
+    assert display(kernel, "someone-else", "v2", display_id="p", update=True) == {first}
     assert outputs_of(kernel, first) == [D("v2")]
 
 
 def test_an_unknown_display_id_updates_nothing(kernel: KernelOutputs) -> None:
     cell = request(kernel)
-    assert display(kernel, cell, "v", display_id="nobody", msg_type="update_display_data") == set()
+    assert display(kernel, cell, "v", display_id="nobody", update=True) == set()
     assert outputs_of(kernel, cell) == []
 
 
@@ -289,7 +252,7 @@ def test_rerunning_a_cell_forgets_the_old_run_and_its_displays(kernel: KernelOut
     iopub(kernel, first, "status", execution_state="idle")
     again = request(kernel, "cell-1")
     assert first not in kernel.cells
-    assert display(kernel, again, "v1", display_id="p", msg_type="update_display_data") == set()
+    assert display(kernel, again, "v1", display_id="p", update=True) == set()
 
 
 # --- Output widgets -------------------------------------------------------------------------
@@ -318,14 +281,7 @@ def widget_update(
     channel: str = "iopub",
     method: str = "update",
 ) -> None:
-    msg = {
-        "header": {"msg_type": "comm_msg"},
-        "parent_header": {},
-        "content": {
-            "comm_id": comm_id,
-            "data": {"method": method, "state": {"msg_id": msg_id}, "buffer_paths": []},
-        },
-    }
+    msg = cell_messages.widget_update(comm_id, {"msg_id": msg_id}, method=method)
     (kernel.on_iopub if channel == "iopub" else kernel.on_shell)(msg)
 
 
@@ -346,7 +302,7 @@ def test_a_captured_update_still_updates_the_display_it_names(kernel: KernelOutp
     cell = request(kernel)
     display(kernel, cell, "v0", display_id="p")
     widget_open(kernel, "out-1", msg_id=cell)
-    assert display(kernel, cell, "v1", display_id="p", msg_type="update_display_data") == {cell}
+    assert display(kernel, cell, "v1", display_id="p", update=True) == {cell}
     display(kernel, cell, "v2", display_id="p")  # updates v1, and is the widget's itself
     assert outputs_of(kernel, cell) == [D("v2")]
 

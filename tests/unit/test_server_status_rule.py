@@ -1,11 +1,9 @@
 """status_rule: which statuses set a kernel's execution_state, on any multi-kernel manager.
 
-jupyter_server's ``MappingKernelManager.track_message_type`` is the rule. A manager without
-it (another class in its place) gets the manager's own ``untracked_message_types`` list if it
-has one, else jupyter_server's default (``protocol.UNTRACKED_MESSAGE_TYPES``, which
-tests/package/test_contract.py checks against it): never the trait's ``default_value``, which
-traitlets leaves Undefined for that List, so making the kernel's shared channels would raise
-TypeError.
+jupyter_server's ``MappingKernelManager.track_message_type`` is the rule; a manager without it
+gets its own ``untracked_message_types`` list, else jupyter_server's default
+(``protocol.UNTRACKED_MESSAGE_TYPES``): never the trait's ``default_value``, which traitlets
+leaves Undefined for that List (making the shared channels would raise TypeError).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import zmq.asyncio
 from jupyter_client.session import Session
 
 from harness.polling import wait_until_async
+from harness.relay_client import RelayClient
 from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import (
     KernelMessage,
@@ -83,26 +84,9 @@ class ScriptedKernel:
         self.session.send(self.sockets["iopub"], kind, content, parent or {})
 
 
-class ChannelClient:
-    """A client of the channels: its own Session, and every message delivered to it."""
-
-    def __init__(self, channels: SharedChannels, session: str | None = None, **kw: Any) -> None:
-        self.session = Session(key=KEY) if session is None else Session(key=KEY, session=session)
-        self.received: list[KernelMessage] = []
-        self.lost: list[str] = []
-        self.handle = channels.attach(
-            self.received.append, self.session.session, on_lost=self.lost.append, **kw
-        )
-
-    def send(
-        self, channel: str, kind: str, content: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        msg = self.session.send(self.handle.stream(channel), kind, content or {})  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
-        assert msg is not None
-        return msg
-
-    def types(self) -> list[str]:
-        return [m.msg_type for m in self.received]
+def send_as(session: str, stream: Any) -> None:
+    """A kernel_info_request on a client's ``stream``, in the name of ``session``."""
+    Session(key=KEY, session=session).send(stream, "kernel_info_request", {})
 
 
 #: A wait's hang guard (s), and its poll step (the relay runs in this event loop).
@@ -128,13 +112,13 @@ def run(test: Callable[[SharedChannels, ScriptedKernel], Any], **channel_kw: Any
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
-async def barrier(kernel: ScriptedKernel, *clients: ChannelClient) -> None:
+async def barrier(kernel: ScriptedKernel, *clients: RelayClient) -> None:
     """Everything published before this is delivered: publish a marker, wait for it."""
     marker = f"barrier-{uuid.uuid4().hex}".encode()
     kernel.publish("stream", {"name": "stdout", "text": marker.decode()}, None)
     for ws in clients:
 
-        def arrived(ws: ChannelClient = ws) -> bool:
+        def arrived(ws: RelayClient = ws) -> bool:
             return any(marker in m.frames[CONTENT] for m in ws.received)
 
         await wait_until_async(arrived, HANG, "the barrier's marker", POLL)
@@ -142,7 +126,7 @@ async def barrier(kernel: ScriptedKernel, *clients: ChannelClient) -> None:
 
 def test_replies_go_to_their_session_only() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        a, b = ChannelClient(channels), ChannelClient(channels)
+        a, b = RelayClient(channels), RelayClient(channels)
         for ws in (a, b):
             msg = ws.send("shell", "kernel_info_request")
             idents, request = await kernel.request("shell")
@@ -164,9 +148,9 @@ def test_replies_go_to_their_session_only() -> None:
 
 def test_iopub_fans_out_and_an_echo_skips_its_sender() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        a = ChannelClient(channels)
-        b = ChannelClient(channels, skip_own_echo=False)
-        c = ChannelClient(channels)
+        a = RelayClient(channels)
+        b = RelayClient(channels, skip_own_echo=False)
+        c = RelayClient(channels)
         sent = a.send("shell", "comm_msg", {"comm_id": "x", "data": {}})
         await kernel.request("shell")
         kernel.publish("comm_echo", {"comm_id": "x", "data": {}}, sent["header"])
@@ -183,17 +167,12 @@ def test_iopub_fans_out_and_an_echo_skips_its_sender() -> None:
 
 def test_sessions_are_owned_taken_over_and_retired() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        a, b = ChannelClient(channels), ChannelClient(channels)
-        thief = Session(key=KEY, session=a.session.session)
+        a, b = RelayClient(channels), RelayClient(channels)
         with pytest.raises(SessionInUse):
-            thief.send(b.handle.stream("shell"), "kernel_info_request", {})  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
+            send_as(a.session.session, b.handle.stream("shell"))
         with pytest.raises(SessionInUse):
-            Session(key=KEY, session=channels.session.session).send(
-                b.handle.stream("shell"),  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
-                "kernel_info_request",
-                {},
-            )
-        a2 = ChannelClient(channels, session=a.session.session)  # a reconnecting
+            send_as(channels.session.session, b.handle.stream("shell"))
+        a2 = RelayClient(channels, session=a.session.session)  # a reconnecting
         assert channels.owner(a.session.session) is a2.handle
         # One record: what each client owns, and who is attached, follow from it.
         assert a.handle.sessions == set() and a2.handle.sessions == {a.session.session}
@@ -203,11 +182,7 @@ def test_sessions_are_owned_taken_over_and_retired() -> None:
         channels = channels
         assert channels.clients == (a.handle, a2.handle) and b.handle.sessions == set()
         with pytest.raises(SessionInUse, match="belonged to another client"):
-            Session(key=KEY, session=b.session.session).send(
-                a2.handle.stream("shell"),  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
-                "kernel_info_request",
-                {},
-            )
+            send_as(b.session.session, a2.handle.stream("shell"))
         with pytest.raises(RuntimeError, match="detached"):
             b.send("shell", "kernel_info_request")
 
@@ -220,7 +195,7 @@ def test_a_stream_diverts_its_channel_as_a_zmqstream_does() -> None:
     channel go to the callback until ``on_recv(None)``; IOPub cannot be sent on."""
 
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        a = ChannelClient(channels)
+        a = RelayClient(channels)
         iopub = a.handle.stream("iopub")
         assert a.handle.stream("iopub") is iopub  # one per channel: what on_recv set holds
         held: list[KernelMessage] = []
@@ -232,7 +207,7 @@ def test_a_stream_diverts_its_channel_as_a_zmqstream_does() -> None:
         assert b"held" in held[0].frames[CONTENT]
         assert a.types() == ["stream"] and b"barrier" in a.received[0].frames[CONTENT]
         with pytest.raises(RefusedMessage, match="iopub"):
-            Session(key=KEY, session=a.session.session).send(iopub, "kernel_info_request", {})  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
+            send_as(a.session.session, iopub)
         assert not iopub.socket.closed and not iopub.closed()
         iopub.close()  # as stop_buffering does: the client detaches
         iopub = iopub  # mypy keeps iopub.socket.closed narrowed across close() (mypy#9457)
@@ -243,7 +218,7 @@ def test_a_stream_diverts_its_channel_as_a_zmqstream_does() -> None:
 
 def test_a_late_joiner_gets_the_last_tracked_status() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        first = ChannelClient(channels)
+        first = RelayClient(channels)
         assert first.received == []  # nothing to announce yet
         execute = first.send("shell", "execute_request", {"code": "sleep"})["header"]
         await kernel.request("shell")
@@ -252,7 +227,7 @@ def test_a_late_joiner_gets_the_last_tracked_status() -> None:
         info = {"msg_id": "ki", "msg_type": "kernel_info_request", "session": "s"}
         kernel.publish("status", {"execution_state": "idle"}, info)
         await barrier(kernel, first)
-        late = ChannelClient(channels)
+        late = RelayClient(channels)
         assert late.types() == ["status"]
         status = late.received[0]
         assert status is channels.status
@@ -263,26 +238,26 @@ def test_a_late_joiner_gets_the_last_tracked_status() -> None:
         assert busy.frames == status.frames
         kernel.publish("status", {"execution_state": "idle"}, execute)
         await barrier(kernel, late)
-        assert b"idle" in ChannelClient(channels).received[0].frames[CONTENT]
+        assert b"idle" in RelayClient(channels).received[0].frames[CONTENT]
 
     run(test, track_status=lambda parent_type: parent_type not in UNTRACKED)
 
 
 def test_no_status_is_announced_without_a_tracking_rule() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        first = ChannelClient(channels)
+        first = RelayClient(channels)
         kernel.publish(
             "status", {"execution_state": "busy"}, {"msg_id": "e", "msg_type": "execute_request"}
         )
         await barrier(kernel, first)
-        assert ChannelClient(channels).received == []
+        assert RelayClient(channels).received == []
 
     run(test)
 
 
 def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        clients = [ChannelClient(channels) for _ in range(3)]
+        clients = [RelayClient(channels) for _ in range(3)]
         closed: list[SharedChannels] = []
         channels.on_close = closed.append
         kernel.publish("stream", {"name": "stdout", "text": FAULT_MARKER.decode()}, None)
@@ -301,7 +276,7 @@ def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
         fresh.start()
         try:
             await kernel.subscribed()
-            again = ChannelClient(fresh)
+            again = RelayClient(fresh)
             msg = again.send("control", "kernel_info_request")
             idents, request = await kernel.request("control")
             kernel.reply("control", idents, request["header"], "kernel_info_reply")
@@ -321,7 +296,7 @@ def test_a_dead_receiving_loop_closes_the_set_and_tells_every_client() -> None:
 
 def test_the_last_client_leaving_closes_the_set_after_the_grace_period() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        ws = ChannelClient(channels)
+        ws = RelayClient(channels)
         ws.handle.close()
         assert not channels.closed
         await wait_until_async(lambda: channels.closed, HANG, "the set closed", POLL)
@@ -333,7 +308,7 @@ def test_the_last_client_leaving_closes_the_set_after_the_grace_period() -> None
 class RecordingWatcher:
     """A watcher that records what it is shown, and what clients had been given by then."""
 
-    def __init__(self, clients: list[ChannelClient]) -> None:
+    def __init__(self, clients: list[RelayClient]) -> None:
         self.clients = clients
         self.sent: list[tuple[str, list[Any]]] = []
         self.received: list[tuple[str, str, int]] = []  # channel, type, deliveries so far
@@ -348,7 +323,7 @@ class RecordingWatcher:
 
 def test_the_watcher_sees_every_message_once_before_any_client() -> None:
     async def test(channels: SharedChannels, kernel: ScriptedKernel) -> None:
-        clients: list[ChannelClient] = []
+        clients: list[RelayClient] = []
         recorder = RecordingWatcher(clients)
 
         class Watcher:
@@ -356,7 +331,7 @@ def test_the_watcher_sees_every_message_once_before_any_client() -> None:
             received = staticmethod(recorder.received_cb)
 
         channels.watcher = Watcher()
-        a, b = ChannelClient(channels), ChannelClient(channels)
+        a, b = RelayClient(channels), RelayClient(channels)
         clients += [a, b]
         request = a.send("shell", "execute_request", {"code": "1"})
         idents, seen = await kernel.request("shell")

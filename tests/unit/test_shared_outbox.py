@@ -1,11 +1,10 @@
 """The per-websocket outbox: order, chunked writes, the byte budget, a closed websocket.
 
-The outbox is given a ``write`` (the websocket's, in the relay). Here a ``WriteRecorder``
-gives it one that records the message and returns a future the test completes (as tornado's
-does once the bytes are in the socket), so "the client stopped reading" is simply futures
-that never complete. The relay with real websockets is
-tests/server/test_shared_channels_server.py. Also: the IOPub socket's RCVHWM is set before it
-connects (what lets libzmq drain the kernel while the loop is busy).
+A ``WriteRecorder`` is the websocket's ``write``: it returns a future the test completes (as
+tornado's does once the bytes are in the socket), so "the client stopped reading" is futures
+that never complete (real websockets: tests/server/test_shared_channels_server.py). Also: the
+IOPub socket's RCVHWM is set before it connects (so libzmq drains the kernel while the loop is
+busy).
 """
 
 from __future__ import annotations
@@ -148,27 +147,16 @@ def test_a_closed_websocket_stops_the_writer() -> None:
 
 def test_the_iopub_receive_queue_is_sized_before_connecting() -> None:
     """With RCVHWM set before connect(), libzmq queues a 5000-message burst the application
-    has not read (its default, 1000, or the same option set after connect(), does not).
-
-    The sender is an XPUB with XPUB_NODROP, as the kernel's is: a message that finds no room
-    is retried, never dropped, so what arrives does not depend on how fast the I/O threads
-    run; with too small a receive queue the burst would not fit and the sender would stall.
-    """
+    has not read (its default, 1000, or the option set after connect(), does not). The sender
+    is an XPUB with XPUB_NODROP, as the kernel's: a message without room is retried, never
+    dropped, so what arrives does not depend on the I/O threads' speed."""
     ctx = zmq.asyncio.Context()
     pub: zmq.Socket[Any] = zmq.Context.shadow(ctx.underlying).socket(zmq.XPUB)
     pub.setsockopt(zmq.XPUB_NODROP, 1)
     port = pub.bind_to_random_port("tcp://127.0.0.1")
-    info = {
-        "transport": "tcp",
-        "ip": "127.0.0.1",
-        "iopub_port": port,
-        "shell_port": 0,
-        "control_port": 0,
-        "stdin_port": 0,
-        "hb_port": 0,
-        "key": "",
-        "signature_scheme": "hmac-sha256",
-    }
+    info: dict[str, Any] = {f"{c}_port": 0 for c in ("shell", "control", "stdin", "hb")}
+    info |= {"transport": "tcp", "ip": "127.0.0.1", "iopub_port": port, "key": ""}
+    info["signature_scheme"] = "hmac-sha256"
     sub = connect_channel(ctx, info, "iopub", rcvhwm=10000)
     sync: zmq.Socket[Any] = zmq.Socket.shadow(sub.underlying)
     try:

@@ -108,11 +108,8 @@ class Custom(DOMWidget):  # type: ignore[misc]  # ipywidgets ships no types: its
 
 
 class BrokenPlan:
-    """A class plan whose entries cannot be read, so the fast path fails for that class.
-
-    Stands for an ipywidgets or traitlets change the fast path does not expect (the plan is
-    where it reads their internals); ``get_state`` is untouched.
-    """
+    """A class plan whose entries cannot be read: an ipywidgets or traitlets change the fast
+    path does not expect (the plan reads their internals); ``get_state`` is untouched."""
 
     overridden = False
     per_instance: frozenset[str] = frozenset()
