@@ -779,12 +779,12 @@ CONTRACT: list[Row] = [
     Row(
         "traitlets.config.application:Application._create_loader",
         [Function("self", "argv", "aliases", "flags", "classes")],
-        (APP_PY),
+        (APP_PY,),
     ).because("overridden to give argparse the program name users type (usage errors)"),
     Row(
         "traitlets.config.loader:KVArgParseConfigLoader",
         [Probe("passes extra keywords (prog) to argparse.ArgumentParser", _loader_passes_prog)],
-        (APP_PY),
+        (APP_PY,),
     ).because("built with prog=PROG"),
     Row(
         "traitlets.config.application:Application.get_default_logging_config",

@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import Mapping
 from importlib.metadata import packages_distributions
 
-from harness.package_source import PACKAGE, PACKAGE_DIR, ROOT, imported_names, modules, path_of
+from harness.package_source import PACKAGE, ROOT, imported_names, modules, path_of
 
 PYPROJECT = ROOT / "pyproject.toml"
 
