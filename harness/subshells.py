@@ -1,7 +1,8 @@
 """Shell messages on a kernel subshell, as JupyterLab 4.4+ and Notebook 7 send comm messages.
 
 ``send_on`` names a subshell in ``header.subshell_id`` as JupyterLab's KernelConnection does;
-``update`` and ``click`` are ipywidgets' frontend messages; ``subshell_barrier`` returns once a
+``update`` and ``click`` are ipywidgets' frontend messages, ``widget_and_subshell`` makes the
+widget they go to; ``subshell_barrier`` returns once a
 subshell answered a request sent after everything before it; ``wait_idles`` waits for the
 ``idle`` of each request.
 """
@@ -12,6 +13,7 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient
 
+from .cells import evaluate, run
 from .messages import control_request, get_reply, is_status, wait_iopub
 
 Message = dict[str, Any]
@@ -22,6 +24,12 @@ def create_subshell(kc: BlockingKernelClient) -> str:
     assert reply["content"]["status"] == "ok", reply["content"]
     subshell_id: str = reply["content"]["subshell_id"]
     return subshell_id
+
+
+def widget_and_subshell(kc: BlockingKernelClient, code: str, widget: str) -> tuple[str, str]:
+    """Run ``code``; the model id of its ``widget`` and a new subshell (the frontend's)."""
+    run(kc, code)
+    return evaluate(kc, f"{widget}.model_id"), create_subshell(kc)
 
 
 def send_on(kc: BlockingKernelClient, subshell_id: str, msg_type: str, content: Message) -> str:

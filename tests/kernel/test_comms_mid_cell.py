@@ -19,9 +19,16 @@ from jupyter_client import BlockingKernelClient, KernelManager
 
 from harness.cells import START_MARKER, evaluate, run, start_cell
 from harness.kernels import EXT_KERNEL, running_kernel
-from harness.messages import get_reply, wait_iopub
+from harness.messages import get_reply, printed, wait_iopub
 from harness.polling import wait_until
-from harness.subshells import create_subshell, send_on, update, wait_idles
+from harness.subshells import (
+    click,
+    create_subshell,
+    send_on,
+    update,
+    wait_idles,
+    widget_and_subshell,
+)
 
 pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the test extra)")
 
@@ -88,23 +95,13 @@ def of(seen: list[Message], msg_id: str) -> list[str]:
     ]
 
 
-def printed(seen: list[Message], msg_id: str) -> str:
-    return "".join(
-        m["content"]["text"]
-        for m in seen
-        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id
-    )
-
-
 @pytest.mark.parametrize("wait", list(WAITS))
 def test_a_comm_message_handled_mid_cell_gets_its_own_busy_and_idle_in_order(
     kernel: BlockingKernelClient, wait: str
 ) -> None:
     if wait == "jupyter-ui-poll":
         pytest.importorskip("jupyter_ui_poll", reason="needs jupyter-ui-poll (test extra)")
-    run(kernel, SLIDER)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, SLIDER, "s")
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell(wait, 3), seen)
     sent = [update(kernel, subshell, model_id, value=v) for v in (1, 2, 3)]
@@ -134,16 +131,15 @@ def test_a_comm_message_handled_mid_cell_gets_its_own_busy_and_idle_in_order(
 def test_handle_waiting_comms_runs_callbacks_on_the_main_thread_in_the_main_loop(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(
+    model_id, subshell = widget_and_subshell(
         kernel,
         SLIDER + "import asyncio\nscheduled = []\n"
         "async def _later(v):\n    scheduled.append(('task', v))\n"
         "s.observe(lambda ch: asyncio.ensure_future(_later(ch['new'])), 'value')\n"
         "s.observe(lambda ch: asyncio.get_running_loop().call_later(0, "
         "scheduled.append, ('call_later', ch['new'])), 'value')\n",
+        "s",
     )
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell("handle_waiting_comms", 1), seen)
     update(kernel, subshell, model_id, value=7)
@@ -160,9 +156,7 @@ def test_handle_waiting_comms_runs_callbacks_on_the_main_thread_in_the_main_loop
 def test_other_threads_that_handle_waiting_comms_run_nothing_of_the_main_shell(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(kernel, SLIDER)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, SLIDER, "s")
     console = create_subshell(kernel)
     seen: list[Message] = []
     # The main cell waits for a file, letting nothing through.
@@ -251,17 +245,10 @@ def test_an_interrupt_stops_a_callback_handled_mid_cell_with_its_cell(
     kernel_pair: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     km, kernel = kernel_pair
-    run(kernel, INTERRUPTIBLE)
-    model_id = evaluate(kernel, "b.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, INTERRUPTIBLE, "b")
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell("handle_waiting_comms", 1), seen)
-    clicked = send_on(
-        kernel,
-        subshell,
-        "comm_msg",
-        {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-    )
+    clicked = click(kernel, subshell, model_id)
     wait_iopub(
         kernel,
         lambda m: "CALLBACK STARTED" in printed([m], clicked),
@@ -295,52 +282,30 @@ def read_input_request(kernel: BlockingKernelClient) -> Message:
     return msg
 
 
-def test_input_in_a_callback_interrupted_never_takes_the_next_cells_reply(
-    kernel_pair: tuple[KernelManager, BlockingKernelClient],
+@pytest.mark.parametrize("interrupted", [True, False], ids=["interrupted", "answered"])
+def test_input_in_a_callback_handled_mid_cell(
+    kernel_pair: tuple[KernelManager, BlockingKernelClient], interrupted: bool
 ) -> None:
+    """Answered, the callback's input() gets its reply; interrupted, it never takes the
+    next cell's."""
     km, kernel = kernel_pair
-    run(kernel, INPUT)
-    model_id = evaluate(kernel, "b.model_id")
-    subshell = create_subshell(kernel)
-    seen: list[Message] = []
+    model_id, subshell = widget_and_subshell(kernel, INPUT, "b")
     cell = kernel.execute(waiting_cell("handle_waiting_comms", 1), allow_stdin=True)
-    clicked = send_on(
-        kernel,
-        subshell,
-        "comm_msg",
-        {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-    )
-    asked = read_input_request(kernel)
-    assert asked["parent_header"]["msg_id"] == clicked
+    clicked = click(kernel, subshell, model_id)
+    assert read_input_request(kernel)["parent_header"]["msg_id"] == clicked
+    if not interrupted:
+        kernel.input("for the callback")
+        assert get_reply(kernel, cell)["content"]["status"] == "ok"
+        assert evaluate(kernel, "answers") == ["for the callback"]
+        return
     km.interrupt_kernel()
     assert get_reply(kernel, cell)["content"]["status"] == "error"
-    wait_idles(kernel, [cell, clicked], seen)
+    wait_idles(kernel, [cell, clicked], [])
     nxt = kernel.execute("got = input('cell? ')", allow_stdin=True)
-    asked = read_input_request(kernel)
-    assert asked["parent_header"]["msg_id"] == nxt
+    assert read_input_request(kernel)["parent_header"]["msg_id"] == nxt
     kernel.input("for the cell")
     assert get_reply(kernel, nxt)["content"]["status"] == "ok"
     assert evaluate(kernel, "got, answers") == ("for the cell", [])
-
-
-def test_input_in_a_callback_handled_mid_cell_gets_its_reply(
-    kernel: BlockingKernelClient,
-) -> None:
-    run(kernel, INPUT)
-    model_id = evaluate(kernel, "b.model_id")
-    subshell = create_subshell(kernel)
-    cell = kernel.execute(waiting_cell("handle_waiting_comms", 1), allow_stdin=True)
-    clicked = send_on(
-        kernel,
-        subshell,
-        "comm_msg",
-        {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-    )
-    asked = read_input_request(kernel)
-    assert asked["parent_header"]["msg_id"] == clicked
-    kernel.input("for the callback")
-    assert get_reply(kernel, cell)["content"]["status"] == "ok"
-    assert evaluate(kernel, "answers") == ["for the callback"]
 
 
 def main_cell_until_released(kernel: BlockingKernelClient, seen: list[Message]) -> str:
@@ -360,9 +325,7 @@ def on_subshell(kernel: BlockingKernelClient, subshell: str, code: str) -> str:
 def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(kernel, SLIDER)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, SLIDER, "s")
     console = create_subshell(kernel)
     seen: list[Message] = []
     # Moved once at rest: stock's routing then sends this widget's messages to the subshell.
@@ -383,13 +346,12 @@ def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
 def test_system_exit_in_a_callback_leaves_the_other_messages_to_run(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(
+    model_id, subshell = widget_and_subshell(
         kernel,
         SLIDER + "def _exit(ch):\n    if ch['new'] == 1:\n        raise SystemExit\n"
         "s.observe(_exit, 'value')\n",
+        "s",
     )
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
     console = create_subshell(kernel)
     seen: list[Message] = []
     cell = start_cell(
@@ -424,17 +386,10 @@ def test_replies_to_comm_requests_leave_nothing_noted_on_the_comm(
 ) -> None:
     """ipykernel 7.4 notes each request a comm sends under a subshell's message, for the reply's
     routing; ours routes the reply itself and must consume the note (stock: 0 after 50)."""
-    run(kernel, REQUESTER)
-    model_id = evaluate(kernel, "asker.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, REQUESTER, "asker")
     seen: list[Message] = []
     for n in range(20):
-        clicked = send_on(
-            kernel,
-            subshell,
-            "comm_msg",
-            {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-        )
+        clicked = click(kernel, subshell, model_id)
         wait_idles(kernel, [clicked], seen)  # the request is out: the frontend answers
         reply = send_on(
             kernel,
@@ -499,12 +454,7 @@ def test_a_kernel_made_comm_of_a_concurrent_target_reaches_a_blocking_loop(
             "print('CLICKS', len(clicks))\n",
             seen,
         )
-        send_on(
-            kernel,
-            subshell,
-            "comm_msg",
-            {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-        )
+        click(kernel, subshell, model_id)
         wait_idles(kernel, [cell], seen)
         assert "CLICKS 1" in printed(seen, cell), printed(seen, cell)
         assert evaluate(kernel, "clicks") != ["MainThread"]
@@ -581,7 +531,7 @@ def test_a_console_cells_comm_request_gets_its_reply_while_the_main_cell_runs(
         # A hang guard, not a verdict: the reply comes long before.
         "answer = await asyncio.wait_for(reply, 60)\n"
     )
-    asked = send_on(kernel, console, "execute_request", {"code": code, "silent": False})
+    asked = on_subshell(kernel, console, code)
     wait_iopub(
         kernel,
         lambda m: m["msg_type"] == "comm_msg" and m["parent_header"].get("msg_id") == asked,

@@ -26,7 +26,6 @@ from typing import Any
 import pytest
 import zmq
 from ipykernel.iostream import IOPubThread
-from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
@@ -84,125 +83,103 @@ def stats_and_log(
 ) -> dict[str, Any]:
     """Start a kernel (its stderr to ``log_path``), return its iopub_stats, stop it."""
     kwargs: dict[str, Any] = {} if ksm is None else {"kernel_spec_manager": ksm}
-    km = KernelManager(kernel_name=kernel_name, transport_encryption="required", **kwargs)
-    with log_path.open("wb") as log:
-        km.start_kernel(extra_arguments=args, stderr=log)
-    kc = km.client()
-    try:
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+    with (
+        log_path.open("wb") as log,
+        running_kernel(kernel_name, args, launch={"stderr": log}, **kwargs) as (_km, kc),
+    ):
         return iopub_stats(kc)
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
-# --- ExtKernelApp: unchanged, and the kernel's options -------------------------------------
-
-
-def test_ext_app_socket_is_its_own(tmp_path: Path) -> None:
-    stats = stats_and_log(EXT_KERNEL, None, [], tmp_path / "log")
-    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, BOUND_BY_EXT_APP)
-
-
-def test_ext_app_takes_the_kernel_options_and_its_flags_win(tmp_path: Path) -> None:
-    stats = stats_and_log(
+T, STOCK_APP = DEFAULT_SEND_TIMEOUT_MS, "ext_ipkernelapp"
+#: name: (kernel, arguments, the IPython profile's ipython_kernel_config.py (what a cluster
+#: image can carry) or None, the settings in force, whether the log says a queue size cannot
+#: be honoured). Under ExtKernelApp the queue size is honoured (the socket is made before
+#: bind) and its flags win; under stock's app the reply says what is in force.
+SETTINGS_CASES = {
+    "ext app": (EXT_KERNEL, [], None, (1000, True, T, BOUND_BY_EXT_APP), False),
+    "ext app, options": (
         EXT_KERNEL,
-        None,
         ["--ExtKernel.iopub_sndhwm=321", "--ExtKernel.iopub_send_timeout=1234"],
-        tmp_path / "log",
-    )
-    # Under ExtKernelApp the queue size is honoured: the socket is made before bind.
-    assert settings(stats) == (321, True, 1234, BOUND_BY_EXT_APP)
-    stats = stats_and_log(
-        EXT_KERNEL,
         None,
+        (321, True, 1234, BOUND_BY_EXT_APP),
+        False,
+    ),
+    "ext app, its flag wins": (
+        EXT_KERNEL,
         ["--ExtKernel.iopub_send_timeout=1234", "--iopub-send-timeout=999"],
-        tmp_path / "log2",
-    )
-    assert settings(stats)[2] == 999
+        None,
+        (1000, True, 999, BOUND_BY_EXT_APP),
+        False,
+    ),
+    "stock app": (STOCK_APP, [], None, (1000, True, T, ADOPTED), False),
+    "stock app, options": (
+        STOCK_APP,
+        ["--ExtKernel.iopub_send_timeout=1234", "--ExtKernel.iopub_nodrop=False"],
+        None,
+        (1000, False, 1234, ADOPTED),
+        False,
+    ),
+    "stock app, ipython config": (
+        STOCK_APP,
+        [],
+        "c.ExtKernel.iopub_send_timeout = 4321\n",
+        (1000, True, 4321, ADOPTED),
+        False,
+    ),
+    "stock app, sndhwm": (
+        STOCK_APP,
+        ["--ExtKernel.iopub_sndhwm=5000"],
+        None,
+        (1000, True, T, ADOPTED),
+        True,
+    ),
+}
 
 
-def test_ext_app_refuses_a_bad_kernel_option_before_binding(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", list(SETTINGS_CASES))
+def test_options_in_force(
+    kernelspecs: KernelSpecManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    kernel, args, ipython_config, expected, warned = SETTINGS_CASES[case]
+    if ipython_config is not None:
+        profile = tmp_path / "ipython" / "profile_default"
+        profile.mkdir(parents=True)
+        (profile / "ipython_kernel_config.py").write_text(ipython_config)
+        monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    log = tmp_path / "log"
+    ksm = None if kernel == EXT_KERNEL else kernelspecs
+    assert settings(stats_and_log(kernel, ksm, args, log)) == expected
+    text = log.read_text()
+    assert (SNDHWM_WARNING in text) == warned, text
+    if warned:
+        assert "5000" in text and "python -m ipykernel_ext" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            [sys.executable, "-m", "ipykernel_ext", "--ExtKernel.iopub_send_timeout=0"],
+            "ExtKernel.iopub_send_timeout",
+        ),
+        (
+            [*STOCK_APP_ARGV, "--ExtKernel.iopub_sndhwm=-1"],
+            "ExtKernel.iopub_sndhwm must be 0 (unbounded) or more, not -1",
+        ),
+    ],
+    ids=["ext app", "stock app"],
+)
+def test_a_bad_kernel_option_stops_the_app_before_binding(
+    tmp_path: Path, argv: list[str], says: str
+) -> None:
     connection_file = tmp_path / "kernel.json"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ipykernel_ext",
-            "--ExtKernel.iopub_send_timeout=0",
-            "-f",
-            str(connection_file),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [*argv, "-f", str(connection_file)], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode != 0
-    assert "ExtKernel.iopub_send_timeout" in proc.stderr, proc.stderr
+    assert says in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert not connection_file.exists()
-
-
-# --- stock IPKernelApp ----------------------------------------------------------------------
-
-
-def test_stock_app_adopts_with_the_defaults(kernelspecs: KernelSpecManager, tmp_path: Path) -> None:
-    stats = stats_and_log("ext_ipkernelapp", kernelspecs, [], tmp_path / "log")
-    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, ADOPTED)
-    assert SNDHWM_WARNING not in (tmp_path / "log").read_text()
-
-
-def test_stock_app_kernel_options_reach_the_adopted_socket(
-    kernelspecs: KernelSpecManager, tmp_path: Path
-) -> None:
-    stats = stats_and_log(
-        "ext_ipkernelapp",
-        kernelspecs,
-        ["--ExtKernel.iopub_send_timeout=1234", "--ExtKernel.iopub_nodrop=False"],
-        tmp_path / "log",
-    )
-    assert settings(stats) == (1000, False, 1234, ADOPTED)
-
-
-def test_stock_app_ipython_config_file_reaches_the_adopted_socket(
-    kernelspecs: KernelSpecManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # What a cluster image can carry: the IPython profile's ipython_kernel_config.py.
-    profile = tmp_path / "ipython" / "profile_default"
-    profile.mkdir(parents=True)
-    (profile / "ipython_kernel_config.py").write_text("c.ExtKernel.iopub_send_timeout = 4321\n")
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    stats = stats_and_log("ext_ipkernelapp", kernelspecs, [], tmp_path / "log")
-    assert settings(stats) == (1000, True, 4321, ADOPTED)
-
-
-def test_stock_app_says_a_queue_size_cannot_be_honoured(
-    kernelspecs: KernelSpecManager, tmp_path: Path
-) -> None:
-    log = tmp_path / "log"
-    stats = stats_and_log("ext_ipkernelapp", kernelspecs, ["--ExtKernel.iopub_sndhwm=5000"], log)
-    # The reply says what is in force, not what was asked for.
-    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, ADOPTED)
-    text = log.read_text()
-    assert SNDHWM_WARNING in text, text
-    assert "5000" in text and "python -m ipykernel_ext" in text
-
-
-def test_stock_app_refuses_a_bad_kernel_option(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            *STOCK_APP_ARGV,
-            "--ExtKernel.iopub_sndhwm=-1",
-            "-f",
-            str(tmp_path / "kernel.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode != 0
-    assert "ExtKernel.iopub_sndhwm must be 0 (unbounded) or more, not -1" in proc.stderr
 
 
 # --- embed_kernel ---------------------------------------------------------------------------
