@@ -1,6 +1,7 @@
 """Shell messages on a kernel subshell, as JupyterLab 4.4+ and Notebook 7 send comm messages.
 
-``send_on`` names a subshell in ``header.subshell_id`` as JupyterLab's KernelConnection does;
+``send_on`` names a subshell in ``header.subshell_id`` as JupyterLab's KernelConnection does
+(``execute_on``: a subshell console's cell);
 ``update`` and ``click`` are ipywidgets' frontend messages, ``widget_and_subshell`` makes the
 widget they go to; ``subshell_barrier`` returns once a
 subshell answered a request sent after everything before it; ``wait_idles`` waits for the
@@ -39,6 +40,11 @@ def send_on(kc: BlockingKernelClient, subshell_id: str, msg_type: str, content: 
     kc.shell_channel.send(msg)
     msg_id: str = msg["header"]["msg_id"]
     return msg_id
+
+
+def execute_on(kc: BlockingKernelClient, subshell_id: str, code: str) -> str:
+    """Run ``code`` on ``subshell_id``, as a subshell console's cell; its msg_id."""
+    return send_on(kc, subshell_id, "execute_request", {"code": code, "silent": False})
 
 
 def update(kc: BlockingKernelClient, subshell_id: str, model_id: str, **state: Any) -> str:

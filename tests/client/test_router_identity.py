@@ -21,7 +21,7 @@ import zmq
 from jupyter_client import KernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
-from harness.kernels import EXT_KERNEL, new_client, start_kernel
+from harness.kernels import EXT_KERNEL, new_client, running_kernel, start_kernel
 from harness.polling import wait_until
 from ipykernel_ext.client.router import (
     ROUTER_CLIENT_CHANNELS,
@@ -148,10 +148,8 @@ def test_send_then_recv_files_replies_by_kernel(
 def test_stock_clients_still_work_with_the_flag(flagged: list[KernelManager]) -> None:
     kc = new_client(flagged[0])
     try:
-        reply = kc.kernel_info(reply=True, timeout=60)
-        assert reply["content"]["status"] == "ok"
-        reply = kc.execute("1 + 1", reply=True, timeout=60)
-        assert reply["content"]["status"] == "ok"
+        assert kc.kernel_info(reply=True, timeout=60)["content"]["status"] == "ok"
+        assert kc.execute("1 + 1", reply=True, timeout=60)["content"]["status"] == "ok"
     finally:
         kc.stop_channels()
 
@@ -189,13 +187,8 @@ def test_curve_still_guards_the_endpoint_sockets(flagged: list[KernelManager]) -
 
 
 def test_without_the_flag_the_identity_is_not_the_endpoint() -> None:
-    km = start_kernel()
-    try:
-        kc = new_client(km)  # the stock DEALER path works as ever
-        try:
-            features = kc.kernel_info(reply=True, timeout=60)["content"]["supported_features"]
-        finally:
-            kc.stop_channels()
+    with running_kernel() as (km, kc):  # the stock DEALER path works as ever
+        features = kc.kernel_info(reply=True, timeout=60)["content"]["supported_features"]
         assert "router_identity_endpoint" not in features
         with RouterClient(connect_timeout=3) as client:
             kernel_id = client.add_kernel(km.connection_file)
@@ -203,16 +196,14 @@ def test_without_the_flag_the_identity_is_not_the_endpoint() -> None:
             # once the connect timeout is over, can end it (whatever the machine's speed).
             with pytest.raises(KernelUnreachable, match="--router-identity=endpoint") as caught:
                 client.request(kernel_id, "control", "kernel_info_request", timeout=600)
-        assert caught.value.reason == "identity-mismatch"
-        assert isinstance(caught.value, TimeoutError)
-    finally:
-        km.shutdown_kernel(now=True)
+    assert caught.value.reason == "identity-mismatch"
+    assert isinstance(caught.value, TimeoutError)
 
 
 # --- waiting for a kernel ---------------------------------------------------------------------
 
 
-def _unstarted_kernel(extra_arguments: list[str] | None = None) -> KernelManager:
+def _unstarted_kernel() -> KernelManager:
     """A manager whose connection file (ports, key, CurveZMQ keys) exists before the kernel."""
     km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required", cache_ports=False)
     km.curve_publickey, km.curve_secretkey = zmq.curve_keypair()

@@ -27,7 +27,7 @@ from harness.messages import (
     shell_reply,
     wait_iopub,
 )
-from harness.subshells import send_on
+from harness.subshells import execute_on, send_on
 from harness.widget_control import (
     CONTROL_TARGET,
     assert_closed_unanswered,
@@ -240,12 +240,12 @@ def test_the_cells_own_client_gets_stocks_statuses_only_where_no_one_tracks_them
         wait_iopub(kc, is_status("busy", cell.msg_id), what="busy after create_subshell", seen=seen)
         # Its own cell on the subshell: no busy after its idle (the subshell's next request,
         # another client's, shows it); that other client's idle is followed by busy.
-        own_id = send_on(kc, subshell_id, "execute_request", {"code": "1"})
+        own_id = execute_on(kc, subshell_id, "1")
         wait_iopub(kc, is_status("idle", own_id), what="the subshell cell's idle", seen=seen)
         # Its comm message on the subshell (JupyterLab sends them there): busy again.
         comm_id = send_on(kc, subshell_id, "comm_msg", {"comm_id": uuid.uuid4().hex, "data": {}})
         wait_iopub(kc, is_status("idle", comm_id), what="the comm message's idle", seen=seen)
-        other_id = send_on(frontend, subshell_id, "execute_request", {"code": "2"})
+        other_id = execute_on(frontend, subshell_id, "2")
         wait_iopub(kc, is_status("idle", other_id), what="the other client's idle", seen=seen)
         wait_iopub(kc, is_status("busy", cell.msg_id), what="busy after it", seen=seen)
         # Tracked, on control: busy again; then up to a barrier's idle on control.

@@ -49,7 +49,13 @@ from harness.bursts import (
     widget_grid_code,
 )
 from harness.cells import busy_cell
-from harness.kernels import EXT_KERNEL_CLASS, install_ssh_spec, iopub_stats, new_client
+from harness.kernels import (
+    EXT_KERNEL_CLASS,
+    install_ssh_spec,
+    iopub_stats,
+    new_client,
+    start_kernel,
+)
 from harness.messages import control_request, is_status, send, shell_reply, wait_iopub
 from harness.netns import namespaces_missing, veth_namespace
 from harness.polling import wait_until
@@ -150,22 +156,15 @@ class Launched:
 
 def launch(launcher: str, ksm: KernelSpecManager, log_dir: Path) -> Launched:
     if launcher == PROVISIONER:
-        km = KernelManager(
-            kernel_name="ssh_python_ext", kernel_spec_manager=ksm, transport_encryption="required"
-        )
-        km.start_kernel()
+        km = start_kernel("ssh_python_ext", kernel_spec_manager=ksm)
         # The provisioner sends the kernel's output to a log file of its own.
         log_path = Path(km.provisioner.kernel_log)  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base
         helpers = psutil.Process(km.provisioner.pid).children()  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base
     else:
-        km = KernelManager(
-            kernel_name="python3_ext_ipkernelapp",
-            kernel_spec_manager=ksm,
-            transport_encryption="required",
-        )
         log_path = log_dir / "kernel.log"
         with log_path.open("wb") as log:
-            km.start_kernel(stdout=log, stderr=subprocess.STDOUT)
+            launch = {"stdout": log, "stderr": subprocess.STDOUT}
+            km = start_kernel("python3_ext_ipkernelapp", kernel_spec_manager=ksm, launch=launch)
         helpers = []
     return Launched(launcher, km, new_client(km), log_path, helpers)
 
@@ -384,12 +383,8 @@ def test_over_a_real_ssh_hop(
     spec_file.write_text(json.dumps(spec))
     # paramiko finds the client key and the host key in ~/.ssh.
     monkeypatch.setenv("HOME", str(ssh_host.home))
-    km = KernelManager(
-        kernel_name="ssh_remote_ext",
-        kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]),
-        transport_encryption="required",
-    )
-    km.start_kernel()
+    ksm = KernelSpecManager(kernel_dirs=[str(kernels)])
+    km = start_kernel("ssh_remote_ext", kernel_spec_manager=ksm)
     kc = None
     try:
         assert km.provisioner.pid in ssh_host.pids()  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base

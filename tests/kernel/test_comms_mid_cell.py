@@ -24,6 +24,7 @@ from harness.polling import wait_until
 from harness.subshells import (
     click,
     create_subshell,
+    execute_on,
     send_on,
     update,
     wait_idles,
@@ -168,20 +169,16 @@ def test_other_threads_that_handle_waiting_comms_run_nothing_of_the_main_shell(
     )
     moved = update(kernel, subshell, model_id, value=5)
     # A subshell console's cell, sent after the move: the move waits in the inbox by then.
-    beside = send_on(
+    beside = execute_on(
         kernel,
         console,
-        "execute_request",
-        {
-            "code": "import threading\nfrom ipykernel_ext.kernel import handle_waiting_comms\n"
-            "handled_beside = [handle_waiting_comms()]\n"
-            "handled_beside.append(await get_ipython().kernel.do_one_iteration())\n"
-            "_user = threading.Thread(\n"
-            "    target=lambda: handled_beside.append(handle_waiting_comms()))\n"
-            "_user.start(); _user.join()\n"
-            "log_beside = list(log)\nrelease = True",
-            "silent": False,
-        },
+        "import threading\nfrom ipykernel_ext.kernel import handle_waiting_comms\n"
+        "handled_beside = [handle_waiting_comms()]\n"
+        "handled_beside.append(await get_ipython().kernel.do_one_iteration())\n"
+        "_user = threading.Thread(\n"
+        "    target=lambda: handled_beside.append(handle_waiting_comms()))\n"
+        "_user.start(); _user.join()\n"
+        "log_beside = list(log)\nrelease = True",
     )
     wait_idles(kernel, [beside, cell, moved], seen)
     # From the console's thread (both calls) and from a thread of the user's: nothing.
@@ -211,9 +208,8 @@ log = finished
 def test_a_callback_that_handles_waiting_comms_itself_keeps_arrival_order(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(kernel, "import time as _time\n_deadline = _time.monotonic() + 60\n" + NESTED)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    code = "import time as _time\n_deadline = _time.monotonic() + 60\n" + NESTED
+    model_id, subshell = widget_and_subshell(kernel, code, "s")
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell("handle_waiting_comms", 3), seen)
     for value in (1, 2, 3):
@@ -318,10 +314,6 @@ def main_cell_until_released(kernel: BlockingKernelClient, seen: list[Message]) 
     )
 
 
-def on_subshell(kernel: BlockingKernelClient, subshell: str, code: str) -> str:
-    return send_on(kernel, subshell, "execute_request", {"code": code, "silent": False})
-
-
 def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
     kernel: BlockingKernelClient,
 ) -> None:
@@ -332,11 +324,11 @@ def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
     wait_idles(kernel, [update(kernel, subshell, model_id, value=5)], seen)
     cell = main_cell_until_released(kernel, seen)
     first = update(kernel, subshell, model_id, value=1)
-    switched = on_subshell(kernel, console, "get_ipython().kernel.comms_on_subshells = True")
+    switched = execute_on(kernel, console, "get_ipython().kernel.comms_on_subshells = True")
     wait_idles(kernel, [switched], seen)
     try:
         second = update(kernel, subshell, model_id, value=2)
-        released = on_subshell(kernel, console, "release = True")
+        released = execute_on(kernel, console, "release = True")
         wait_idles(kernel, [released, cell, first, second], seen)
         assert [value for value, _ in evaluate(kernel, "log")] == [5, 1, 2]
     finally:
@@ -364,7 +356,7 @@ def test_system_exit_in_a_callback_leaves_the_other_messages_to_run(
     )
     sent = [update(kernel, subshell, model_id, value=v) for v in (1, 2, 3)]
     # Released once the three wait in the inbox (the console's request came after them).
-    released = on_subshell(kernel, console, "release = True")
+    released = execute_on(kernel, console, "release = True")
     wait_idles(kernel, [released, cell, *sent], seen)
     assert "EXITED" in printed(seen, cell)
     assert [value for value, _ in evaluate(kernel, "log")] == [1, 2, 3]
@@ -531,7 +523,7 @@ def test_a_console_cells_comm_request_gets_its_reply_while_the_main_cell_runs(
         # A hang guard, not a verdict: the reply comes long before.
         "answer = await asyncio.wait_for(reply, 60)\n"
     )
-    asked = on_subshell(kernel, console, code)
+    asked = execute_on(kernel, console, code)
     wait_iopub(
         kernel,
         lambda m: m["msg_type"] == "comm_msg" and m["parent_header"].get("msg_id") == asked,
@@ -541,7 +533,7 @@ def test_a_console_cells_comm_request_gets_its_reply_while_the_main_cell_runs(
     data = {"method": "custom", "content": {"id": "request-1", "value": 42}}
     send_on(kernel, frontend, "comm_msg", {"comm_id": comm_id, "data": data})
     assert get_reply(kernel, asked)["content"]["status"] == "ok"
-    released = on_subshell(kernel, console, "release = True")
+    released = execute_on(kernel, console, "release = True")
     wait_idles(kernel, [released, cell], seen)
     assert evaluate(kernel, "answer") == 42
 
@@ -561,7 +553,7 @@ def test_comm_info_after_a_comm_open_on_one_subshell_lists_the_comm(
     cell = main_cell_until_released(kernel, seen)
     send_on(kernel, subshell, "comm_open", {"comm_id": "listed-1", "target_name": "listed"})
     asked = send_on(kernel, subshell, "comm_info_request", {"target_name": "listed"})
-    released = on_subshell(kernel, console, "release = True")
+    released = execute_on(kernel, console, "release = True")
     wait_idles(kernel, [released, cell], seen)
     reply = get_reply(kernel, asked)
     assert reply["content"]["status"] == "ok", reply["content"]

@@ -554,32 +554,19 @@ BAD_VALUES = [
 # Hang guard: several kernel processes that must exit at start-up (one that starts hangs).
 @pytest.mark.timeout(90)
 def test_bad_values_stop_the_kernel_before_it_starts(tmp_path: Path) -> None:
-    config_dir = tmp_path / "jupyter-config"
-    config_dir.mkdir()
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config_dir))
-    # Only the last case has no argument of its own: the bad value comes from config.
+    # The case without an argument of its own takes its bad value from a config file.
+    (tmp_path / "none").mkdir()
+    (tmp_path / "bad").mkdir()
+    no_config = config_env(tmp_path / "none", "jupyter", "")
+    bad_config = config_env(tmp_path / "bad", "jupyter", "c.ExtKernelApp.iopub_send_timeout = -1\n")
     procs = []
     for i, (args, _option) in enumerate(BAD_VALUES):
-        case_env = env
-        if not args:
-            bad_dir = tmp_path / "bad-config"
-            bad_dir.mkdir()
-            (bad_dir / "jupyter_kernel_config.py").write_text(
-                "c.ExtKernelApp.iopub_send_timeout = -1\n"
-            )
-            case_env = dict(env, JUPYTER_CONFIG_DIR=str(bad_dir))
         connection_file = tmp_path / f"kernel-{i}.json"
+        argv = [sys.executable, "-m", "ipykernel_ext", *args, "-f", str(connection_file)]
+        env = no_config if args else bad_config
+        pipe = subprocess.PIPE
         procs.append(
-            (
-                connection_file,
-                subprocess.Popen(
-                    [sys.executable, "-m", "ipykernel_ext", *args, "-f", str(connection_file)],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    env=case_env,
-                ),
-            )
+            (connection_file, subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env))
         )
     for (connection_file, proc), (args, option) in zip(procs, BAD_VALUES, strict=True):
         try:

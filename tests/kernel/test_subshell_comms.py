@@ -22,6 +22,7 @@ from harness.messages import control_request, printed
 from harness.subshells import (
     click,
     create_subshell,
+    execute_on,
     send_on,
     subshell_barrier,
     update,
@@ -236,8 +237,7 @@ def test_an_execute_request_on_a_subshell_still_runs_beside_the_main_cell(
     release = tmp_path / "release"
     cell = start_cell(kernel, waiting_cell(release), seen)
     # The subshell's cell releases the main one: it can only if it runs beside it.
-    code = f"open({str(release)!r}, 'w').close()"
-    beside = send_on(kernel, subshell, "execute_request", {"code": code, "silent": False})
+    beside = execute_on(kernel, subshell, f"open({str(release)!r}, 'w').close()")
     wait_idles(kernel, [beside, cell], seen)
 
 

@@ -121,13 +121,10 @@ def ext(ext_kernel: Any) -> Any:
 # --- what the reply holds ------------------------------------------------------------------
 
 
-def test_feature_is_advertised(ext: Any) -> None:
-    info = ext[1].kernel_info(reply=True, timeout=30)["content"]
-    assert "widget_state" in info["supported_features"]
-
-
 def test_1000_buttons_same_as_update_states(ext: Any) -> None:
     kc = ext[1]
+    info = kc.kernel_info(reply=True, timeout=30)["content"]
+    assert "widget_state" in info["supported_features"]  # the feature is advertised
     theirs, their_paths, their_buffers = update_states(kc)
     reply = request(kc)
     content = reply["content"]
