@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from harness.cells import START_MARKER, evaluate, run, start_cell
+from harness.cells import START_MARKER, evaluate, kernel_set, run, start_cell
 from harness.kernels import EXT_KERNEL, running_kernel
 from harness.messages import get_reply, printed, wait_iopub
 from harness.polling import wait_until
@@ -402,41 +402,31 @@ def test_a_concurrent_targets_comms_opened_by_the_frontend_lose_nothing(
         "def _open(comm, msg):\n    opened.append(comm.comm_id)\n"
         "    comm.on_msg(lambda m: got.append((m['content']['data']['n'], "
         "threading.current_thread().name)))\n"
-        "get_ipython().kernel.comm_manager.register_target('fast', _open)\n"
-        "get_ipython().kernel.concurrent_comm_targets = ['fast']\n",
+        "get_ipython().kernel.comm_manager.register_target('fast', _open)\n",
     )
-    try:
+    with kernel_set(kernel, "concurrent_comm_targets", ["fast"], after=[]):
         subshell = create_subshell(kernel)
-        seen: list[Message] = []
         sent = []
         for n in range(30):
-            comm_id = f"fast-{n}"
-            sent.append(
-                send_on(kernel, subshell, "comm_open", {"comm_id": comm_id, "target_name": "fast"})
-            )
-            sent.append(
-                send_on(kernel, subshell, "comm_msg", {"comm_id": comm_id, "data": {"n": n}})
-            )
-        wait_idles(kernel, sent, seen)
+            opening = {"comm_id": f"fast-{n}", "target_name": "fast"}
+            sent.append(send_on(kernel, subshell, "comm_open", opening))
+            message = {"comm_id": f"fast-{n}", "data": {"n": n}}
+            sent.append(send_on(kernel, subshell, "comm_msg", message))
+        wait_idles(kernel, sent, [])
         got = evaluate(kernel, "got")
-        assert sorted(n for n, _ in got) == list(range(30))
-        assert "MainThread" not in {thread for _, thread in got}
-    finally:
-        run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
+    assert sorted(n for n, _ in got) == list(range(30))
+    assert "MainThread" not in {thread for _, thread in got}
 
 
 def test_a_kernel_made_comm_of_a_concurrent_target_reaches_a_blocking_loop(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(
-        kernel,
+    code = (
         "import threading, ipywidgets as _w\nclicks = []\nb = _w.Button()\n"
         "b.on_click(lambda _: clicks.append(threading.current_thread().name))\n"
-        "get_ipython().kernel.concurrent_comm_targets = ['jupyter.widget']\n",
     )
-    try:
-        model_id = evaluate(kernel, "b.model_id")
-        subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, code, "b")
+    with kernel_set(kernel, "concurrent_comm_targets", ["jupyter.widget"], after=[]):
         seen: list[Message] = []
         cell = start_cell(
             kernel,
@@ -450,8 +440,6 @@ def test_a_kernel_made_comm_of_a_concurrent_target_reaches_a_blocking_loop(
         wait_idles(kernel, [cell], seen)
         assert "CLICKS 1" in printed(seen, cell), printed(seen, cell)
         assert evaluate(kernel, "clicks") != ["MainThread"]
-    finally:
-        run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
 
 
 def evaluate_on(kernel: BlockingKernelClient, subshell: str, code: str, expression: str) -> Any:

@@ -18,7 +18,6 @@ import json
 import logging
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -205,22 +204,12 @@ def test_embed_kernel_adopts_and_a_burst_arrives_whole(kernelspecs: KernelSpecMa
 # --- in-process: ipykernel's IOPubThread over a real XPUB ----------------------------------
 
 
-class CapturedLog(logging.Handler):
-    """A real logger whose records are kept, for the adopt function's messages."""
+#: The adopt function's logger; pytest's ``caplog`` keeps its records.
+ADOPT_LOG = logging.getLogger("test_launchers.adopt")
 
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-        self.logger = logging.getLogger(f"test_launchers.{uuid.uuid4().hex}")
-        self.logger.setLevel(logging.DEBUG)
-        self.logger.propagate = False
-        self.logger.addHandler(self)
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def warnings(self) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno == logging.WARNING]
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
 def stop_iopub_thread(thread: IOPubThread) -> None:
@@ -265,19 +254,20 @@ def iopub_pair() -> Iterator[tuple[IOPubThread, zmq.Socket[Any], zmq.Socket[Any]
         ctx.destroy(linger=0)
 
 
-def adopt(thread: IOPubThread, log: CapturedLog, sndhwm: int = 1000) -> AdoptedXPubSocket | None:
+def adopt(thread: IOPubThread, sndhwm: int = 1000) -> AdoptedXPubSocket | None:
     return adopt_iopub_socket(
         thread,
         settings=IOPubSettings(sndhwm=sndhwm, nodrop=True, send_timeout_ms=1500),
-        log=log.logger,
+        log=ADOPT_LOG,
         bound_by="App",
     )
 
 
-def test_adopted_socket_sends_for_the_iopub_thread(iopub_pair: Any) -> None:
+def test_adopted_socket_sends_for_the_iopub_thread(
+    iopub_pair: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     thread, xpub, sub = iopub_pair
-    log = CapturedLog()
-    adopted = adopt(thread, log)
+    adopted = adopt(thread)
     assert isinstance(adopted, AdoptedXPubSocket)
     assert thread.socket is adopted and adopted.owner is xpub
     assert adopted.underlying == xpub.underlying  # the same libzmq socket
@@ -288,15 +278,15 @@ def test_adopted_socket_sends_for_the_iopub_thread(iopub_pair: Any) -> None:
     assert sub.recv_multipart() == [b"topic", b"hello"]
     assert adopted.stats.sent == 1
     assert adopted.stats_reply()["socket"] == ADOPTED
-    assert log.warnings() == []
+    assert warnings(caplog) == []
     # Adopting again changes nothing.
-    assert adopt(thread, log) is None
+    assert adopt(thread) is None
     assert thread.socket is adopted
 
 
 def test_adopted_socket_closes_the_libzmq_socket_once(iopub_pair: Any) -> None:
     thread, xpub, _sub = iopub_pair
-    adopted = adopt(thread, CapturedLog())
+    adopted = adopt(thread)
     assert adopted is not None
     stop_iopub_thread(thread)  # ipykernel's loop closes the socket it watches (the app's)
     assert xpub.closed and adopted.closed
@@ -308,23 +298,25 @@ def test_adopted_socket_closes_the_libzmq_socket_once(iopub_pair: Any) -> None:
         adopted.send_multipart([b"after close"])
 
 
-def test_a_queue_size_that_cannot_be_honoured_is_logged(iopub_pair: Any) -> None:
+def test_a_queue_size_that_cannot_be_honoured_is_logged(
+    iopub_pair: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     thread, _xpub, _sub = iopub_pair
-    log = CapturedLog()
-    adopted = adopt(thread, log, sndhwm=5000)
+    adopted = adopt(thread, sndhwm=5000)
     assert adopted is not None and adopted.settings.sndhwm == 1000
-    assert any(SNDHWM_WARNING in w and "App" in w and "5000" in w for w in log.warnings())
+    assert any(SNDHWM_WARNING in w and "App" in w and "5000" in w for w in warnings(caplog))
 
 
-def test_a_socket_that_is_not_xpub_is_left_alone_and_said_so() -> None:
+def test_a_socket_that_is_not_xpub_is_left_alone_and_said_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
     thread = IOPubThread(pub, pipe=False)
     try:
-        log = CapturedLog()
-        assert adopt(thread, log) is None
+        assert adopt(thread) is None
         assert thread.socket is pub
-        assert any("not a zmq XPUB socket" in w for w in log.warnings())
+        assert any("not a zmq XPUB socket" in w for w in warnings(caplog))
     finally:
         thread.close()
         ctx.destroy(linger=0)
