@@ -98,6 +98,16 @@ def run_burst(kc: BlockingKernelClient, code: str, timeout: float = 120) -> Burs
     return Burst(run.reply, run.counts, run.messages, time.monotonic() - start)
 
 
+def assert_burst_whole(burst: Burst, comm_opens: int) -> None:
+    """A burst that ends in one display reached the client whole: the reply ok, its
+    ``comm_opens`` comm_opens (3 per Button of :func:`widget_grid_code`, 2 for the grid), the
+    display, and the idle last."""
+    assert burst.reply["content"]["status"] == "ok", burst.reply["content"]
+    assert burst.counts.get("comm_open", 0) == comm_opens, burst.counts
+    assert burst.counts.get("display_data", 0) == 1, burst.counts
+    assert burst.others[-1]["content"]["execution_state"] == "idle", burst.others[-1]
+
+
 #: The seed's burst: a GridBox of 3000 Buttons (3 comm_open each, 2 for the grid: 9002).
 SEED_BUTTONS = 3000
 SEED_COMM_OPEN = 3 * SEED_BUTTONS + 2

@@ -234,6 +234,16 @@ def run(kc: BlockingKernelClient, code: str) -> None:
     assert cell.status == "ok", errors
 
 
+@contextmanager
+def kernel_set(kc: BlockingKernelClient, name: str, value: Any, after: Any) -> Iterator[None]:
+    """``get_ipython().kernel.<name>`` is ``value`` inside the block, ``after`` once out."""
+    run(kc, f"get_ipython().kernel.{name} = {value!r}")
+    try:
+        yield
+    finally:
+        run(kc, f"get_ipython().kernel.{name} = {after!r}")
+
+
 def evaluate(kc: BlockingKernelClient, expression: str) -> Any:
     """The value of ``expression`` in the kernel (through repr and ast.literal_eval)."""
     reply = kc.execute_interactive(

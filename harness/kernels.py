@@ -61,17 +61,19 @@ def start_kernel(
     extra_arguments: list[str] | None = None,
     encryption: bool = True,
     env: dict[str, str] | None = None,
+    launch: dict[str, Any] | None = None,
     **manager_kwargs: Any,
 ) -> KernelManager:
     """Start a real kernel process; the caller shuts it down.
 
-    ``env`` is the kernel's whole environment (default: this process's);
-    ``manager_kwargs`` go to ``KernelManager`` (``transport="ipc"``, ...).
+    ``env`` is the kernel's whole environment (default: this process's); ``launch`` goes to
+    ``start_kernel`` (``cwd``, ``stdout``, ``stderr``); ``manager_kwargs`` go to
+    ``KernelManager`` (``transport="ipc"``, ...).
     """
     if encryption:
         manager_kwargs.setdefault("transport_encryption", "required")
     km = KernelManager(kernel_name=kernel_name, **manager_kwargs)
-    launch_kwargs: dict[str, Any] = {"extra_arguments": extra_arguments or []}
+    launch_kwargs: dict[str, Any] = {"extra_arguments": extra_arguments or [], **(launch or {})}
     if env is not None:
         launch_kwargs["env"] = env
     km.start_kernel(**launch_kwargs)

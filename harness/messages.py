@@ -134,6 +134,15 @@ def drain_iopub(kc: BlockingKernelClient, quiet: float = 0.5) -> list[dict[str, 
             return messages
 
 
+def printed(seen: list[dict[str, Any]], msg_id: str) -> str:
+    """What the request ``msg_id`` printed, of the IOPub messages ``seen`` (its stream texts)."""
+    return "".join(
+        m["content"]["text"]
+        for m in seen
+        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id
+    )
+
+
 def count_types(messages: list[dict[str, Any]]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for msg in messages:

@@ -1,7 +1,9 @@
 """Shell messages on a kernel subshell, as JupyterLab 4.4+ and Notebook 7 send comm messages.
 
-``send_on`` names a subshell in ``header.subshell_id`` as JupyterLab's KernelConnection does;
-``update`` and ``click`` are ipywidgets' frontend messages; ``subshell_barrier`` returns once a
+``send_on`` names a subshell in ``header.subshell_id`` as JupyterLab's KernelConnection does
+(``execute_on``: a subshell console's cell);
+``update`` and ``click`` are ipywidgets' frontend messages, ``widget_and_subshell`` makes the
+widget they go to; ``subshell_barrier`` returns once a
 subshell answered a request sent after everything before it; ``wait_idles`` waits for the
 ``idle`` of each request.
 """
@@ -12,6 +14,7 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient
 
+from .cells import evaluate, run
 from .messages import control_request, get_reply, is_status, wait_iopub
 
 Message = dict[str, Any]
@@ -24,6 +27,12 @@ def create_subshell(kc: BlockingKernelClient) -> str:
     return subshell_id
 
 
+def widget_and_subshell(kc: BlockingKernelClient, code: str, widget: str) -> tuple[str, str]:
+    """Run ``code``; the model id of its ``widget`` and a new subshell (the frontend's)."""
+    run(kc, code)
+    return evaluate(kc, f"{widget}.model_id"), create_subshell(kc)
+
+
 def send_on(kc: BlockingKernelClient, subshell_id: str, msg_type: str, content: Message) -> str:
     """Send a shell message on ``subshell_id``, as JupyterLab's KernelConnection does."""
     msg = kc.session.msg(msg_type, content)
@@ -31,6 +40,11 @@ def send_on(kc: BlockingKernelClient, subshell_id: str, msg_type: str, content: 
     kc.shell_channel.send(msg)
     msg_id: str = msg["header"]["msg_id"]
     return msg_id
+
+
+def execute_on(kc: BlockingKernelClient, subshell_id: str, code: str) -> str:
+    """Run ``code`` on ``subshell_id``, as a subshell console's cell; its msg_id."""
+    return send_on(kc, subshell_id, "execute_request", {"code": code, "silent": False})
 
 
 def update(kc: BlockingKernelClient, subshell_id: str, model_id: str, **state: Any) -> str:

@@ -21,7 +21,7 @@ import zmq
 from jupyter_client import KernelManager
 from jupyter_client.provisioning import LocalProvisioner
 
-from harness.kernels import EXT_KERNEL, new_client, start_kernel
+from harness.kernels import EXT_KERNEL, new_client, running_kernel, start_kernel
 from harness.polling import wait_until
 from ipykernel_ext.client.router import (
     ROUTER_CLIENT_CHANNELS,
@@ -74,13 +74,13 @@ def client() -> Iterator[RouterClient]:
 # --- three kernels, one ROUTER per channel ---------------------------------------------------
 
 
-# Hang guard for each of the three below: the module's three kernels start in the first
-# that runs (flagged), then requests to each.
+# Hang guard: the module's three kernels start here if it runs first, then requests to each.
 @pytest.mark.timeout(180)
-def test_each_kernel_is_addressed_by_its_connection_files_endpoints(
+def test_each_kernel_is_addressed_and_reached_by_its_endpoints(
     flagged: list[KernelManager], client: RouterClient
 ) -> None:
-    # What a client knows is the connection file: add the kernels by path.
+    """Added by connection file, each kernel is filed under its endpoints and answers shell
+    and control requests itself (its own pid, its own name)."""
     ids = [client.add_kernel(km.connection_file) for km in flagged]
     for km, kernel_id in zip(flagged, ids, strict=True):
         info = json.loads(Path(km.connection_file).read_text())
@@ -89,19 +89,12 @@ def test_each_kernel_is_addressed_by_its_connection_files_endpoints(
             endpoint = f"tcp://{info['ip']}:{info[f'{channel}_port']}".encode()
             assert client.routing_id(kernel_id, channel) == endpoint, (channel, info)
     assert json.loads(Path(flagged[2].connection_file).read_text())["ip"] == "0.0.0.0"
-
-
-@pytest.mark.timeout(180)
-def test_shell_requests_reach_each_kernel_by_endpoint(
-    flagged: list[KernelManager], client: RouterClient
-) -> None:
-    ids = [client.add_kernel(km.connection_file) for km in flagged]
+    # Shell.
     infos = client.gather(ids, "shell", "kernel_info_request")
     assert set(infos) == set(ids), "a kernel_info_reply missing"
     for reply in infos.values():
         assert reply["msg_type"] == "kernel_info_reply", reply
         assert "router_identity_endpoint" in reply["content"]["supported_features"], reply
-    # Each kernel runs what was sent to it, and only that: its own pid and its own name.
     for i, kernel_id in enumerate(ids):
         reply = client.request(kernel_id, "shell", "execute_request", {"code": f"name = 'k{i}'"})
         assert reply["content"]["status"] == "ok", reply
@@ -113,13 +106,7 @@ def test_shell_requests_reach_each_kernel_by_endpoint(
     )
     for i, (km, kernel_id) in enumerate(zip(flagged, ids, strict=True)):
         assert _pid_and_name(replies[kernel_id]) == (kernel_pid(km), f"k{i}"), i
-
-
-@pytest.mark.timeout(180)
-def test_control_requests_reach_each_kernel_by_endpoint(
-    flagged: list[KernelManager], client: RouterClient
-) -> None:
-    ids = [client.add_kernel(km.connection_file) for km in flagged]
+    # Control.
     usage = client.gather(ids, "control", "usage_request")
     for km, kernel_id in zip(flagged, ids, strict=True):
         assert usage[kernel_id]["msg_type"] == "usage_reply", usage[kernel_id]
@@ -161,10 +148,8 @@ def test_send_then_recv_files_replies_by_kernel(
 def test_stock_clients_still_work_with_the_flag(flagged: list[KernelManager]) -> None:
     kc = new_client(flagged[0])
     try:
-        reply = kc.kernel_info(reply=True, timeout=60)
-        assert reply["content"]["status"] == "ok"
-        reply = kc.execute("1 + 1", reply=True, timeout=60)
-        assert reply["content"]["status"] == "ok"
+        assert kc.kernel_info(reply=True, timeout=60)["content"]["status"] == "ok"
+        assert kc.execute("1 + 1", reply=True, timeout=60)["content"]["status"] == "ok"
     finally:
         kc.stop_channels()
 
@@ -202,13 +187,8 @@ def test_curve_still_guards_the_endpoint_sockets(flagged: list[KernelManager]) -
 
 
 def test_without_the_flag_the_identity_is_not_the_endpoint() -> None:
-    km = start_kernel()
-    try:
-        kc = new_client(km)  # the stock DEALER path works as ever
-        try:
-            features = kc.kernel_info(reply=True, timeout=60)["content"]["supported_features"]
-        finally:
-            kc.stop_channels()
+    with running_kernel() as (km, kc):  # the stock DEALER path works as ever
+        features = kc.kernel_info(reply=True, timeout=60)["content"]["supported_features"]
         assert "router_identity_endpoint" not in features
         with RouterClient(connect_timeout=3) as client:
             kernel_id = client.add_kernel(km.connection_file)
@@ -216,16 +196,14 @@ def test_without_the_flag_the_identity_is_not_the_endpoint() -> None:
             # once the connect timeout is over, can end it (whatever the machine's speed).
             with pytest.raises(KernelUnreachable, match="--router-identity=endpoint") as caught:
                 client.request(kernel_id, "control", "kernel_info_request", timeout=600)
-        assert caught.value.reason == "identity-mismatch"
-        assert isinstance(caught.value, TimeoutError)
-    finally:
-        km.shutdown_kernel(now=True)
+    assert caught.value.reason == "identity-mismatch"
+    assert isinstance(caught.value, TimeoutError)
 
 
 # --- waiting for a kernel ---------------------------------------------------------------------
 
 
-def _unstarted_kernel(extra_arguments: list[str] | None = None) -> KernelManager:
+def _unstarted_kernel() -> KernelManager:
     """A manager whose connection file (ports, key, CurveZMQ keys) exists before the kernel."""
     km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required", cache_ports=False)
     km.curve_publickey, km.curve_secretkey = zmq.curve_keypair()

@@ -17,7 +17,7 @@ import pytest
 from jupyter_client import BlockingKernelClient
 from jupyter_client.session import Session
 
-from harness.cells import busy_cell, evaluate, run
+from harness.cells import busy_cell, evaluate, kernel_set, run
 from harness.kernels import EXT_KERNEL, new_client, running_kernel
 from harness.messages import (
     control_request,
@@ -27,6 +27,7 @@ from harness.messages import (
     shell_reply,
     wait_iopub,
 )
+from harness.subshells import execute_on, send_on
 from harness.widget_control import (
     CONTROL_TARGET,
     assert_closed_unanswered,
@@ -55,12 +56,7 @@ def kernel_info_barrier(kc: BlockingKernelClient, seen: list[dict[str, Any]]) ->
     ``seen``. What was sent before it on this client has been answered or refused by then."""
     msg_id = kc.kernel_info()
     assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
-    wait_iopub(
-        kc,
-        is_status("idle", msg_id),
-        what="the barrier's idle",
-        seen=seen,
-    )
+    wait_iopub(kc, is_status("idle", msg_id), what="the barrier's idle", seen=seen)
 
 
 def control_comm_barrier(
@@ -99,15 +95,29 @@ def frontend(ext: Any) -> Iterator[BlockingKernelClient]:
 # --- the answers ---------------------------------------------------------------------------
 
 
-def test_kernel_info_and_comm_info_mid_cell(ext: Any, frontend: Any, tmp_path: Path) -> None:
+def test_answers_mid_cell(ext: Any, frontend: Any, tmp_path: Path) -> None:
+    """kernel_info (as when idle), comm_info, update_states equal to ipywidgets' own, and
+    request_states on a control comm opened before the cell; the control comm never echoed."""
     idle_info = frontend.kernel_info(reply=True, timeout=30)["content"]
-    with busy_cell(ext[1], tmp_path):
-        info_id = frontend.kernel_info()
-        info = shell_reply(frontend, info_id)
-        comm_info_id = send(frontend, "comm_info_request", {"target_name": "jupyter.widget"})
-        comm_info = shell_reply(frontend, comm_info_id)
-        all_comms_id = send(frontend, "comm_info_request", {})
-        all_comms = shell_reply(frontend, all_comms_id)
+    theirs = fetch_ipywidgets_update_states(ext[1], via=frontend)  # ipywidgets' own handler
+    seen: list[dict[str, Any]] = []
+    comm_id = open_control_comm(frontend)
+    request_states(frontend, comm_id)  # answered: the main thread has opened it (kernel idle)
+    wait_iopub(frontend, is_update_states(comm_id), what="update_states (idle)", seen=seen)
+    with busy_cell(ext[1], tmp_path) as cell:
+        info = shell_reply(frontend, frontend.kernel_info())
+        comm_info = shell_reply(
+            frontend, send(frontend, "comm_info_request", {"target_name": "jupyter.widget"})
+        )
+        all_comms = shell_reply(frontend, send(frontend, "comm_info_request", {}))
+        ours = fetch_update_states(frontend)
+        assert ours["msg"]["parent_header"]["msg_type"] == "comm_msg"
+        request_states(frontend, comm_id)
+        msg = wait_iopub(frontend, is_update_states(comm_id), what="update_states", seen=seen)
+        kernel_info_barrier(frontend, seen)
+        # Still mid-cell: the cell has not been released yet.
+        assert not cell.release_file.exists()
+    send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
     assert info["msg_type"] == "kernel_info_reply"
     # The same reply as when idle, but for IPython's banner, which ends with a random tip.
     assert {**info["content"], "banner": ""} == {**idle_info, "banner": ""}
@@ -116,32 +126,13 @@ def test_kernel_info_and_comm_info_mid_cell(ext: Any, frontend: Any, tmp_path: P
     assert len(comms) >= 201  # 200 sliders, the image, the box, their layouts and styles
     assert {c["target_name"] for c in comms.values()} == {"jupyter.widget"}
     assert len(all_comms["content"]["comms"]) >= len(comms)
-
-
-def test_update_states_mid_cell_equals_ipywidgets(ext: Any, frontend: Any, tmp_path: Path) -> None:
-    theirs = fetch_ipywidgets_update_states(ext[1], via=frontend)  # ipywidgets' own handler
-    with busy_cell(ext[1], tmp_path) as cell:
-        ours = fetch_update_states(frontend)
-        assert ours["msg"]["parent_header"]["msg_type"] == "comm_msg"
-        # Still mid-cell: the cell has not been released yet.
-        assert not cell.release_file.exists()
     assert ours["states"] == theirs["states"]
     assert ours["buffer_paths"] == theirs["buffer_paths"]
     assert ours["buffers"] == theirs["buffers"]
     assert len(ours["buffers"]) == 1  # the Image's value
     assert ours["msg"]["header"]["msg_type"] == "comm_msg"
-
-
-def test_control_comm_opened_before_the_cell_is_answered_mid_cell(
-    ext: Any, frontend: Any, tmp_path: Path
-) -> None:
-    comm_id = open_control_comm(frontend)
-    kernel_info_barrier(frontend, [])  # the main thread has opened it (kernel idle)
-    with busy_cell(ext[1], tmp_path):
-        request_states(frontend, comm_id)
-        msg = wait_iopub(frontend, is_update_states(comm_id), what="update_states")
     assert len(msg["content"]["data"]["states"]) >= 201
-    send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
+    assert [m for m in seen if m["msg_type"] == "comm_echo"] == []
 
 
 def test_a_busy_kernel_never_looks_idle(ext: Any, frontend: Any, tmp_path: Path) -> None:
@@ -155,18 +146,8 @@ def test_a_busy_kernel_never_looks_idle(ext: Any, frontend: Any, tmp_path: Path)
         assert subshell["content"]["status"] == "ok"
         # Its idle is followed by a busy for the running cell: wait for that busy.
         create_id = subshell["parent_header"]["msg_id"]
-        wait_iopub(
-            frontend,
-            is_status("idle", create_id),
-            what="create_subshell's idle",
-            seen=seen,
-        )
-        wait_iopub(
-            frontend,
-            is_status("busy", cell.msg_id),
-            what="busy for the running cell after create_subshell's idle",
-            seen=seen,
-        )
+        wait_iopub(frontend, is_status("idle", create_id), what="create_subshell's idle", seen=seen)
+        wait_iopub(frontend, is_status("busy", cell.msg_id), what="busy after it", seen=seen)
         kernel_info_barrier(frontend, seen)
         subshell_id = subshell["content"]["subshell_id"]
         control_request(frontend, "delete_subshell_request", {"subshell_id": subshell_id})
@@ -239,30 +220,17 @@ def test_the_cells_own_client_gets_its_replies_in_stocks_order(
     ]
 
 
-def subshell_execute(kc: BlockingKernelClient, subshell_id: str, code: str) -> str:
-    """Send ``code`` to run on subshell ``subshell_id``; return its msg_id."""
-    msg = kc.session.msg("execute_request", {"code": code, "silent": False})
-    msg["header"]["subshell_id"] = subshell_id
-    kc.shell_channel.send(msg)
-    return str(msg["header"]["msg_id"])
-
-
 def test_the_cells_own_client_gets_stocks_statuses_only_where_no_one_tracks_them(
     cells_client: BlockingKernelClient, frontend: Any, tmp_path: Path
 ) -> None:
-    """PROTOCOL.md section 5, Status: the cell's own client sees stock's statuses for a
-    request the server does not track (ipykernel's test_debug_requests_sequential) and for
-    its cells on a subshell (test_idle_message_parent_headers); its other requests
-    (JupyterLab's create_subshell_request, its comm messages on a subshell) and any request
-    of another client are followed by busy for the cell. Verdict by the order of the
-    statuses: each request's possible busy would come, from the same kernel thread, before
-    the next request's."""
+    """PROTOCOL.md section 5, Status: stock's statuses for the cell's own client's untracked
+    requests and subshell cells; busy for the cell after its other requests and any other
+    client's. Verdict by the order of the statuses (one kernel thread each)."""
     kc = cells_client
     seen: list[dict[str, Any]] = []
     # A comm message on a subshell runs beside the cell only with stock's routing (by default
     # it waits for the cell on the main shell: PROTOCOL.md section 7, test_subshell_comms.py).
-    run(kc, "get_ipython().kernel.comms_on_subshells = True")
-    with busy_cell(kc, tmp_path) as cell:
+    with kernel_set(kc, "comms_on_subshells", True, after=False), busy_cell(kc, tmp_path) as cell:
         # Untracked, on control: no busy after its idle (the next control request shows it).
         control_request(kc, "kernel_info_request")
         # Tracked, on control: busy for the cell after its idle.
@@ -272,22 +240,18 @@ def test_the_cells_own_client_gets_stocks_statuses_only_where_no_one_tracks_them
         wait_iopub(kc, is_status("busy", cell.msg_id), what="busy after create_subshell", seen=seen)
         # Its own cell on the subshell: no busy after its idle (the subshell's next request,
         # another client's, shows it); that other client's idle is followed by busy.
-        own_id = subshell_execute(kc, subshell_id, "1")
+        own_id = execute_on(kc, subshell_id, "1")
         wait_iopub(kc, is_status("idle", own_id), what="the subshell cell's idle", seen=seen)
         # Its comm message on the subshell (JupyterLab sends them there): busy again.
-        comm = kc.session.msg("comm_msg", {"comm_id": uuid.uuid4().hex, "data": {}})
-        comm["header"]["subshell_id"] = subshell_id
-        kc.shell_channel.send(comm)
-        comm_id = comm["header"]["msg_id"]
+        comm_id = send_on(kc, subshell_id, "comm_msg", {"comm_id": uuid.uuid4().hex, "data": {}})
         wait_iopub(kc, is_status("idle", comm_id), what="the comm message's idle", seen=seen)
-        other_id = subshell_execute(frontend, subshell_id, "2")
+        other_id = execute_on(frontend, subshell_id, "2")
         wait_iopub(kc, is_status("idle", other_id), what="the other client's idle", seen=seen)
         wait_iopub(kc, is_status("busy", cell.msg_id), what="busy after it", seen=seen)
         # Tracked, on control: busy again; then up to a barrier's idle on control.
         control_request(kc, "delete_subshell_request", {"subshell_id": subshell_id})
         seen += iopub_until_barrier(kc)
         assert not cell.release_file.exists()
-    run(kc, "get_ipython().kernel.comms_on_subshells = False")
     names = {
         own_id: "own subshell cell",
         comm_id: "own subshell comm_msg",
@@ -379,17 +343,6 @@ gate.armed = True
     )
     assert update["content"]["data"]["state"] == {"value": 42}
     run(kc, "gate.armed = False")
-
-
-def test_control_comm_is_never_echoed(ext: Any, frontend: Any, tmp_path: Path) -> None:
-    seen: list[dict[str, Any]] = []
-    comm_id = open_control_comm(frontend)
-    request_states(frontend, comm_id)
-    wait_iopub(frontend, is_update_states(comm_id), what="update_states (idle)", seen=seen)
-    with busy_cell(ext[1], tmp_path):
-        fetch_update_states(frontend)
-        kernel_info_barrier(frontend, seen)
-    assert [m for m in seen if m["msg_type"] == "comm_echo"] == []
 
 
 # --- bad input -----------------------------------------------------------------------------

@@ -1,32 +1,22 @@
 """Every kernel-side feature when ExtKernel is started by an app that is not ExtKernelApp.
 
-Two launchers, the same checks, real kernels over CurveZMQ (``transport_encryption="required"``):
+Two launchers, the same checks, real kernels over CurveZMQ: ``gateway_provisioners`` (a
+kernelspec made by its own ``jupyter-ssh-spec install --ipykernel-subclass-name
+ipykernel_ext.kernel.ExtKernel``, started by its DistributedProvisioner; for this machine it
+skips SSH and runs the same ``launch_ipykernel.py`` a remote host runs, with its response
+socket, listener and CurveZMQ keys) and stock ``IPKernelApp`` with
+``--IPKernelApp.kernel_class=ipykernel_ext.kernel.ExtKernel``. Checks: the adopted IOPub
+socket, the 3000-Button burst whole, a stalled subscriber (one give-up, counted, logged, the
+reader loses nothing), comm_echo, widget_state_request, answers mid-cell.
 
-* ``gateway_provisioners``: a kernelspec made by gateway_provisioners' own ``jupyter-ssh-spec
-  install --ipykernel-subclass-name ipykernel_ext.kernel.ExtKernel``, started by its
-  DistributedProvisioner through a real ``KernelManager``. For a host that is this machine the
-  provisioner skips SSH and runs the same ``launch_ipykernel.py`` a remote host runs (stock
-  ``IPKernelApp`` with our class), with its response socket, listener process and CurveZMQ keys;
-* ``IPKernelApp``: ``python -m ipykernel_launcher
-  --IPKernelApp.kernel_class=ipykernel_ext.kernel.ExtKernel -f {connection_file}``.
+And one real SSH hop into a network namespace the test makes (sshd on a veth pair's private
+address; the namespace shares this machine's files). It needs root and ``/usr/sbin/sshd``, and
+is skipped, saying so, without them.
 
-Checks: the adopted IOPub socket is reported; the 3000-Button burst arrives whole; a stalled
-subscriber costs about one send timeout, is counted and logged, and the reader loses nothing;
-comm_echo; widget_state_request; kernel_info and ipywidgets' update_states answered mid-cell.
-
-And one real SSH hop: the provisioner starts the kernel over SSH on a "remote host" that is a
-network namespace the test makes (sshd from Debian's openssh-server on a private address of a
-veth pair; the namespace shares this machine's files, so the same Python runs there). It needs
-root and ``/usr/sbin/sshd``, and is skipped, saying so, without them.
-
-gateway_provisioners reads two settings from the environment when it is imported / when its
-provisioner is made, so they are set here, before anything imports it (docs/CLUSTER.md):
-
-* ``GP_SOCKET_TIMEOUT=0``: with the default 0.01 s its response socket's ``accept()`` blocks
-  the event loop of the process that launched a kernel for 10 ms each turn, which makes every
-  ``BlockingKernelClient.get_iopub_msg`` in that process ~10 ms slower;
-* ``GP_UNAUTHORIZED_USERS``: its default refuses the user ``root``, as which CI may run;
-* ``GP_POLL_INTERVAL`` (below): only makes teardown quicker.
+gateway_provisioners reads settings from the environment at import, so they are set before
+(docs/CLUSTER.md): ``GP_SOCKET_TIMEOUT=0`` (the default 0.01 s blocks the launching process's
+event loop 10 ms each turn, slowing every ``get_iopub_msg``), ``GP_UNAUTHORIZED_USERS`` (its
+default refuses ``root``, as which CI may run), ``GP_POLL_INTERVAL`` (quicker teardown).
 """
 
 from __future__ import annotations
@@ -41,6 +31,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -51,13 +42,21 @@ from harness.bursts import (
     STALL_BURST,
     STALL_TIMEOUT_MS,
     STALL_WARNING,
+    UNKNOWN_TARGET,
+    assert_burst_whole,
     comm_loop_code,
     run_burst,
     widget_grid_code,
 )
 from harness.cells import busy_cell, run_cell
-from harness.kernels import EXT_KERNEL_CLASS, install_ssh_spec, iopub_stats, new_client
-from harness.messages import control_request, shell_reply
+from harness.kernels import (
+    EXT_KERNEL_CLASS,
+    install_ssh_spec,
+    iopub_stats,
+    new_client,
+    start_kernel,
+)
+from harness.messages import control_request, is_status, send, shell_reply, wait_iopub
 from harness.netns import namespaces_missing, veth_namespace
 from harness.polling import wait_until
 from harness.raw_subscriber import RawSubscriber
@@ -105,23 +104,19 @@ def make_kernelspecs(prefix: Path) -> KernelSpecManager:
 
     stock_app = kernels / "python3_ext_ipkernelapp"
     stock_app.mkdir()
-    (stock_app / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [
-                    sys.executable,
-                    "-m",
-                    "ipykernel_launcher",
-                    f"--IPKernelApp.kernel_class={EXT_KERNEL_CLASS}",
-                    "-f",
-                    "{connection_file}",
-                ],
-                "display_name": "Python 3 (ipykernel_ext under IPKernelApp)",
-                "language": "python",
-                "metadata": {"supported_encryption": ["curve"], "debugger": True},
-            }
-        )
-    )
+    argv = [
+        sys.executable,
+        "-m",
+        "ipykernel_launcher",
+        f"--IPKernelApp.kernel_class={EXT_KERNEL_CLASS}",
+    ]
+    stock_spec = {
+        "argv": [*argv, "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel_ext under IPKernelApp)",
+        "language": "python",
+        "metadata": {"supported_encryption": ["curve"], "debugger": True},
+    }
+    (stock_app / "kernel.json").write_text(json.dumps(stock_spec))
     return KernelSpecManager(kernel_dirs=[str(kernels)])
 
 
@@ -160,22 +155,15 @@ class Launched:
 
 def launch(launcher: str, ksm: KernelSpecManager, log_dir: Path) -> Launched:
     if launcher == PROVISIONER:
-        km = KernelManager(
-            kernel_name="ssh_python_ext", kernel_spec_manager=ksm, transport_encryption="required"
-        )
-        km.start_kernel()
+        km = start_kernel("ssh_python_ext", kernel_spec_manager=ksm)
         # The provisioner sends the kernel's output to a log file of its own.
         log_path = Path(km.provisioner.kernel_log)  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base
         helpers = psutil.Process(km.provisioner.pid).children()  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base
     else:
-        km = KernelManager(
-            kernel_name="python3_ext_ipkernelapp",
-            kernel_spec_manager=ksm,
-            transport_encryption="required",
-        )
         log_path = log_dir / "kernel.log"
         with log_path.open("wb") as log:
-            km.start_kernel(stdout=log, stderr=subprocess.STDOUT)
+            launch = {"stdout": log, "stderr": subprocess.STDOUT}
+            km = start_kernel("python3_ext_ipkernelapp", kernel_spec_manager=ksm, launch=launch)
         helpers = []
     return Launched(launcher, km, new_client(km), log_path, helpers)
 
@@ -216,96 +204,66 @@ def test_iopub_socket_is_adopted_with_the_defaults(launched: Launched) -> None:
     stats = iopub_stats(launched.kc)
     assert stats["status"] == "ok", stats
     assert stats["socket"] == ADOPTED
-    assert (stats["sndhwm"], stats["nodrop"], stats["send_timeout_ms"]) == (
-        DEFAULT_SNDHWM,
-        True,
-        DEFAULT_SEND_TIMEOUT_MS,
-    )
+    settings = (stats["sndhwm"], stats["nodrop"], stats["send_timeout_ms"])
+    assert settings == (DEFAULT_SNDHWM, True, DEFAULT_SEND_TIMEOUT_MS)
     # Sent through the adopted socket: at least the client's iopub_welcome.
     assert stats["sent"] >= 1
 
 
-# --- the burst (the seed's widget grid) ---------------------------------------------------
-
-
-def test_widget_grid_burst_arrives_whole(launched: Launched) -> None:
+def test_the_grid_burst_arrives_whole_and_its_state_is_answered(
+    launched: Launched, tmp_path: Path
+) -> None:
+    """The seed's grid reaches the reader whole, without a give-up; widget_state_request has
+    it; a reconnecting frontend gets kernel_info and ipywidgets' update_states mid-cell."""
     before = iopub_stats(launched.kc)
-    burst = run_burst(launched.kc, widget_grid_code(BUTTONS))
+    assert_burst_whole(run_burst(launched.kc, widget_grid_code(BUTTONS)), 3 * BUTTONS + 2)
     after = iopub_stats(launched.kc)
-    assert burst.reply["content"]["status"] == "ok", burst.reply["content"]
-    assert burst.counts.get("comm_open", 0) == 3 * BUTTONS + 2
-    assert burst.counts.get("display_data", 0) == 1
-    assert burst.others[-1]["content"]["execution_state"] == "idle"
     assert after["sent"] - before["sent"] >= 3 * BUTTONS + 2
     assert after["timeouts"] == before["timeouts"]
-
-
-# --- widget state, comm_echo, answers while busy ------------------------------------------
-
-
-def test_widget_state_request_has_the_grid(launched: Launched) -> None:
     reply = control_request(launched.kc, "widget_state_request", timeout=60)
     assert reply["msg_type"] == "widget_state_reply"
-    content = reply["content"]
-    assert content["status"] == "ok", content
-    buttons = [s for s in content["states"].values() if s["model_name"] == "ButtonModel"]
-    assert len(buttons) == BUTTONS
-
-
-def test_comm_echo_reaches_another_client(launched: Launched) -> None:
-    watcher = launched.kc
-    sender = new_client(launched.km)
-    try:
-        comm_id = uuid.uuid4().hex
-        msg = sender.session.msg(
-            "comm_open",
-            {"comm_id": comm_id, "target_name": "ipykernel_ext.tests.nobody", "data": {"x": 1}},
-        )
-        sender.shell_channel.send(msg)
-        # A barrier on the same shell socket, handled by the main thread after the comm_open:
-        # its idle comes after everything the kernel published for the comm_open.
-        echoes = []
-        barrier_id = sender.execute("pass")
-        while True:
-            seen = watcher.get_iopub_msg(timeout=30)
-            if seen["msg_type"] == "comm_echo":
-                echoes.append(seen)
-            if (
-                seen["msg_type"] == "status"
-                and seen["parent_header"].get("msg_id") == barrier_id
-                and seen["content"]["execution_state"] == "idle"
-            ):
-                break
-        assert [e["parent_header"]["msg_id"] for e in echoes] == [msg["header"]["msg_id"]]
-        assert echoes[0]["content"]["comm_id"] == comm_id
-        assert echoes[0]["parent_header"]["session"] == sender.session.session
-    finally:
-        sender.stop_channels()
-
-
-def test_a_busy_kernel_answers_a_reconnecting_frontend(launched: Launched, tmp_path: Path) -> None:
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert buttons_in(reply["content"]["states"]) == BUTTONS
     frontend = new_client(launched.km)
     try:
         with busy_cell(launched.kc, tmp_path):
             info = shell_reply(frontend, frontend.kernel_info())
             states = fetch_update_states(frontend)
         assert info["content"]["status"] == "ok"
-        buttons = [s for s in states["states"].values() if s["model_name"] == "ButtonModel"]
-        assert len(buttons) == BUTTONS
+        assert buttons_in(states["states"]) == BUTTONS
     finally:
         frontend.stop_channels()
+
+
+def buttons_in(states: dict[str, Any]) -> int:
+    return sum(s["model_name"] == "ButtonModel" for s in states.values())
+
+
+def test_comm_echo_reaches_another_client(launched: Launched) -> None:
+    sender = new_client(launched.km)
+    try:
+        comm_id = uuid.uuid4().hex
+        content = {"comm_id": comm_id, "target_name": UNKNOWN_TARGET, "data": {"x": 1}}
+        opened = send(sender, "comm_open", content)
+        # A barrier on the same shell socket, handled by the main thread after the comm_open:
+        # its idle comes after everything the kernel published for the comm_open.
+        seen: list[dict[str, Any]] = []
+        barrier = sender.execute("pass")
+        wait_iopub(launched.kc, is_status("idle", barrier), what="the barrier's idle", seen=seen)
+        echoes = [m for m in seen if m["msg_type"] == "comm_echo"]
+        assert [e["parent_header"]["msg_id"] for e in echoes] == [opened]
+        assert echoes[0]["content"]["comm_id"] == comm_id
+        assert echoes[0]["parent_header"]["session"] == sender.session.session
+    finally:
+        sender.stop_channels()
 
 
 # --- a stalled subscriber -----------------------------------------------------------------
 
 
 def test_a_stalled_subscriber_costs_one_give_up_and_the_cell_is_told(launched: Launched) -> None:
-    """A SUB socket that never reads: the reading client still gets everything.
-
-    The send timeout is shortened at run time (``kernel.iopub_send_timeout``) so the give-up
-    comes soon; the verdict is in the counts: one give-up for one stalled subscriber (not one
-    per message), the reader loses nothing, and the cell is told on its stderr.
-    """
+    """A SUB socket that never reads: one give-up (not one per message), the reader loses
+    nothing, the cell is told on its stderr. The send timeout is shortened at run time."""
     kc = launched.kc
     code = comm_loop_code(STALL_BURST, pad=1000)
     set_timeout = "get_ipython().kernel.iopub_send_timeout = {}"
@@ -424,22 +382,15 @@ def test_over_a_real_ssh_hop(
     spec_file.write_text(json.dumps(spec))
     # paramiko finds the client key and the host key in ~/.ssh.
     monkeypatch.setenv("HOME", str(ssh_host.home))
-    km = KernelManager(
-        kernel_name="ssh_remote_ext",
-        kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]),
-        transport_encryption="required",
-    )
-    km.start_kernel()
+    ksm = KernelSpecManager(kernel_dirs=[str(kernels)])
+    km = start_kernel("ssh_remote_ext", kernel_spec_manager=ksm)
     kc = None
     try:
         assert km.provisioner.pid in ssh_host.pids()  # type: ignore[union-attr]  # gateway_provisioners' DistributedProvisioner, typed as jupyter_client's Optional base
         assert km.ip == ssh_host.address
         kc = new_client(km)
         assert iopub_stats(kc)["socket"] == ADOPTED
-        burst = run_burst(kc, widget_grid_code(BUTTONS))
-        assert burst.counts.get("comm_open", 0) == 3 * BUTTONS + 2
-        assert burst.counts.get("display_data", 0) == 1
-        assert burst.others[-1]["content"]["execution_state"] == "idle"
+        assert_burst_whole(run_burst(kc, widget_grid_code(BUTTONS)), 3 * BUTTONS + 2)
     finally:
         if kc is not None:
             kc.stop_channels()

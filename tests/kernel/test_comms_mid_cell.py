@@ -17,11 +17,19 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
-from harness.cells import START_MARKER, evaluate, run, start_cell
+from harness.cells import START_MARKER, evaluate, kernel_set, run, start_cell
 from harness.kernels import EXT_KERNEL, running_kernel
-from harness.messages import get_reply, wait_iopub
+from harness.messages import get_reply, printed, wait_iopub
 from harness.polling import wait_until
-from harness.subshells import create_subshell, send_on, update, wait_idles
+from harness.subshells import (
+    click,
+    create_subshell,
+    execute_on,
+    send_on,
+    update,
+    wait_idles,
+    widget_and_subshell,
+)
 
 pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the test extra)")
 
@@ -88,23 +96,13 @@ def of(seen: list[Message], msg_id: str) -> list[str]:
     ]
 
 
-def printed(seen: list[Message], msg_id: str) -> str:
-    return "".join(
-        m["content"]["text"]
-        for m in seen
-        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id
-    )
-
-
 @pytest.mark.parametrize("wait", list(WAITS))
 def test_a_comm_message_handled_mid_cell_gets_its_own_busy_and_idle_in_order(
     kernel: BlockingKernelClient, wait: str
 ) -> None:
     if wait == "jupyter-ui-poll":
         pytest.importorskip("jupyter_ui_poll", reason="needs jupyter-ui-poll (test extra)")
-    run(kernel, SLIDER)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, SLIDER, "s")
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell(wait, 3), seen)
     sent = [update(kernel, subshell, model_id, value=v) for v in (1, 2, 3)]
@@ -134,16 +132,15 @@ def test_a_comm_message_handled_mid_cell_gets_its_own_busy_and_idle_in_order(
 def test_handle_waiting_comms_runs_callbacks_on_the_main_thread_in_the_main_loop(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(
+    model_id, subshell = widget_and_subshell(
         kernel,
         SLIDER + "import asyncio\nscheduled = []\n"
         "async def _later(v):\n    scheduled.append(('task', v))\n"
         "s.observe(lambda ch: asyncio.ensure_future(_later(ch['new'])), 'value')\n"
         "s.observe(lambda ch: asyncio.get_running_loop().call_later(0, "
         "scheduled.append, ('call_later', ch['new'])), 'value')\n",
+        "s",
     )
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell("handle_waiting_comms", 1), seen)
     update(kernel, subshell, model_id, value=7)
@@ -160,9 +157,7 @@ def test_handle_waiting_comms_runs_callbacks_on_the_main_thread_in_the_main_loop
 def test_other_threads_that_handle_waiting_comms_run_nothing_of_the_main_shell(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(kernel, SLIDER)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, SLIDER, "s")
     console = create_subshell(kernel)
     seen: list[Message] = []
     # The main cell waits for a file, letting nothing through.
@@ -174,20 +169,16 @@ def test_other_threads_that_handle_waiting_comms_run_nothing_of_the_main_shell(
     )
     moved = update(kernel, subshell, model_id, value=5)
     # A subshell console's cell, sent after the move: the move waits in the inbox by then.
-    beside = send_on(
+    beside = execute_on(
         kernel,
         console,
-        "execute_request",
-        {
-            "code": "import threading\nfrom ipykernel_ext.kernel import handle_waiting_comms\n"
-            "handled_beside = [handle_waiting_comms()]\n"
-            "handled_beside.append(await get_ipython().kernel.do_one_iteration())\n"
-            "_user = threading.Thread(\n"
-            "    target=lambda: handled_beside.append(handle_waiting_comms()))\n"
-            "_user.start(); _user.join()\n"
-            "log_beside = list(log)\nrelease = True",
-            "silent": False,
-        },
+        "import threading\nfrom ipykernel_ext.kernel import handle_waiting_comms\n"
+        "handled_beside = [handle_waiting_comms()]\n"
+        "handled_beside.append(await get_ipython().kernel.do_one_iteration())\n"
+        "_user = threading.Thread(\n"
+        "    target=lambda: handled_beside.append(handle_waiting_comms()))\n"
+        "_user.start(); _user.join()\n"
+        "log_beside = list(log)\nrelease = True",
     )
     wait_idles(kernel, [beside, cell, moved], seen)
     # From the console's thread (both calls) and from a thread of the user's: nothing.
@@ -217,9 +208,8 @@ log = finished
 def test_a_callback_that_handles_waiting_comms_itself_keeps_arrival_order(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(kernel, "import time as _time\n_deadline = _time.monotonic() + 60\n" + NESTED)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    code = "import time as _time\n_deadline = _time.monotonic() + 60\n" + NESTED
+    model_id, subshell = widget_and_subshell(kernel, code, "s")
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell("handle_waiting_comms", 3), seen)
     for value in (1, 2, 3):
@@ -251,17 +241,10 @@ def test_an_interrupt_stops_a_callback_handled_mid_cell_with_its_cell(
     kernel_pair: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     km, kernel = kernel_pair
-    run(kernel, INTERRUPTIBLE)
-    model_id = evaluate(kernel, "b.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, INTERRUPTIBLE, "b")
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell("handle_waiting_comms", 1), seen)
-    clicked = send_on(
-        kernel,
-        subshell,
-        "comm_msg",
-        {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-    )
+    clicked = click(kernel, subshell, model_id)
     wait_iopub(
         kernel,
         lambda m: "CALLBACK STARTED" in printed([m], clicked),
@@ -295,52 +278,30 @@ def read_input_request(kernel: BlockingKernelClient) -> Message:
     return msg
 
 
-def test_input_in_a_callback_interrupted_never_takes_the_next_cells_reply(
-    kernel_pair: tuple[KernelManager, BlockingKernelClient],
+@pytest.mark.parametrize("interrupted", [True, False], ids=["interrupted", "answered"])
+def test_input_in_a_callback_handled_mid_cell(
+    kernel_pair: tuple[KernelManager, BlockingKernelClient], interrupted: bool
 ) -> None:
+    """Answered, the callback's input() gets its reply; interrupted, it never takes the
+    next cell's."""
     km, kernel = kernel_pair
-    run(kernel, INPUT)
-    model_id = evaluate(kernel, "b.model_id")
-    subshell = create_subshell(kernel)
-    seen: list[Message] = []
+    model_id, subshell = widget_and_subshell(kernel, INPUT, "b")
     cell = kernel.execute(waiting_cell("handle_waiting_comms", 1), allow_stdin=True)
-    clicked = send_on(
-        kernel,
-        subshell,
-        "comm_msg",
-        {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-    )
-    asked = read_input_request(kernel)
-    assert asked["parent_header"]["msg_id"] == clicked
+    clicked = click(kernel, subshell, model_id)
+    assert read_input_request(kernel)["parent_header"]["msg_id"] == clicked
+    if not interrupted:
+        kernel.input("for the callback")
+        assert get_reply(kernel, cell)["content"]["status"] == "ok"
+        assert evaluate(kernel, "answers") == ["for the callback"]
+        return
     km.interrupt_kernel()
     assert get_reply(kernel, cell)["content"]["status"] == "error"
-    wait_idles(kernel, [cell, clicked], seen)
+    wait_idles(kernel, [cell, clicked], [])
     nxt = kernel.execute("got = input('cell? ')", allow_stdin=True)
-    asked = read_input_request(kernel)
-    assert asked["parent_header"]["msg_id"] == nxt
+    assert read_input_request(kernel)["parent_header"]["msg_id"] == nxt
     kernel.input("for the cell")
     assert get_reply(kernel, nxt)["content"]["status"] == "ok"
     assert evaluate(kernel, "got, answers") == ("for the cell", [])
-
-
-def test_input_in_a_callback_handled_mid_cell_gets_its_reply(
-    kernel: BlockingKernelClient,
-) -> None:
-    run(kernel, INPUT)
-    model_id = evaluate(kernel, "b.model_id")
-    subshell = create_subshell(kernel)
-    cell = kernel.execute(waiting_cell("handle_waiting_comms", 1), allow_stdin=True)
-    clicked = send_on(
-        kernel,
-        subshell,
-        "comm_msg",
-        {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-    )
-    asked = read_input_request(kernel)
-    assert asked["parent_header"]["msg_id"] == clicked
-    kernel.input("for the callback")
-    assert get_reply(kernel, cell)["content"]["status"] == "ok"
-    assert evaluate(kernel, "answers") == ["for the callback"]
 
 
 def main_cell_until_released(kernel: BlockingKernelClient, seen: list[Message]) -> str:
@@ -353,27 +314,21 @@ def main_cell_until_released(kernel: BlockingKernelClient, seen: list[Message]) 
     )
 
 
-def on_subshell(kernel: BlockingKernelClient, subshell: str, code: str) -> str:
-    return send_on(kernel, subshell, "execute_request", {"code": code, "silent": False})
-
-
 def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(kernel, SLIDER)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, SLIDER, "s")
     console = create_subshell(kernel)
     seen: list[Message] = []
     # Moved once at rest: stock's routing then sends this widget's messages to the subshell.
     wait_idles(kernel, [update(kernel, subshell, model_id, value=5)], seen)
     cell = main_cell_until_released(kernel, seen)
     first = update(kernel, subshell, model_id, value=1)
-    switched = on_subshell(kernel, console, "get_ipython().kernel.comms_on_subshells = True")
+    switched = execute_on(kernel, console, "get_ipython().kernel.comms_on_subshells = True")
     wait_idles(kernel, [switched], seen)
     try:
         second = update(kernel, subshell, model_id, value=2)
-        released = on_subshell(kernel, console, "release = True")
+        released = execute_on(kernel, console, "release = True")
         wait_idles(kernel, [released, cell, first, second], seen)
         assert [value for value, _ in evaluate(kernel, "log")] == [5, 1, 2]
     finally:
@@ -383,13 +338,12 @@ def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
 def test_system_exit_in_a_callback_leaves_the_other_messages_to_run(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(
+    model_id, subshell = widget_and_subshell(
         kernel,
         SLIDER + "def _exit(ch):\n    if ch['new'] == 1:\n        raise SystemExit\n"
         "s.observe(_exit, 'value')\n",
+        "s",
     )
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
     console = create_subshell(kernel)
     seen: list[Message] = []
     cell = start_cell(
@@ -402,7 +356,7 @@ def test_system_exit_in_a_callback_leaves_the_other_messages_to_run(
     )
     sent = [update(kernel, subshell, model_id, value=v) for v in (1, 2, 3)]
     # Released once the three wait in the inbox (the console's request came after them).
-    released = on_subshell(kernel, console, "release = True")
+    released = execute_on(kernel, console, "release = True")
     wait_idles(kernel, [released, cell, *sent], seen)
     assert "EXITED" in printed(seen, cell)
     assert [value for value, _ in evaluate(kernel, "log")] == [1, 2, 3]
@@ -424,17 +378,10 @@ def test_replies_to_comm_requests_leave_nothing_noted_on_the_comm(
 ) -> None:
     """ipykernel 7.4 notes each request a comm sends under a subshell's message, for the reply's
     routing; ours routes the reply itself and must consume the note (stock: 0 after 50)."""
-    run(kernel, REQUESTER)
-    model_id = evaluate(kernel, "asker.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, REQUESTER, "asker")
     seen: list[Message] = []
     for n in range(20):
-        clicked = send_on(
-            kernel,
-            subshell,
-            "comm_msg",
-            {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-        )
+        clicked = click(kernel, subshell, model_id)
         wait_idles(kernel, [clicked], seen)  # the request is out: the frontend answers
         reply = send_on(
             kernel,
@@ -455,41 +402,31 @@ def test_a_concurrent_targets_comms_opened_by_the_frontend_lose_nothing(
         "def _open(comm, msg):\n    opened.append(comm.comm_id)\n"
         "    comm.on_msg(lambda m: got.append((m['content']['data']['n'], "
         "threading.current_thread().name)))\n"
-        "get_ipython().kernel.comm_manager.register_target('fast', _open)\n"
-        "get_ipython().kernel.concurrent_comm_targets = ['fast']\n",
+        "get_ipython().kernel.comm_manager.register_target('fast', _open)\n",
     )
-    try:
+    with kernel_set(kernel, "concurrent_comm_targets", ["fast"], after=[]):
         subshell = create_subshell(kernel)
-        seen: list[Message] = []
         sent = []
         for n in range(30):
-            comm_id = f"fast-{n}"
-            sent.append(
-                send_on(kernel, subshell, "comm_open", {"comm_id": comm_id, "target_name": "fast"})
-            )
-            sent.append(
-                send_on(kernel, subshell, "comm_msg", {"comm_id": comm_id, "data": {"n": n}})
-            )
-        wait_idles(kernel, sent, seen)
+            opening = {"comm_id": f"fast-{n}", "target_name": "fast"}
+            sent.append(send_on(kernel, subshell, "comm_open", opening))
+            message = {"comm_id": f"fast-{n}", "data": {"n": n}}
+            sent.append(send_on(kernel, subshell, "comm_msg", message))
+        wait_idles(kernel, sent, [])
         got = evaluate(kernel, "got")
-        assert sorted(n for n, _ in got) == list(range(30))
-        assert "MainThread" not in {thread for _, thread in got}
-    finally:
-        run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
+    assert sorted(n for n, _ in got) == list(range(30))
+    assert "MainThread" not in {thread for _, thread in got}
 
 
 def test_a_kernel_made_comm_of_a_concurrent_target_reaches_a_blocking_loop(
     kernel: BlockingKernelClient,
 ) -> None:
-    run(
-        kernel,
+    code = (
         "import threading, ipywidgets as _w\nclicks = []\nb = _w.Button()\n"
         "b.on_click(lambda _: clicks.append(threading.current_thread().name))\n"
-        "get_ipython().kernel.concurrent_comm_targets = ['jupyter.widget']\n",
     )
-    try:
-        model_id = evaluate(kernel, "b.model_id")
-        subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, code, "b")
+    with kernel_set(kernel, "concurrent_comm_targets", ["jupyter.widget"], after=[]):
         seen: list[Message] = []
         cell = start_cell(
             kernel,
@@ -499,17 +436,10 @@ def test_a_kernel_made_comm_of_a_concurrent_target_reaches_a_blocking_loop(
             "print('CLICKS', len(clicks))\n",
             seen,
         )
-        send_on(
-            kernel,
-            subshell,
-            "comm_msg",
-            {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}},
-        )
+        click(kernel, subshell, model_id)
         wait_idles(kernel, [cell], seen)
         assert "CLICKS 1" in printed(seen, cell), printed(seen, cell)
         assert evaluate(kernel, "clicks") != ["MainThread"]
-    finally:
-        run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
 
 
 def evaluate_on(kernel: BlockingKernelClient, subshell: str, code: str, expression: str) -> Any:
@@ -581,7 +511,7 @@ def test_a_console_cells_comm_request_gets_its_reply_while_the_main_cell_runs(
         # A hang guard, not a verdict: the reply comes long before.
         "answer = await asyncio.wait_for(reply, 60)\n"
     )
-    asked = send_on(kernel, console, "execute_request", {"code": code, "silent": False})
+    asked = execute_on(kernel, console, code)
     wait_iopub(
         kernel,
         lambda m: m["msg_type"] == "comm_msg" and m["parent_header"].get("msg_id") == asked,
@@ -591,7 +521,7 @@ def test_a_console_cells_comm_request_gets_its_reply_while_the_main_cell_runs(
     data = {"method": "custom", "content": {"id": "request-1", "value": 42}}
     send_on(kernel, frontend, "comm_msg", {"comm_id": comm_id, "data": data})
     assert get_reply(kernel, asked)["content"]["status"] == "ok"
-    released = on_subshell(kernel, console, "release = True")
+    released = execute_on(kernel, console, "release = True")
     wait_idles(kernel, [released, cell], seen)
     assert evaluate(kernel, "answer") == 42
 
@@ -611,7 +541,7 @@ def test_comm_info_after_a_comm_open_on_one_subshell_lists_the_comm(
     cell = main_cell_until_released(kernel, seen)
     send_on(kernel, subshell, "comm_open", {"comm_id": "listed-1", "target_name": "listed"})
     asked = send_on(kernel, subshell, "comm_info_request", {"target_name": "listed"})
-    released = on_subshell(kernel, console, "release = True")
+    released = execute_on(kernel, console, "release = True")
     wait_idles(kernel, [released, cell], seen)
     reply = get_reply(kernel, asked)
     assert reply["content"]["status"] == "ok", reply["content"]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient
 
-from harness.cells import busy_cell, evaluate, run
+from harness.cells import START_MARKER, busy_cell, evaluate, run, start_cell
 from harness.kernels import EXT_KERNEL, STOCK_KERNEL, new_client, running_kernel
 from harness.messages import is_status, send, wait_iopub
 from harness.widget_control import (
@@ -134,23 +134,18 @@ def test_idle_reply_equals_stock_ipykernel(ext: BlockingKernelClient) -> None:
 def test_widgets_made_by_the_clients_queued_cell_are_all_in_the_reply(
     ext: BlockingKernelClient, tmp_path: Path
 ) -> None:
-    """The client's cell runs (provably: its marker came) while its comm_open and
-    request_states wait behind it; the cell then makes 200 widgets: all are in the reply,
-    which comes after the cell's idle, from the fast path."""
+    """The client's comm_open and request_states wait behind its running cell, which then
+    makes 200 widgets: all are in the reply, after the cell's idle, from the fast path."""
     before = reads(ext)
     release = tmp_path / f"release-{uuid.uuid4().hex}"
-    cell_id = ext.execute(
-        "import os as _os, time as _time\nprint('CELL STARTED', flush=True)\n"
+    seen: list[dict[str, Any]] = []
+    cell_id = start_cell(
+        ext,
+        f"import os as _os, time as _time\nprint({START_MARKER!r}, flush=True)\n"
         f"while not _os.path.exists({str(release)!r}):\n    _time.sleep(0.01)\n"
         "late = [w.IntSlider(value=-i) for i in range(200)]\n"
-        "late_ids = [s.model_id for s in late]\n"
-    )
-    seen: list[dict[str, Any]] = []
-    wait_iopub(
-        ext,
-        lambda m: m["msg_type"] == "stream" and "CELL STARTED" in m["content"]["text"],
-        what="the cell's start marker",
-        seen=seen,
+        "late_ids = [s.model_id for s in late]\n",
+        seen,
     )
     comm_id = open_control_comm(ext)
     request_id = request_states(ext, comm_id)
@@ -214,10 +209,8 @@ def assert_refused_as_on_stock(kc: BlockingKernelClient, comm_id: str, why: str)
     anyway gets no ``update_states``."""
     seen: list[dict[str, Any]] = []
     assert_closed_unanswered(kc, comm_id, seen, f"stock's comm_close ({why})")
-    assert not any(
-        is_update_states(comm_id)(m)
-        for m in answer_on_main(kc, comm_id, {"method": "request_states"})
-    )
+    seen = answer_on_main(kc, comm_id, {"method": "request_states"})
+    assert not any(is_update_states(comm_id)(m) for m in seen)
 
 
 def test_other_major_version_is_refused_as_on_stock(ext: BlockingKernelClient) -> None:

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
-from harness.kernels import new_client
+from harness.kernels import running_kernel
 
 EXT_ARGV_TAIL = ["-m", "ipykernel_ext", "-f", "{connection_file}"]
 
@@ -43,20 +42,9 @@ def test_pip_installed_spec_is_python3_ext_with_curve() -> None:
 
 
 def test_install_prefix_name_display_name_env(tmp_path: Path) -> None:
-    result = run_install(
-        "--prefix",
-        str(tmp_path),
-        "--name",
-        "ext-test",
-        "--display-name",
-        "Ext Test",
-        "--env",
-        "EXT_A",
-        "1",
-        "--env",
-        "EXT_B",
-        "two",
-    )
+    names = ["--name", "ext-test", "--display-name", "Ext Test"]
+    envs = ["--env", "EXT_A", "1", "--env", "EXT_B", "two"]
+    result = run_install("--prefix", str(tmp_path), *names, *envs)
     assert result.returncode == 0, result.stderr
     kernels = tmp_path / "share" / "jupyter" / "kernels"
     spec = read_spec(kernels, "ext-test")
@@ -119,16 +107,6 @@ def test_as_default_replaces_python3_and_starts_ext_kernel(tmp_path: Path) -> No
     assert spec["metadata"]["supported_encryption"] == ["curve"]
 
     ksm = KernelSpecManager(kernel_dirs=[str(kernels)])
-    km = KernelManager(
-        kernel_name="python3", kernel_spec_manager=ksm, transport_encryption="required"
-    )
-    km.start_kernel()
-    kc = None
-    try:
-        kc = new_client(km)
+    with running_kernel("python3", kernel_spec_manager=ksm) as (_km, kc):
         features = kc.kernel_info(reply=True, timeout=30)["content"]["supported_features"]
-        assert "iopub_stats" in features
-    finally:
-        if kc is not None:
-            kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    assert "iopub_stats" in features

@@ -40,6 +40,7 @@ from harness.bursts import (
     STALL_TIMEOUT_MS,
     STALL_WARNING,
     Burst,
+    assert_burst_whole,
     comm_loop_code,
     run_burst,
     widget_grid_code,
@@ -48,12 +49,11 @@ from harness.cells import run_cell
 from harness.kernels import (
     EXT_KERNEL,
     iopub_stats,
-    new_client,
     running_kernel,
     shell_and_control_client,
     wait_stats,
 )
-from harness.messages import control_request, count_types, is_idle_for, shell_reply
+from harness.messages import count_types, is_idle_for, shell_reply
 from harness.raw_subscriber import RawSubscriber
 from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX
 from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
@@ -69,31 +69,18 @@ def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
 
 # Hang guard: a kernel start and up to 3000 Buttons read whole (a minute under load).
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("buttons", [1000, 3000])
-def test_widget_grid_burst_arrives_whole(ext_kernel: Any, buttons: int) -> None:
-    _km, kc = ext_kernel
-    burst = run_burst(kc, widget_grid_code(buttons))
-    assert burst.reply["content"]["status"] == "ok", burst.reply["content"]
-    # Button, its Layout and its ButtonStyle per button; the GridBox and its Layout.
-    assert burst.counts.get("comm_open", 0) == 3 * buttons + 2
-    assert burst.counts.get("display_data", 0) == 1
-    assert burst.others[-1]["content"]["execution_state"] == "idle"
-
-
-def test_create_comm_loop_burst_arrives_whole(ext_kernel: Any) -> None:
-    _km, kc = ext_kernel
-    burst = run_burst(kc, comm_loop_code(10_000) + "\ndisplay('done')")
-    assert burst.reply["content"]["status"] == "ok", burst.reply["content"]
-    assert burst.counts.get("comm_open", 0) == 10_000
-    assert burst.counts.get("display_data", 0) == 1
-
-
-def test_default_settings_reach_the_socket(ext_kernel: Any) -> None:
-    _km, kc = ext_kernel
-    stats = iopub_stats(kc)
-    assert stats["status"] == "ok"
-    assert settings(stats) == (DEFAULT_SNDHWM, True, DEFAULT_SEND_TIMEOUT_MS)
-    assert stats["sent"] > 0
+@pytest.mark.parametrize(
+    ("code", "comm_opens"),
+    [
+        # A Button, its Layout and its ButtonStyle per button; the GridBox and its Layout.
+        (widget_grid_code(1000), 3 * 1000 + 2),
+        (widget_grid_code(3000), 3 * 3000 + 2),
+        (comm_loop_code(10_000) + "\ndisplay('done')", 10_000),
+    ],
+    ids=["grid-1000", "grid-3000", "create_comm-10000"],
+)
+def test_burst_arrives_whole(ext_kernel: Any, code: str, comm_opens: int) -> None:
+    assert_burst_whole(run_burst(ext_kernel[1], code), comm_opens)
 
 
 # --- 2. NODROP, deterministically ---------------------------------------------------
@@ -184,11 +171,9 @@ IDLE_AFTER_BARRIER_S = 30
 def read_to_shell_barrier(kc: BlockingKernelClient, sub: RawSubscriber) -> None:
     """Read ``sub`` up to the idle of a *shell* ``kernel_info_request``: the baseline.
 
-    The main shell publishes a request's idle after its reply, so the idles of the client's
-    own start-up requests may still be on their way when it returns; the main shell handles
-    requests one at a time, so once this request's idle is read those were sent before it.
-    With the subscriber's own welcomes already in (RawSubscriber waits for them), nothing
-    sent before the cell can be counted in ``sent`` after the baseline.
+    The main shell handles requests one at a time and publishes a request's idle after its
+    reply: once this idle is read, the idles of the client's start-up requests were too, and
+    nothing sent before the cell can be counted in ``sent`` after the baseline.
     """
     barrier = kc.kernel_info()
     sub.read_until(lambda m: is_idle_for(m, barrier), timeout=60)
@@ -203,21 +188,15 @@ def read_only_when_waited_for(
     look_for_idle: bool,
     timeout: float = 45,
 ) -> WaitedForRun:
-    """Run ``code``; ``sub`` reads only while the kernel holds messages back for it, and once
-    the kernel has taken the whole cell.
+    """Run ``code``; ``sub`` reads only while the kernel holds messages back for it (at most
+    ``batch`` of those each time), and once the kernel has taken the whole cell.
 
-    The kernel holds messages back (``backlog_messages``) only when a send found ``sub``'s
-    queue full, and with NODROP: then ``sub`` reads at most ``batch`` of those, which are on
-    their way to it, and nothing otherwise. With NODROP off there is never a backlog, so
-    ``sub`` reads nothing until the kernel's ``sent`` counter shows the whole cell (its idle
-    included) handed to the socket: whatever did not fit in its queue and buffers is lost,
-    whatever the machine's speed. Then ``sub`` reads up to a barrier sent after the cell.
-    That count is exact only from an exact baseline (:func:`read_to_shell_barrier`): one
-    message sent for something else after it (a subscriber's late welcome) would end the
-    wait before the idle was sent, and the barrier's idle would then come first.
-    ``look_for_idle``: if the cell's idle was not before the barrier, read on for it (NODROP
-    promises it; without NODROP it is usually lost, and looking would only cost the wait).
-    ``timeout`` is a hang guard.
+    With NODROP off there is never a backlog, so ``sub`` reads nothing until ``sent`` shows
+    the whole cell (its idle included) handed to the socket: what did not fit is lost,
+    whatever the machine's speed; then it reads up to a barrier. That count is exact only
+    from an exact baseline (:func:`read_to_shell_barrier`). ``look_for_idle``: if the cell's
+    idle was not before the barrier, read on for it (NODROP promises it). ``timeout`` is a
+    hang guard.
     """
     read_to_shell_barrier(kc, sub)
     before = iopub_stats(kc)
@@ -314,18 +293,12 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
     """
     logs = tmp_path_factory.mktemp("stall-logs")
     stdout_path, stderr_path = logs / "kernel.stdout", logs / "kernel.stderr"
-    km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required")
-    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-        km.start_kernel(
-            extra_arguments=[
-                f"--iopub-sndhwm={STALL_SNDHWM}",
-                f"--iopub-send-timeout={STALL_TIMEOUT_MS}",
-            ],
-            stdout=out,
-            stderr=err,
-        )
-    kc = new_client(km)
-    try:
+    args = [f"--iopub-sndhwm={STALL_SNDHWM}", f"--iopub-send-timeout={STALL_TIMEOUT_MS}"]
+    with (
+        stdout_path.open("wb") as out,
+        stderr_path.open("wb") as err,
+        running_kernel(EXT_KERNEL, args, launch={"stdout": out, "stderr": err}) as (km, kc),
+    ):
         code = comm_loop_code(STALL_BURST, pad=1000)
         baseline = run_burst(kc, code)
         stats_before = iopub_stats(kc)
@@ -356,87 +329,53 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
             stderr_path=stderr_path,
             stderr_after_stall=stderr_after_stall,
         )
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
-# Hang guard: the first test here runs the module's stall episode (stall_run): two bursts,
-# a subscriber that never reads, the send timeout, then the drain.
+# Hang guard: the module's stall episode (stall_run): two bursts, a subscriber that never
+# reads, the send timeout, then the drain.
 @pytest.mark.timeout(180)
-def test_stalled_subscriber_costs_the_reader_nothing(stall_run: StallRun) -> None:
-    assert stall_run.baseline.counts.get("comm_open") == STALL_BURST
-    assert stall_run.stalled.counts.get("comm_open") == STALL_BURST
-    assert stall_run.stalled.reply["content"]["status"] == "ok"
-
-
-# Hang guard: the stall episode (stall_run), if this test runs first.
-@pytest.mark.timeout(180)
-def test_stalled_subscriber_costs_one_give_up_not_one_per_message(stall_run: StallRun) -> None:
-    # libzmq parks the pipe the give-up found full, and a parked pipe does not count for
-    # NODROP: the other 19999 messages of the burst go out without waiting for it again.
-    before, after = stall_run.stats_before, stall_run.stats_after
+def test_stalled_subscriber(stall_run: StallRun) -> None:
+    """It costs the reader nothing and one give-up, is counted, does not delay the next cell,
+    gets messages again once it drains, is logged once on stderr and noticed once in the cell."""
+    run, before, after = stall_run, stall_run.stats_before, stall_run.stats_after
+    # The reader gets every message, with and without the stalled subscriber.
+    assert run.baseline.counts.get("comm_open") == STALL_BURST
+    assert run.stalled.counts.get("comm_open") == STALL_BURST
+    assert run.stalled.reply["content"]["status"] == "ok"
+    # One give-up, not one per message: libzmq parks the pipe the give-up found full, and a
+    # parked pipe does not count for NODROP.
     assert after["timeouts"] - before["timeouts"] == 1, (before, after)
     assert after["over_budget"] == before["over_budget"]
-
-
-# Hang guard: the stall episode (stall_run), if this test runs first.
-@pytest.mark.timeout(180)
-def test_stall_is_counted(stall_run: StallRun) -> None:
-    before, after = stall_run.stats_before, stall_run.stats_after
-    assert after["timeouts"] - before["timeouts"] == 1
-    assert after["missed"] - before["missed"] >= 1
+    # Counted.
+    missed = after["missed"] - before["missed"]
+    assert missed >= 1
     assert after["stalls"] - before["stalls"] >= 1
     assert after["send_timeout_ms"] == STALL_TIMEOUT_MS
     assert after["sent"] - before["sent"] >= STALL_BURST
-
-
-# Hang guard: the stall episode (stall_run), if this test runs first.
-@pytest.mark.timeout(180)
-def test_kernel_answers_right_after_a_stall(stall_run: StallRun) -> None:
-    assert stall_run.after_reply["content"]["status"] == "ok"
-    # It does not wait behind another send timeout per queued message: the stalled pipe
-    # stays parked, so the next cell's sends wait for nobody (counted, not timed).
-    assert stall_run.stats_after_reply["timeouts"] == stall_run.stats_after["timeouts"]
-    assert stall_run.stats_after_reply["sent"] > stall_run.stats_after["sent"]
-
-
-# Hang guard: the stall episode (stall_run), if this test runs first.
-@pytest.mark.timeout(180)
-def test_stalled_subscriber_gets_new_messages_once_it_drains(stall_run: StallRun) -> None:
-    assert stall_run.drained >= STALL_SNDHWM - 1
-    assert stall_run.resumed_counts.get("stream") == 1, stall_run.resumed_counts
-    assert stall_run.resumed_counts.get("status") == 2
-
-
-# Hang guard: the stall episode (stall_run), if this test runs first.
-@pytest.mark.timeout(180)
-def test_stall_warning_once_on_stderr_never_on_stdout_or_iopub(stall_run: StallRun) -> None:
-    warnings = [ln for ln in stall_run.stderr_after_stall.splitlines() if STALL_WARNING in ln]
-    timeouts = stall_run.stats_after["timeouts"] - stall_run.stats_before["timeouts"]
-    assert len(warnings) == 1, stall_run.stderr_after_stall
+    # The kernel answers right after, waiting for nobody (the pipe stays parked).
+    assert run.after_reply["content"]["status"] == "ok"
+    assert run.stats_after_reply["timeouts"] == after["timeouts"]
+    assert run.stats_after_reply["sent"] > after["sent"]
+    # Drained, it gets a new cell's messages.
+    assert run.drained >= STALL_SNDHWM - 1
+    assert run.resumed_counts.get("stream") == 1, run.resumed_counts
+    assert run.resumed_counts.get("status") == 2
+    # Logged once on stderr (later stalls within 10 s would be gathered into one later line),
+    # never on stdout nor on IOPub.
+    warnings = [ln for ln in run.stderr_after_stall.splitlines() if STALL_WARNING in ln]
+    assert len(warnings) == 1, run.stderr_after_stall
     assert "WARNING" in warnings[0]
-    # The first stall is logged at once; later ones within 10 s are gathered into one line
-    # that comes when the 10 s are over.
-    assert timeouts >= 1
     assert "IOPub: 1 subscriber stall(s)" in warnings[0]
-    assert stall_run.stdout_path.read_text() == ""
-    for msg in stall_run.baseline.others:
+    assert run.stdout_path.read_text() == ""
+    for msg in run.baseline.others:
         assert msg["msg_type"] != "stream", msg["content"]
-
-
-# Hang guard: the stall episode (stall_run), if this test runs first.
-@pytest.mark.timeout(180)
-def test_the_stalled_cell_is_told_once_how_many_messages_were_missed(stall_run: StallRun) -> None:
-    # The notice goes to the affected cell's stderr, ahead of its idle (kernel/iopub/notice.py).
-    missed = stall_run.stats_after["missed"] - stall_run.stats_before["missed"]
-    notices = [m for m in stall_run.stalled.others if m["msg_type"] == "stream"]
-    assert missed >= 1
+    # The stalled cell is told once, on its stderr ahead of its idle, how many were missed.
+    notices = [m for m in run.stalled.others if m["msg_type"] == "stream"]
     assert len(notices) == 1, notices
     assert notices[0]["content"]["name"] == "stderr"
     text = notices[0]["content"]["text"]
     assert text.startswith(NOTICE_PREFIX) and f"at least {missed} " in text, text
-    assert stall_run.stats_after["notices"] - stall_run.stats_before["notices"] == 1
+    assert after["notices"] - before["notices"] == 1
 
 
 SLEEPY_SUBSCRIBER = textwrap.dedent(
@@ -538,62 +477,66 @@ def test_sndhwm_is_the_queue_each_subscriber_gets() -> None:
 # --- 4. flags, config, bad values ---------------------------------------------------
 
 
-def stats_of(extra_arguments: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Start a kernel with these arguments (and environment), return its iopub_stats."""
-    with running_kernel(EXT_KERNEL, extra_arguments, env=env) as (_, kc):
-        return iopub_stats(kc)
-
-
 def settings(stats: dict[str, Any]) -> tuple[int, bool, int]:
     return stats["sndhwm"], stats["nodrop"], stats["send_timeout_ms"]
 
 
-# Hang guard, tighter than the default: one kernel start and one query.
-@pytest.mark.timeout(60)
-def test_launcher_flags_reach_the_socket() -> None:
-    stats = stats_of(["--iopub-sndhwm=123", "--iopub-send-timeout=456", "--no-iopub-nodrop"])
-    assert settings(stats) == (123, False, 456)
-
-
-# Hang guard, tighter than the default: one kernel start and one query.
-@pytest.mark.timeout(60)
-def test_traitlets_options_reach_the_socket() -> None:
-    stats = stats_of(
+JUPYTER_CONFIG = "c.ExtKernelApp.iopub_sndhwm = 321\nc.ExtKernelApp.iopub_send_timeout = 1234\n"
+#: Stock ipykernel's own config file, in the IPython profile: a drop-in must read it.
+IPYTHON_CONFIG = "c.ExtKernelApp.iopub_sndhwm = 222\nc.ExtKernelApp.iopub_nodrop = False\n"
+#: name: (arguments, (config file kind, its text) or None, the settings in force)
+SETTINGS_CASES = {
+    "defaults": ([], None, (DEFAULT_SNDHWM, True, DEFAULT_SEND_TIMEOUT_MS)),
+    "launcher flags": (
+        ["--iopub-sndhwm=123", "--iopub-send-timeout=456", "--no-iopub-nodrop"],
+        None,
+        (123, False, 456),
+    ),
+    "traitlets options": (
         [
             "--ExtKernelApp.iopub_sndhwm=0",
             "--ExtKernelApp.iopub_send_timeout=1500",
             "--ExtKernelApp.iopub_nodrop=True",
-        ]
-    )
-    assert settings(stats) == (0, True, 1500)
+        ],
+        None,
+        (0, True, 1500),
+    ),
+    "jupyter config file": ([], ("jupyter", JUPYTER_CONFIG), (321, True, 1234)),
+    "the command line wins": (
+        ["--iopub-sndhwm=555"],
+        ("jupyter", JUPYTER_CONFIG),
+        (555, True, 1234),
+    ),
+    "ipython kernel config file": (
+        [],
+        ("ipython", IPYTHON_CONFIG),
+        (222, False, DEFAULT_SEND_TIMEOUT_MS),
+    ),
+}
+
+
+def config_env(tmp_path: Path, kind: str, text: str) -> dict[str, str]:
+    """An environment whose Jupyter (or IPython profile) config file is ``text``."""
+    if kind == "jupyter":
+        (tmp_path / "jupyter_kernel_config.py").write_text(text)
+        return dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path))
+    profile = tmp_path / "profile_default"
+    profile.mkdir()
+    (profile / "ipython_kernel_config.py").write_text(text)
+    return dict(os.environ, IPYTHONDIR=str(tmp_path))
 
 
 # Hang guard, tighter than the default: one kernel start and one query.
 @pytest.mark.timeout(60)
-def test_jupyter_config_file_reaches_the_socket_and_the_command_line_wins(
-    tmp_path: Path,
-) -> None:
-    config_dir = tmp_path / "jupyter-config"
-    config_dir.mkdir()
-    (config_dir / "jupyter_kernel_config.py").write_text(
-        "c.ExtKernelApp.iopub_sndhwm = 321\nc.ExtKernelApp.iopub_send_timeout = 1234\n"
-    )
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config_dir))
-    assert settings(stats_of([], env)) == (321, True, 1234)
-    assert settings(stats_of(["--iopub-sndhwm=555"], env)) == (555, True, 1234)
-
-
-# Hang guard, tighter than the default: one kernel start and one query.
-@pytest.mark.timeout(60)
-def test_ipython_kernel_config_file_reaches_the_socket(tmp_path: Path) -> None:
-    # Stock ipykernel's own config file, in the IPython profile: a drop-in must read it.
-    profile = tmp_path / "ipython" / "profile_default"
-    profile.mkdir(parents=True)
-    (profile / "ipython_kernel_config.py").write_text(
-        "c.ExtKernelApp.iopub_sndhwm = 222\nc.ExtKernelApp.iopub_nodrop = False\n"
-    )
-    env = dict(os.environ, IPYTHONDIR=str(tmp_path / "ipython"))
-    assert settings(stats_of([], env))[:2] == (222, False)
+@pytest.mark.parametrize("case", list(SETTINGS_CASES))
+def test_options_reach_the_socket(tmp_path: Path, case: str) -> None:
+    args, config, expected = SETTINGS_CASES[case]
+    env = None if config is None else config_env(tmp_path, *config)
+    with running_kernel(EXT_KERNEL, args, env=env) as (_, kc):
+        stats = iopub_stats(kc)
+    assert stats["status"] == "ok", stats
+    assert settings(stats) == expected
+    assert stats["sent"] > 0  # at least the client's iopub_welcome
 
 
 BAD_VALUES = [
@@ -611,32 +554,19 @@ BAD_VALUES = [
 # Hang guard: several kernel processes that must exit at start-up (one that starts hangs).
 @pytest.mark.timeout(90)
 def test_bad_values_stop_the_kernel_before_it_starts(tmp_path: Path) -> None:
-    config_dir = tmp_path / "jupyter-config"
-    config_dir.mkdir()
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config_dir))
-    # Only the last case has no argument of its own: the bad value comes from config.
+    # The case without an argument of its own takes its bad value from a config file.
+    (tmp_path / "none").mkdir()
+    (tmp_path / "bad").mkdir()
+    no_config = config_env(tmp_path / "none", "jupyter", "")
+    bad_config = config_env(tmp_path / "bad", "jupyter", "c.ExtKernelApp.iopub_send_timeout = -1\n")
     procs = []
     for i, (args, _option) in enumerate(BAD_VALUES):
-        case_env = env
-        if not args:
-            bad_dir = tmp_path / "bad-config"
-            bad_dir.mkdir()
-            (bad_dir / "jupyter_kernel_config.py").write_text(
-                "c.ExtKernelApp.iopub_send_timeout = -1\n"
-            )
-            case_env = dict(env, JUPYTER_CONFIG_DIR=str(bad_dir))
         connection_file = tmp_path / f"kernel-{i}.json"
+        argv = [sys.executable, "-m", "ipykernel_ext", *args, "-f", str(connection_file)]
+        env = no_config if args else bad_config
+        pipe = subprocess.PIPE
         procs.append(
-            (
-                connection_file,
-                subprocess.Popen(
-                    [sys.executable, "-m", "ipykernel_ext", *args, "-f", str(connection_file)],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    env=case_env,
-                ),
-            )
+            (connection_file, subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env))
         )
     for (connection_file, proc), (args, option) in zip(procs, BAD_VALUES, strict=True):
         try:
@@ -650,13 +580,3 @@ def test_bad_values_stop_the_kernel_before_it_starts(tmp_path: Path) -> None:
         # The connection file is written only after every socket is bound.
         assert not connection_file.exists(), args
         assert "To connect another client" not in out + err
-
-
-# Hang guard, tighter than the default: one request on the shared kernel.
-@pytest.mark.timeout(60)
-def test_iopub_stats_request_with_fields_is_an_error_reply(ext_kernel: Any) -> None:
-    _km, kc = ext_kernel
-    reply = control_request(kc, "iopub_stats_request", {"bogus": 1})
-    assert reply["msg_type"] == "iopub_stats_reply"
-    assert reply["content"]["status"] == "error"
-    assert "bogus" in reply["content"]["evalue"]

@@ -6,6 +6,7 @@ is the claim, so a change in what stock sends is caught.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_client.provisioning import LocalProvisioner
+from jupyter_client.session import Session
 
-from harness.cells import run_cell
-from harness.kernels import EXT_KERNEL, STOCK_KERNEL
+from harness.cells import busy_cell, run_cell
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL, running_kernel
 from harness.messages import control_request, get_reply, iopub_until_barrier
 
 # Hang guard per test (default 120 s): kernel starts plus waits of up to 60 s each.
@@ -57,81 +60,61 @@ def test_iopub_stats_reply_fields(ext_kernel: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("msg_type", "content"),
+    ("msg_type", "content", "named"),
     [
-        ("iopub_stats_request", {"unexpected": 1}),
-        ("widget_state_request", {"model_ids": "not-a-list"}),
+        ("iopub_stats_request", {"bogus": 1}, "bogus"),
+        ("widget_state_request", {"model_ids": "not-a-list"}, "model_ids"),
     ],
 )
 def test_bad_query_gets_error_reply(
-    ext_kernel: Any, msg_type: str, content: dict[str, Any]
+    ext_kernel: Any, msg_type: str, content: dict[str, Any], named: str
 ) -> None:
     reply = control_request(ext_kernel[1], msg_type, content)
     assert reply["msg_type"] == msg_type.replace("_request", "_reply")
     assert reply["content"]["status"] == "error"
     assert reply["content"]["ename"]
-    assert reply["content"]["evalue"]
+    assert named in reply["content"]["evalue"]
     # and the kernel still answers
     assert control_request(ext_kernel[1], "iopub_stats_request")["content"]["status"] == "ok"
 
 
-@pytest.mark.parametrize("msg_type", ["iopub_stats_request", "widget_state_request"])
-def test_queries_publish_no_status(ext_kernel: Any, msg_type: str) -> None:
-    """A query must not publish busy/idle (jupyter_server would think the kernel idle)."""
+@pytest.mark.parametrize(
+    ("msg_type", "states"),
+    [
+        ("iopub_stats_request", []),
+        ("widget_state_request", []),
+        ("usage_request", ["busy", "idle"]),
+    ],
+)
+def test_queries_publish_no_status_and_stock_requests_keep_theirs(
+    ext_kernel: Any, msg_type: str, states: list[str]
+) -> None:
+    """Our queries publish nothing, no busy/idle (jupyter_server would think the kernel
+    idle); stock's usage_request keeps its busy/idle."""
     kc = ext_kernel[1]
     iopub_until_barrier(kc)
-    request = control_request(kc, msg_type)
-    assert request["content"]["status"] == "ok"
-    about_it = [
-        m
-        for m in iopub_until_barrier(kc)
-        if m["parent_header"].get("msg_id") == request["parent_header"]["msg_id"]
-    ]
-    assert about_it == []
-
-
-def test_other_control_messages_keep_stock_status(ext_kernel: Any) -> None:
-    """usage_request is stock ipykernel's: busy/idle stay as they were."""
-    kc = ext_kernel[1]
-    iopub_until_barrier(kc)
-    reply = control_request(kc, "usage_request")
+    reply = control_request(kc, msg_type)
     parent_id = reply["parent_header"]["msg_id"]
-    states = [
-        m["content"]["execution_state"]
-        for m in iopub_until_barrier(kc)
-        if m["msg_type"] == "status" and m["parent_header"].get("msg_id") == parent_id
-    ]
-    assert states == ["busy", "idle"]
+    about_it = [m for m in iopub_until_barrier(kc) if m["parent_header"].get("msg_id") == parent_id]
+    statuses = [m["content"]["execution_state"] for m in about_it if m["msg_type"] == "status"]
+    assert statuses == states
+    if not states:
+        assert reply["content"]["status"] == "ok"
+        assert about_it == []
 
 
 def test_query_answered_while_a_cell_runs(ext_kernel: Any, tmp_path: Path) -> None:
-    """The cell says it started, then waits for a file the test writes only after the
-    query's reply: a reply before that can only have come mid-cell."""
+    """The cell waits for a file made only after the reply: the reply came mid-cell."""
     kc = ext_kernel[1]
-    flag = tmp_path / "go"
-    msg_id = kc.execute(
-        "import os, time\nprint('cell-started', flush=True)\n"
-        f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)"
-    )
-    try:
-        while True:  # the barrier: the cell is running
-            msg = kc.get_iopub_msg(timeout=60)
-            if msg["parent_header"].get("msg_id") == msg_id and "cell-started" in str(
-                msg["content"].get("text", "")
-            ):
-                break
+    with busy_cell(kc, tmp_path) as cell:
         reply = control_request(kc, "iopub_stats_request", timeout=60)
         assert reply["content"]["status"] == "ok"
-        assert not flag.exists()
-    finally:
-        flag.touch()
-        get_reply(kc, msg_id)
+        assert not cell.release_file.exists()
+    get_reply(kc, cell.msg_id)
 
 
 def test_unsigned_query_is_ignored(ext_kernel: Any) -> None:
     """A query with a bad signature gets no reply, and the kernel goes on."""
-    from jupyter_client.session import Session
-
     kc = ext_kernel[1]
     forged = Session(key=b"not-the-kernel-key")
     msg = forged.msg("iopub_stats_request", {})
@@ -146,12 +129,7 @@ def test_unsigned_query_is_ignored(ext_kernel: Any) -> None:
 
 
 def test_help_all_lists_every_flag() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "ipykernel_ext", "--help-all"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+    out = _launcher("--help-all").stdout
     for flag in (
         "--iopub-sndhwm",
         "--iopub-send-timeout",
@@ -198,23 +176,11 @@ def test_bad_flag_fails_naming_the_program(subcommand: list[str]) -> None:
 
 def test_working_directory_does_not_shadow_the_kernel(tmp_path: Any) -> None:
     """A notebook folder holding a ``zmq.py`` must not break start-up (as with stock)."""
-    from jupyter_client import KernelManager
-
-    from harness.kernels import new_client
-
     (tmp_path / "zmq.py").write_text("raise SystemExit('shadowed the real zmq')\n")
-    km = KernelManager(kernel_name=EXT_KERNEL, transport_encryption="required")
-    km.start_kernel(cwd=str(tmp_path))
-    kc = None
-    try:
-        kc = new_client(km, timeout=60)
+    with running_kernel(EXT_KERNEL, launch={"cwd": str(tmp_path)}) as (_km, kc):
         messages = run_cell(kc, "import os; print(os.getcwd())").messages
-        printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
-        assert printed.strip() == str(tmp_path)
-    finally:
-        if kc is not None:
-            kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+    assert printed.strip() == str(tmp_path)
 
 
 # --- what the kernel prints: stock's lines --------------------------------------------------
@@ -224,27 +190,19 @@ def _startup_stderr(kernel_name: str, tmp_path: Path) -> list[str]:
     """The kernel's stderr at --log-level=INFO once it answered kernel_info, without
     CurveZMQ (so stock warns that TCP is not encrypted); its pid and connection file
     replaced by placeholders."""
-    from jupyter_client import KernelManager
-    from jupyter_client.provisioning import LocalProvisioner
-
-    from harness.kernels import new_client
-
     log_path = tmp_path / f"{kernel_name}.stderr"
-    km = KernelManager(kernel_name=kernel_name)  # no transport encryption: the warning
-    with log_path.open("wb") as log:
-        km.start_kernel(extra_arguments=["--log-level=INFO"], stderr=log)
-    kc = None
-    try:
+    # No transport encryption: stock's warning.
+    with (
+        log_path.open("wb") as log,
+        running_kernel(
+            kernel_name, ["--log-level=INFO"], encryption=False, launch={"stderr": log}
+        ) as (km, _kc),
+    ):
         # Every start-up line is logged (and flushed, by logging's handler) before the kernel
-        # starts answering: once it has, the file holds them all.
-        kc = new_client(km, timeout=60)
+        # starts answering: once it has (running_kernel's client is ready), the file has them.
         assert isinstance(km.provisioner, LocalProvisioner)  # a local kernel: it has a pid
         pid = str(km.provisioner.pid)
         text = log_path.read_text()
-    finally:
-        if kc is not None:
-            kc.stop_channels()
-        km.shutdown_kernel(now=True)
     return text.replace(km.connection_file, "CONNECTION_FILE").replace(pid, "PID").splitlines()
 
 
@@ -263,7 +221,6 @@ def test_stderr_is_stocks_line_for_line(tmp_path: Path) -> None:
 def test_terminal_banner_is_stocks(tmp_path: Path) -> None:
     """Started from a terminal (no parent process), the kernel prints stock's note and
     ``--existing`` line on stdout. Read up to that line (the barrier), then stopped."""
-    import os
 
     def banner(module: str) -> list[str]:
         connection_file = tmp_path / f"{module}.json"

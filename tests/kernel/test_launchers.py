@@ -18,7 +18,6 @@ import json
 import logging
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,6 @@ from typing import Any
 import pytest
 import zmq
 from ipykernel.iostream import IOPubThread
-from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
@@ -84,125 +82,103 @@ def stats_and_log(
 ) -> dict[str, Any]:
     """Start a kernel (its stderr to ``log_path``), return its iopub_stats, stop it."""
     kwargs: dict[str, Any] = {} if ksm is None else {"kernel_spec_manager": ksm}
-    km = KernelManager(kernel_name=kernel_name, transport_encryption="required", **kwargs)
-    with log_path.open("wb") as log:
-        km.start_kernel(extra_arguments=args, stderr=log)
-    kc = km.client()
-    try:
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+    with (
+        log_path.open("wb") as log,
+        running_kernel(kernel_name, args, launch={"stderr": log}, **kwargs) as (_km, kc),
+    ):
         return iopub_stats(kc)
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
-# --- ExtKernelApp: unchanged, and the kernel's options -------------------------------------
-
-
-def test_ext_app_socket_is_its_own(tmp_path: Path) -> None:
-    stats = stats_and_log(EXT_KERNEL, None, [], tmp_path / "log")
-    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, BOUND_BY_EXT_APP)
-
-
-def test_ext_app_takes_the_kernel_options_and_its_flags_win(tmp_path: Path) -> None:
-    stats = stats_and_log(
+T, STOCK_APP = DEFAULT_SEND_TIMEOUT_MS, "ext_ipkernelapp"
+#: name: (kernel, arguments, the IPython profile's ipython_kernel_config.py (what a cluster
+#: image can carry) or None, the settings in force, whether the log says a queue size cannot
+#: be honoured). Under ExtKernelApp the queue size is honoured (the socket is made before
+#: bind) and its flags win; under stock's app the reply says what is in force.
+SETTINGS_CASES = {
+    "ext app": (EXT_KERNEL, [], None, (1000, True, T, BOUND_BY_EXT_APP), False),
+    "ext app, options": (
         EXT_KERNEL,
-        None,
         ["--ExtKernel.iopub_sndhwm=321", "--ExtKernel.iopub_send_timeout=1234"],
-        tmp_path / "log",
-    )
-    # Under ExtKernelApp the queue size is honoured: the socket is made before bind.
-    assert settings(stats) == (321, True, 1234, BOUND_BY_EXT_APP)
-    stats = stats_and_log(
-        EXT_KERNEL,
         None,
+        (321, True, 1234, BOUND_BY_EXT_APP),
+        False,
+    ),
+    "ext app, its flag wins": (
+        EXT_KERNEL,
         ["--ExtKernel.iopub_send_timeout=1234", "--iopub-send-timeout=999"],
-        tmp_path / "log2",
-    )
-    assert settings(stats)[2] == 999
+        None,
+        (1000, True, 999, BOUND_BY_EXT_APP),
+        False,
+    ),
+    "stock app": (STOCK_APP, [], None, (1000, True, T, ADOPTED), False),
+    "stock app, options": (
+        STOCK_APP,
+        ["--ExtKernel.iopub_send_timeout=1234", "--ExtKernel.iopub_nodrop=False"],
+        None,
+        (1000, False, 1234, ADOPTED),
+        False,
+    ),
+    "stock app, ipython config": (
+        STOCK_APP,
+        [],
+        "c.ExtKernel.iopub_send_timeout = 4321\n",
+        (1000, True, 4321, ADOPTED),
+        False,
+    ),
+    "stock app, sndhwm": (
+        STOCK_APP,
+        ["--ExtKernel.iopub_sndhwm=5000"],
+        None,
+        (1000, True, T, ADOPTED),
+        True,
+    ),
+}
 
 
-def test_ext_app_refuses_a_bad_kernel_option_before_binding(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", list(SETTINGS_CASES))
+def test_options_in_force(
+    kernelspecs: KernelSpecManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    kernel, args, ipython_config, expected, warned = SETTINGS_CASES[case]
+    if ipython_config is not None:
+        profile = tmp_path / "ipython" / "profile_default"
+        profile.mkdir(parents=True)
+        (profile / "ipython_kernel_config.py").write_text(ipython_config)
+        monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    log = tmp_path / "log"
+    ksm = None if kernel == EXT_KERNEL else kernelspecs
+    assert settings(stats_and_log(kernel, ksm, args, log)) == expected
+    text = log.read_text()
+    assert (SNDHWM_WARNING in text) == warned, text
+    if warned:
+        assert "5000" in text and "python -m ipykernel_ext" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            [sys.executable, "-m", "ipykernel_ext", "--ExtKernel.iopub_send_timeout=0"],
+            "ExtKernel.iopub_send_timeout",
+        ),
+        (
+            [*STOCK_APP_ARGV, "--ExtKernel.iopub_sndhwm=-1"],
+            "ExtKernel.iopub_sndhwm must be 0 (unbounded) or more, not -1",
+        ),
+    ],
+    ids=["ext app", "stock app"],
+)
+def test_a_bad_kernel_option_stops_the_app_before_binding(
+    tmp_path: Path, argv: list[str], says: str
+) -> None:
     connection_file = tmp_path / "kernel.json"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ipykernel_ext",
-            "--ExtKernel.iopub_send_timeout=0",
-            "-f",
-            str(connection_file),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [*argv, "-f", str(connection_file)], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode != 0
-    assert "ExtKernel.iopub_send_timeout" in proc.stderr, proc.stderr
+    assert says in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert not connection_file.exists()
-
-
-# --- stock IPKernelApp ----------------------------------------------------------------------
-
-
-def test_stock_app_adopts_with_the_defaults(kernelspecs: KernelSpecManager, tmp_path: Path) -> None:
-    stats = stats_and_log("ext_ipkernelapp", kernelspecs, [], tmp_path / "log")
-    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, ADOPTED)
-    assert SNDHWM_WARNING not in (tmp_path / "log").read_text()
-
-
-def test_stock_app_kernel_options_reach_the_adopted_socket(
-    kernelspecs: KernelSpecManager, tmp_path: Path
-) -> None:
-    stats = stats_and_log(
-        "ext_ipkernelapp",
-        kernelspecs,
-        ["--ExtKernel.iopub_send_timeout=1234", "--ExtKernel.iopub_nodrop=False"],
-        tmp_path / "log",
-    )
-    assert settings(stats) == (1000, False, 1234, ADOPTED)
-
-
-def test_stock_app_ipython_config_file_reaches_the_adopted_socket(
-    kernelspecs: KernelSpecManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # What a cluster image can carry: the IPython profile's ipython_kernel_config.py.
-    profile = tmp_path / "ipython" / "profile_default"
-    profile.mkdir(parents=True)
-    (profile / "ipython_kernel_config.py").write_text("c.ExtKernel.iopub_send_timeout = 4321\n")
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    stats = stats_and_log("ext_ipkernelapp", kernelspecs, [], tmp_path / "log")
-    assert settings(stats) == (1000, True, 4321, ADOPTED)
-
-
-def test_stock_app_says_a_queue_size_cannot_be_honoured(
-    kernelspecs: KernelSpecManager, tmp_path: Path
-) -> None:
-    log = tmp_path / "log"
-    stats = stats_and_log("ext_ipkernelapp", kernelspecs, ["--ExtKernel.iopub_sndhwm=5000"], log)
-    # The reply says what is in force, not what was asked for.
-    assert settings(stats) == (1000, True, DEFAULT_SEND_TIMEOUT_MS, ADOPTED)
-    text = log.read_text()
-    assert SNDHWM_WARNING in text, text
-    assert "5000" in text and "python -m ipykernel_ext" in text
-
-
-def test_stock_app_refuses_a_bad_kernel_option(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            *STOCK_APP_ARGV,
-            "--ExtKernel.iopub_sndhwm=-1",
-            "-f",
-            str(tmp_path / "kernel.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode != 0
-    assert "ExtKernel.iopub_sndhwm must be 0 (unbounded) or more, not -1" in proc.stderr
 
 
 # --- embed_kernel ---------------------------------------------------------------------------
@@ -228,22 +204,12 @@ def test_embed_kernel_adopts_and_a_burst_arrives_whole(kernelspecs: KernelSpecMa
 # --- in-process: ipykernel's IOPubThread over a real XPUB ----------------------------------
 
 
-class CapturedLog(logging.Handler):
-    """A real logger whose records are kept, for the adopt function's messages."""
+#: The adopt function's logger; pytest's ``caplog`` keeps its records.
+ADOPT_LOG = logging.getLogger("test_launchers.adopt")
 
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-        self.logger = logging.getLogger(f"test_launchers.{uuid.uuid4().hex}")
-        self.logger.setLevel(logging.DEBUG)
-        self.logger.propagate = False
-        self.logger.addHandler(self)
 
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def warnings(self) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno == logging.WARNING]
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
 def stop_iopub_thread(thread: IOPubThread) -> None:
@@ -288,19 +254,20 @@ def iopub_pair() -> Iterator[tuple[IOPubThread, zmq.Socket[Any], zmq.Socket[Any]
         ctx.destroy(linger=0)
 
 
-def adopt(thread: IOPubThread, log: CapturedLog, sndhwm: int = 1000) -> AdoptedXPubSocket | None:
+def adopt(thread: IOPubThread, sndhwm: int = 1000) -> AdoptedXPubSocket | None:
     return adopt_iopub_socket(
         thread,
         settings=IOPubSettings(sndhwm=sndhwm, nodrop=True, send_timeout_ms=1500),
-        log=log.logger,
+        log=ADOPT_LOG,
         bound_by="App",
     )
 
 
-def test_adopted_socket_sends_for_the_iopub_thread(iopub_pair: Any) -> None:
+def test_adopted_socket_sends_for_the_iopub_thread(
+    iopub_pair: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     thread, xpub, sub = iopub_pair
-    log = CapturedLog()
-    adopted = adopt(thread, log)
+    adopted = adopt(thread)
     assert isinstance(adopted, AdoptedXPubSocket)
     assert thread.socket is adopted and adopted.owner is xpub
     assert adopted.underlying == xpub.underlying  # the same libzmq socket
@@ -311,15 +278,15 @@ def test_adopted_socket_sends_for_the_iopub_thread(iopub_pair: Any) -> None:
     assert sub.recv_multipart() == [b"topic", b"hello"]
     assert adopted.stats.sent == 1
     assert adopted.stats_reply()["socket"] == ADOPTED
-    assert log.warnings() == []
+    assert warnings(caplog) == []
     # Adopting again changes nothing.
-    assert adopt(thread, log) is None
+    assert adopt(thread) is None
     assert thread.socket is adopted
 
 
 def test_adopted_socket_closes_the_libzmq_socket_once(iopub_pair: Any) -> None:
     thread, xpub, _sub = iopub_pair
-    adopted = adopt(thread, CapturedLog())
+    adopted = adopt(thread)
     assert adopted is not None
     stop_iopub_thread(thread)  # ipykernel's loop closes the socket it watches (the app's)
     assert xpub.closed and adopted.closed
@@ -331,23 +298,25 @@ def test_adopted_socket_closes_the_libzmq_socket_once(iopub_pair: Any) -> None:
         adopted.send_multipart([b"after close"])
 
 
-def test_a_queue_size_that_cannot_be_honoured_is_logged(iopub_pair: Any) -> None:
+def test_a_queue_size_that_cannot_be_honoured_is_logged(
+    iopub_pair: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     thread, _xpub, _sub = iopub_pair
-    log = CapturedLog()
-    adopted = adopt(thread, log, sndhwm=5000)
+    adopted = adopt(thread, sndhwm=5000)
     assert adopted is not None and adopted.settings.sndhwm == 1000
-    assert any(SNDHWM_WARNING in w and "App" in w and "5000" in w for w in log.warnings())
+    assert any(SNDHWM_WARNING in w and "App" in w and "5000" in w for w in warnings(caplog))
 
 
-def test_a_socket_that_is_not_xpub_is_left_alone_and_said_so() -> None:
+def test_a_socket_that_is_not_xpub_is_left_alone_and_said_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
     thread = IOPubThread(pub, pipe=False)
     try:
-        log = CapturedLog()
-        assert adopt(thread, log) is None
+        assert adopt(thread) is None
         assert thread.socket is pub
-        assert any("not a zmq XPUB socket" in w for w in log.warnings())
+        assert any("not a zmq XPUB socket" in w for w in warnings(caplog))
     finally:
         thread.close()
         ctx.destroy(linger=0)

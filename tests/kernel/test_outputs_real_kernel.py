@@ -25,16 +25,8 @@ def run_cell(kc: Any, kernel: KernelOutputs, cell_id: str, code: str) -> str:
     reply, messages = cell.reply, cell.messages
     assert reply is not None
     msg_id = reply["parent_header"]["msg_id"]
-    kernel.on_execute_request(
-        {
-            "header": {
-                "msg_id": msg_id,
-                "session": kc.session.session,
-                "msg_type": "execute_request",
-            },
-            "metadata": {"cellId": cell_id},
-        }
-    )
+    header = {"msg_id": msg_id, "session": kc.session.session, "msg_type": "execute_request"}
+    kernel.on_execute_request({"header": header, "metadata": {"cellId": cell_id}})
     for msg in messages:
         kernel.on_iopub(msg)
     kernel.on_shell(reply)
@@ -69,9 +61,22 @@ sys.stderr.write("warn\n"); sys.stderr.flush()
 """
 
 
-def test_a_real_cell_folds_as_jupyterlab_keeps_it() -> None:
-    kernel = KernelOutputs()
+OUTPUT_WIDGET = """
+import ipywidgets as w
+out = w.Output()
+display(out)
+with out:
+    print('captured')
+    display('captured display')
+print('mine')
+"""
+
+
+def test_real_cells_fold_as_jupyterlab_keeps_them() -> None:
+    """Streams, progress lines, clear_output and a display update in one cell; a display
+    updated from another cell; what an Output widget captures stays out of the cell."""
     with running_kernel() as (_km, kc):
+        kernel = KernelOutputs()
         msg_id = run_cell(kc, kernel, "c1", CELL)
         cell = kernel.cells[msg_id]
         assert (cell.state, cell.execution_count, cell.reply_status) == ("idle", 1, "ok")
@@ -81,16 +86,12 @@ def test_a_real_cell_folds_as_jupyterlab_keeps_it() -> None:
         assert folded[2]["output_type"] == "execute_result"
         assert folded[2]["data"]["text/plain"] == "42"
         assert len(folded) == 3
-
         progress = run_cell(kc, kernel, "c2", CELL.split("handle =")[0])
         assert outputs(kernel, progress) == [
             {"output_type": "stream", "name": "stdout", "text": "line 0\nline 1\nline 2\n100%\n"}
         ]
 
-
-def test_a_real_display_update_from_another_cell() -> None:
-    kernel = KernelOutputs()
-    with running_kernel() as (_km, kc):
+        kernel = KernelOutputs()
         first = run_cell(kc, kernel, "c1", "h = display('v0', display_id='bar')")
         second = run_cell(kc, kernel, "c2", "print('x'); h.update('v1')")
         assert [o["data"]["text/plain"] for o in outputs(kernel, first)] == ["'v1'"]
@@ -98,22 +99,9 @@ def test_a_real_display_update_from_another_cell() -> None:
             {"output_type": "stream", "name": "stdout", "text": "x\n"}
         ]
 
-
-def test_a_real_output_widget_keeps_what_it_captures() -> None:
-    pytest.importorskip("ipywidgets")
-    kernel = KernelOutputs()
-    code = (
-        "import ipywidgets as w\n"
-        "out = w.Output()\n"
-        "display(out)\n"
-        "with out:\n"
-        "    print('captured')\n"
-        "    display('captured display')\n"
-        "print('mine')\n"
-    )
-    with running_kernel() as (_km, kc):
-        msg_id = run_cell(kc, kernel, "c1", code)
-        folded = outputs(kernel, msg_id)
+        pytest.importorskip("ipywidgets")
+        kernel = KernelOutputs()
+        folded = outputs(kernel, run_cell(kc, kernel, "c1", OUTPUT_WIDGET))
     assert [o["output_type"] for o in folded] == ["display_data", "stream"]
     assert "application/vnd.jupyter.widget-view+json" in folded[0]["data"]
     assert folded[1] == {"output_type": "stream", "name": "stdout", "text": "mine\n"}

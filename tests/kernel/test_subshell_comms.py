@@ -16,16 +16,18 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient
 
-from harness.cells import evaluate, run, start_cell
+from harness.cells import evaluate, kernel_set, run, start_cell
 from harness.kernels import EXT_KERNEL, running_kernel
-from harness.messages import control_request
+from harness.messages import control_request, printed
 from harness.subshells import (
     click,
     create_subshell,
+    execute_on,
     send_on,
     subshell_barrier,
     update,
     wait_idles,
+    widget_and_subshell,
 )
 
 pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the test extra)")
@@ -65,9 +67,7 @@ def moved_while_running(
     Returns what its observer logged (value, thread, whether the cell was running), every
     IOPub message read, and the ids of the updates sent during the cell.
     """
-    run(kc, SLIDER)
-    model_id = evaluate(kc, "s.model_id")
-    subshell = create_subshell(kc)
+    model_id, subshell = widget_and_subshell(kc, SLIDER, "s")
     seen: list[Message] = []
     # Once while idle: stock 7.4 then routes every later message of this widget to the
     # subshell (its echo_update was published under a parent naming it).
@@ -81,19 +81,14 @@ def moved_while_running(
     return evaluate(kc, "log"), seen, sent
 
 
-def test_slider_callbacks_wait_for_the_cell_and_run_in_order_on_the_main_thread(
+def test_slider_callbacks_wait_for_the_cell_then_run_in_order_each_with_its_busy_and_idle(
     kernel: BlockingKernelClient, tmp_path: Path
 ) -> None:
-    log, _, _ = moved_while_running(kernel, tmp_path)
+    """On the main thread, after the cell; each update gets its own busy and idle."""
+    log, seen, sent = moved_while_running(kernel, tmp_path)
     assert [value for value, _, _ in log] == list(range(1, 12))
     assert {thread for _, thread, _ in log} == {"MainThread"}
     assert [entry for entry in log if entry[2]] == [], "a callback ran while the cell ran"
-
-
-def test_comm_messages_that_waited_get_their_own_busy_and_idle_after_the_cells(
-    kernel: BlockingKernelClient, tmp_path: Path
-) -> None:
-    _, seen, sent = moved_while_running(kernel, tmp_path, moves=3)
     statuses = [
         (m["parent_header"].get("msg_id"), m["content"]["execution_state"])
         for m in seen
@@ -105,11 +100,8 @@ def test_comm_messages_that_waited_get_their_own_busy_and_idle_after_the_cells(
 def test_the_switch_at_run_time_brings_back_stocks_routing(
     kernel: BlockingKernelClient, tmp_path: Path
 ) -> None:
-    run(kernel, "get_ipython().kernel.comms_on_subshells = True")
-    try:
+    with kernel_set(kernel, "comms_on_subshells", True, after=False):
         log, _, _ = moved_while_running(kernel, tmp_path, moves=5)
-    finally:
-        run(kernel, "get_ipython().kernel.comms_on_subshells = False")
     during = [entry for entry in log if entry[2]]
     # Stock's routing: every move sent during the cell ran during it, on the subshell's thread.
     assert [value for value, _, _ in during] == list(range(2, 7))
@@ -150,11 +142,8 @@ def comm_open_during_a_cell(
 def test_a_target_declared_concurrent_keeps_stocks_routing(
     kernel: BlockingKernelClient, tmp_path: Path
 ) -> None:
-    run(kernel, "get_ipython().kernel.concurrent_comm_targets = ['safe']")
-    try:
+    with kernel_set(kernel, "concurrent_comm_targets", ["safe"], after=[]):
         ((thread, running),) = comm_open_during_a_cell(kernel, tmp_path, "safe")
-    finally:
-        run(kernel, "get_ipython().kernel.concurrent_comm_targets = []")
     assert running and thread != "MainThread"
 
 
@@ -162,9 +151,8 @@ def test_a_cells_inline_figure_stays_in_the_cell_while_a_slider_moves(
     kernel: BlockingKernelClient, tmp_path: Path
 ) -> None:
     pytest.importorskip("matplotlib", reason="the figure test needs matplotlib (test extra)")
-    run(kernel, SLIDER + "\n%matplotlib inline\nimport matplotlib.pyplot as plt")
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    code = SLIDER + "\n%matplotlib inline\nimport matplotlib.pyplot as plt"
+    model_id, subshell = widget_and_subshell(kernel, code, "s")
     seen: list[Message] = []
     wait_idles(kernel, [update(kernel, subshell, model_id, value=1)], seen)
     release = tmp_path / "release"
@@ -184,9 +172,7 @@ def test_a_cells_inline_figure_stays_in_the_cell_while_a_slider_moves(
 def test_an_async_cell_that_awaits_a_slider_change_gets_it(
     kernel: BlockingKernelClient, tmp_path: Path
 ) -> None:
-    run(kernel, SLIDER)
-    model_id = evaluate(kernel, "s.model_id")
-    subshell = create_subshell(kernel)
+    model_id, subshell = widget_and_subshell(kernel, SLIDER, "s")
     seen: list[Message] = []
     wait_idles(kernel, [update(kernel, subshell, model_id, value=1)], seen)
     code = (
@@ -199,12 +185,7 @@ def test_an_async_cell_that_awaits_a_slider_change_gets_it(
     cell = start_cell(kernel, code, seen)
     update(kernel, subshell, model_id, value=42)
     wait_idles(kernel, [cell], seen)
-    printed = "".join(
-        m["content"]["text"]
-        for m in seen
-        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == cell
-    )
-    assert "GOT 42" in printed, printed
+    assert "GOT 42" in printed(seen, cell), printed(seen, cell)
 
 
 @pytest.mark.parametrize(
@@ -229,13 +210,12 @@ def test_a_blocking_loop_sees_every_click(
 ) -> None:
     if "jupyter_ui_poll" in poll:
         pytest.importorskip("jupyter_ui_poll", reason="needs jupyter-ui-poll (test extra)")
-    run(
+    model_id, subshell = widget_and_subshell(
         kernel,
         "import threading, ipywidgets as _w\nclicks = []\nb = _w.Button()\n"
         "b.on_click(lambda _: clicks.append(threading.current_thread().name))",
+        "b",
     )
-    model_id = evaluate(kernel, "b.model_id")
-    subshell = create_subshell(kernel)
     seen: list[Message] = []
     code = (
         "import time as _time\nprint('CELL STARTED', flush=True)\n"
@@ -246,12 +226,7 @@ def test_a_blocking_loop_sees_every_click(
     for _ in range(5):
         click(kernel, subshell, model_id)
     wait_idles(kernel, [cell], seen)
-    printed = "".join(
-        m["content"]["text"]
-        for m in seen
-        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == cell
-    )
-    assert "CLICKS 5" in printed, printed
+    assert "CLICKS 5" in printed(seen, cell), printed(seen, cell)
 
 
 def test_an_execute_request_on_a_subshell_still_runs_beside_the_main_cell(
@@ -262,12 +237,7 @@ def test_an_execute_request_on_a_subshell_still_runs_beside_the_main_cell(
     release = tmp_path / "release"
     cell = start_cell(kernel, waiting_cell(release), seen)
     # The subshell's cell releases the main one: it can only if it runs beside it.
-    beside = send_on(
-        kernel,
-        subshell,
-        "execute_request",
-        {"code": f"open({str(release)!r}, 'w').close()", "silent": False},
-    )
+    beside = execute_on(kernel, subshell, f"open({str(release)!r}, 'w').close()")
     wait_idles(kernel, [beside, cell], seen)
 
 

@@ -121,13 +121,10 @@ def ext(ext_kernel: Any) -> Any:
 # --- what the reply holds ------------------------------------------------------------------
 
 
-def test_feature_is_advertised(ext: Any) -> None:
-    info = ext[1].kernel_info(reply=True, timeout=30)["content"]
-    assert "widget_state" in info["supported_features"]
-
-
 def test_1000_buttons_same_as_update_states(ext: Any) -> None:
     kc = ext[1]
+    info = kc.kernel_info(reply=True, timeout=30)["content"]
+    assert "widget_state" in info["supported_features"]  # the feature is advertised
     theirs, their_paths, their_buffers = update_states(kc)
     reply = request(kc)
     content = reply["content"]
@@ -166,47 +163,32 @@ def odd(ext: Any) -> OddWidgets:
     return OddWidgets(ids, theirs, reply, fetched, evaluate(kc, "bytes(image.value)"))
 
 
-def test_odd_widgets_answer_as_ipywidgets_own_update_states(odd: OddWidgets) -> None:
+def test_odd_widgets(odd: OddWidgets) -> None:
+    """Answered as ipywidgets' own update_states; binary traits are buffers at their paths; a
+    widget's own get_state, added traits and serializers count; the client helper puts every
+    buffer back byte for byte (top level, in lists, tuples, nested dicts)."""
     content = odd.reply["content"]
     their_states, their_paths, their_buffers = odd.theirs
     assert content["status"] == "ok", content
     assert_same_states(content["states"], their_states)
     assert content["buffer_paths"] == their_paths, "not ipywidgets' buffer paths"
     assert [bytes(b) for b in odd.reply["buffers"]] == their_buffers, "not ipywidgets' buffers"
-
-
-def test_binary_traits_are_buffers_at_their_paths(odd: OddWidgets) -> None:
-    paths = odd.reply["content"]["buffer_paths"]
-    assert [odd.ids["blob"], "state", "data"] in paths, paths
-    assert [odd.ids["image"], "state", "value"] in paths, paths
-
-
-def test_a_widgets_own_get_state_added_traits_and_serializers_count(odd: OddWidgets) -> None:
-    states = odd.reply["content"]["states"]
+    paths, states = content["buffer_paths"], content["states"]
+    blob, image = odd.ids["blob"], odd.ids["image"]
+    assert [blob, "state", "data"] in paths, paths
+    assert [image, "state", "value"] in paths, paths
     assert states[odd.ids["own"]]["state"]["value"] == 30, "not the widget's own get_state"
     assert states[odd.ids["extra"]]["state"]["more"] == 5, "a trait added with add_traits"
-    assert states[odd.ids["dates"]]["state"]["value"] == {
-        "year": 2024,
-        "month": 1,
-        "date": 29,
-    }, "not ipywidgets' date serializer"
-
-
-def test_the_client_helper_puts_every_buffer_back(odd: OddWidgets) -> None:
-    """Byte for byte, wherever the buffer was: top level, in lists, tuples, nested dicts."""
-    blob, image = odd.ids["blob"], odd.ids["image"]
-    states = odd.fetched
-    assert set(states) == {blob, image}
-    assert bytes(states[image]["state"]["value"]) == odd.image_value
-    got = states[blob]["state"]
+    date = {"year": 2024, "month": 1, "date": 29}
+    assert states[odd.ids["dates"]]["state"]["value"] == date, "not ipywidgets' date serializer"
+    assert set(odd.fetched) == {blob, image}
+    assert bytes(odd.fetched[image]["state"]["value"]) == odd.image_value
+    got = odd.fetched[blob]["state"]
     assert bytes(got["data"]) == bytes(range(256)) * 4
     parts = got["parts"]
-    assert bytes(parts[0]) == b"\x00\x01"
-    assert parts[1] == 7
-    assert bytes(parts[2]["deep"]) == b"xyz"
-    assert parts[2]["n"] is None
-    assert bytes(parts[3][0]) == b"in-a-tuple"
-    assert parts[3][1] == "a"
+    assert (bytes(parts[0]), parts[1]) == (b"\x00\x01", 7)
+    assert (bytes(parts[2]["deep"]), parts[2]["n"]) == (b"xyz", None)
+    assert (bytes(parts[3][0]), parts[3][1]) == (b"in-a-tuple", "a")
     assert bytes(got["nested"]["a"]["b"]) == b"mv-bytes"
     assert got["nested"]["c"] == [1, 2]
 
@@ -317,14 +299,8 @@ def test_helper_raises_on_error_reply(ext: Any) -> None:
 def test_empty_kernel_and_no_ipywidgets() -> None:
     with running_kernel(EXT_KERNEL) as (_, kc):
         assert evaluate(kc, "'ipywidgets' in __import__('sys').modules") is False
-        content = request(kc)["content"]
-        assert content == {
-            "status": "ok",
-            "states": {},
-            "buffer_paths": [],
-            "missing": [],
-            "errors": {},
-        }
+        empty = {"status": "ok", "states": {}, "buffer_paths": [], "missing": [], "errors": {}}
+        assert request(kc)["content"] == empty
         assert request(kc, {"model_ids": ["a"]})["content"]["missing"] == ["a"]
         # the request did not import ipywidgets either
         assert evaluate(kc, "'ipywidgets' in __import__('sys').modules") is False

@@ -7,29 +7,19 @@ jupyter_client over CurveZMQ; no server (that level is tests/server/test_shared_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from jupyter_client.session import Session
 
 from harness.async_websocket import settle
-from harness.kernels import EXT_KERNEL, start_kernel
 from harness.polling import wait_until_async
 from ipykernel_ext.protocol import CONTENT
 from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
 
 # Hang guard per test (default 120 s): a kernel and several clients.
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def kernel_manager() -> Iterator[Any]:
-    km = start_kernel(EXT_KERNEL)
-    try:
-        yield km
-    finally:
-        km.shutdown_kernel(now=True)
 
 
 class LibClient:
@@ -72,9 +62,9 @@ def idle(msg_id: str) -> Callable[[KernelMessage], bool]:
     )
 
 
-def test_library_routes_replies_and_echoes(kernel_manager: Any) -> None:
+def test_library_routes_replies_and_echoes(ext_kernel: Any) -> None:
     async def main() -> None:
-        info = kernel_manager.get_connection_info()
+        info = ext_kernel[0].get_connection_info()
         assert info.get("curve_publickey"), "the kernel must run with CurveZMQ"
         channels = SharedChannels(info, grace_period=0.2)
         channels.start()

@@ -1,29 +1,18 @@
 """ipykernel's own test suite, for the installed ipykernel version, run against the drop-in.
 
-The tests ship in ipykernel's sdist (not in its wheel). They are fetched with pip
-(``pip download --no-binary :all: --no-deps --no-build-isolation ipykernel==<installed>``,
-which needs hatchling, ipykernel's build backend, in this environment: the ``test`` extra
-has it) and unpacked once into ``build/upstream/ipykernel-<version>/`` (git-ignored). A
-failing download fails the test: CI must not pass without having run them.
+The tests ship in ipykernel's sdist: fetched with ``pip download --no-binary :all: --no-deps
+--no-build-isolation ipykernel==<installed>`` (needs hatchling, in the ``test`` extra) and
+unpacked once into ``build/upstream/ipykernel-<version>/`` (git-ignored); a failing download
+fails the test. The drop-in is substituted through the kernelspec name ``python3``, which
+ipykernel's tests start through jupyter_client: a ``python3`` spec installed in
+``JUPYTER_PATH`` by ``python -m ipykernel_ext install --as-default`` (what a user does). Tests
+that build a kernel in-process (``inprocess/``, the ``*_direct.py`` tests, ``embed_kernel``,
+``IPKernelApp`` instances) run against the installed ipykernel as they are.
 
-How the drop-in is substituted: ipykernel's tests start their kernels through
-jupyter_client by the kernelspec name ``python3`` (``tests/utils.py``:
-``manager.start_new_kernel()``, ``KernelManager()`` without ``kernel_name``). jupyter_client
-looks a name up in ``JUPYTER_PATH`` first, so a ``python3`` kernelspec installed there by
-``python -m ipykernel_ext install --as-default`` (what a user does to replace stock) makes
-every such test start ``python -m ipykernel_ext``. The tests that build a kernel in-process
-(``inprocess/``, ``test_kernel_direct.py``, ``test_ipkernel_direct.py``, ``conftest.py``'s
-fixtures, ``embed_kernel``, ``IPKernelApp`` instances) cannot be the drop-in; they run as
-they are, against the installed ipykernel, so a broken environment shows there too.
-
-Two modes, each one pytest run in a subprocess, read back from its JUnit XML:
-
-* ``--no-answer-while-busy --comms-on-subshells`` (``STOCK_FLAGS``): every test that passes
-  on stock passes;
-* default: the same, but for a difference documented in PROTOCOL.md ("Upstream tests this
-  changes"), listed in ``ALLOWED_FAILURES`` with the reason; there is none.
-
-About 3 minutes per mode on 2 cores (marker ``upstream``; ``-m "not upstream"`` skips them).
+Two modes, each one pytest subprocess read back from its JUnit XML: with ``STOCK_FLAGS``
+(``--no-answer-while-busy --comms-on-subshells``) every test that passes on stock passes; by
+default the same, but for ``ALLOWED_FAILURES`` (documented in PROTOCOL.md, "Upstream tests
+this changes"; none). About 3 minutes per mode on 2 cores (``-m "not upstream"`` skips them).
 """
 
 from __future__ import annotations
