@@ -106,9 +106,7 @@ def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
     _msg_id, count = nb.leave_mid_cell(ws)
     nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
 
 
 def test_the_feed_closes_once_no_tab_is_open_and_no_cell_runs(
@@ -125,7 +123,7 @@ def test_the_feed_closes_once_no_tab_is_open_and_no_cell_runs(
         lambda: gateway_connections(gateway, nb) == 1, HANG, "the tab's gone, the feed stays"
     )
     nb.release(N)
-    nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    nb.ended_on_disk()
     wait_until(lambda: gateway_connections(gateway, nb) == 0, HANG, "the feed closed")
 
 
@@ -163,7 +161,7 @@ def test_collab_document_gets_the_lines_as_they_come(
     srv = gateway_server(gateway, collab=True)
     try:
         nb = Notebook(srv, f"gw-live-{kernel}.ipynb", kernel)
-        srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
+        nb.open_room()  # a tab opened it
         ws = KernelWebsocket(srv, nb.kernel_id, legacy=True)
         _msg_id, count = nb.leave_mid_cell(ws)
         cell = document_follows_the_cell(srv, nb)
@@ -229,7 +227,7 @@ def test_the_input_echo_stays_when_the_server_takes_the_cell_over(
     ws.close()
     nb.wait_log("takes over the outputs of cell")
     go.touch()
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    cell = nb.ended_on_disk()
     assert [dict(o) for o in cell.outputs] == [
         {"output_type": "stream", "name": "stdin", "text": "name? world\n"},
         stream("hello world\nafter\n"),
@@ -243,7 +241,7 @@ def test_a_restart_through_the_server_ends_an_owned_cell_with_what_it_had(
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
     _msg_id, count = nb.leave_mid_cell(ws, resist=True)
     server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    cell = nb.ended_on_disk()
     assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
     assert cell.execution_count == count
     assert nb.log_says("running cells end idle (restart)")

@@ -98,9 +98,7 @@ def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
     ws.close()
     nb.wait_log("takes over the outputs of cell")
     nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
 
 
 def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
@@ -123,9 +121,7 @@ def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
     cell = nb.cell_on_disk()
     assert (cell.outputs, cell.execution_count) == ([], None)  # untouched
     other.close()  # the last tab of the kernel leaves: now the file gets them
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
 
 
 def test_kernel_restart_ends_an_owned_cell_with_what_it_had(server: JupyterServer) -> None:
@@ -133,7 +129,7 @@ def test_kernel_restart_ends_an_owned_cell_with_what_it_had(server: JupyterServe
     ws = KernelWebsocket(server, nb.kernel_id)
     _msg_id, count = nb.leave_mid_cell(ws, resist=True)
     server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    cell = nb.ended_on_disk()
     assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
     assert cell.execution_count == count
     assert nb.log_says("running cells end idle (restart)")
@@ -186,9 +182,7 @@ def test_the_offline_buffer_holds_no_decoded_copy_of_an_owned_cell(
     msg_id, count = close_mid_cell(server, nb)
     nb.wait_log("takes over the outputs of cell")
     nb.release(N)  # lines K+1 .. N-1: into the buffer, and folded by the owner
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]  # the owner folded them
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
     probe = buffer_probe(server, nb, msg_id)
     assert probe["buffering"] and probe["owner"] and probe["outputs"] >= 1, probe
     assert probe["outputs_decoded"] == 0, probe  # bytes only, as stock's buffer holds them
@@ -206,7 +200,7 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
     try:
         nb = Notebook(srv, "kept_off.ipynb")
         if collab:
-            srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+            nb.open_room()
         msg_id, _ = close_mid_cell(srv, nb)
         nb.release(N)
         wait_until(
@@ -235,9 +229,7 @@ def file_gets_the_closed_tabs_cell(srv: JupyterServer, nb: Notebook) -> str:
     msg_id, count = close_mid_cell(srv, nb)
     nb.wait_log("takes over the outputs of cell")
     nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
     return msg_id
 
 
@@ -273,7 +265,7 @@ def collab_server() -> Iterator[JupyterServer]:
 
 def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServer) -> None:
     nb = Notebook(collab_server, "live.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
+    nb.open_room()  # a tab opened it
     ws = KernelWebsocket(collab_server, nb.kernel_id)
     _msg_id, count = nb.leave_mid_cell(ws)
     cell = wait_doc(collab_server, nb, lines(K + 1), "running")
@@ -281,16 +273,14 @@ def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServe
     cell = document_follows_the_cell(collab_server, nb)
     assert len(cell["outputs"]) == 1 and cell["execution_count"] == count
     # the room saves the file itself
-    saved = nb.wait_on_disk(lambda c: c.execution_count is not None, "the room's save")
-    assert [dict(o) for o in saved.outputs] == [stream(lines(N))]
-    assert saved.execution_count == count
+    nb.whole_on_disk(count, "the room's save")
 
 
 def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
     collab_server: JupyterServer,
 ) -> None:
     nb = Notebook(collab_server, "back.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    nb.open_room()
     session = uuid.uuid4().hex
     ws = KernelWebsocket(collab_server, nb.kernel_id, session_id=session)
     msg_id, _count = nb.leave_mid_cell(ws)
@@ -308,7 +298,7 @@ def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
 
 def test_collab_restart_ends_an_owned_cell_idle(collab_server: JupyterServer) -> None:
     nb = Notebook(collab_server, "restart_live.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    nb.open_room()
     ws = KernelWebsocket(collab_server, nb.kernel_id)
     _msg_id, _count = nb.leave_mid_cell(ws, resist=True)
     wait_doc(collab_server, nb, lines(K + 1), "running")
@@ -325,7 +315,7 @@ def test_collab_offline_buffer_skips_outputs_written_into_the_document(
     session is never given the cell's outputs (PROTOCOL.md section 6): jupyter_server's
     offline buffer is not given them either. Its statuses and replies are."""
     nb = Notebook(collab_server, "skipped.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    nb.open_room()
     msg_id, count = close_mid_cell(collab_server, nb)
     nb.wait_log("takes over the outputs of cell")
     wait_until(lambda: buffer_probe(collab_server, nb, msg_id)["hidden"], HANG, "the first write")
@@ -360,7 +350,7 @@ def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
         close_mid_cell(srv, nb)
         nb.wait_log("takes over the outputs of cell")
         nb.release(N)
-        cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+        cell = nb.ended_on_disk()
         text, note = cell.outputs[0], cell.outputs[-1]
         assert len(cell.outputs) == 2 and text.output_type == "stream", cell.outputs
         assert lines(N).startswith(text.text) and len(text.text) < len(lines(N))
@@ -397,9 +387,7 @@ def test_a_notebook_renamed_while_the_server_owns_its_cell_gets_it_at_its_new_pa
     rename(server, nb, new_name)
     nb.wait_log(f"follows its notebook from {old.name} to {new_name}")
     nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell at the new path")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count, "the cell at the new path")
     assert not old.exists()
 
 
@@ -417,7 +405,7 @@ def test_collab_a_renamed_notebook_gets_the_cell_in_its_document(
     collab_server: JupyterServer,
 ) -> None:
     nb = Notebook(collab_server, "live_before.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    nb.open_room()
     _, count = close_mid_cell(collab_server, nb)
     nb.wait_log("takes over the outputs of cell")
     wait_doc(collab_server, nb, lines(K + 1), "running")
