@@ -27,7 +27,6 @@ from harness.browser import (
     chromium,
     quiet_lab_settings,
     require_browser,
-    shut_down_everything,
     wait_for,
 )
 from harness.browser_outputs import (
@@ -42,6 +41,7 @@ from harness.browser_outputs import (
     new_notebook,
     outputs,
     running,
+    running_all,
     save,
     shows_line,
     shows_prompt,
@@ -157,9 +157,7 @@ def counting_case(
     and after it ended."""
     nb.write([counting_cell(nb.holds())])
     holds = nb.holds()
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "line 5 shown", shows_line(0, "line 5"))
         holds.wait_held(1, page)
         left = leave(page)
@@ -170,9 +168,6 @@ def counting_case(
         holds.release(2)
         check_counting_cell_end(page, nb, nb.count(holds, 0, page))
         assert mid is None, mid
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
 
 
 # --- the cases -----------------------------------------------------------------------------
@@ -185,11 +180,6 @@ def reload(page: Any) -> Any:
 
 #: JupyterLab 4.6 and Notebook 7 (a notebook at /notebooks/<path>; the same cell widgets).
 FRONTENDS = pytest.mark.parametrize("frontend", ["lab", "notebook7"])
-
-
-@FRONTENDS
-def test_a_reload_after_line_5(lab: JupyterServer, context: Any, frontend: str) -> None:
-    counting_case(context, new_notebook(lab, "a", frontend), reload, lambda page: page)
 
 
 @FRONTENDS
@@ -252,14 +242,8 @@ def test_d_websocket_cut_then_same_session_back(
     assert seen["client_after"] == seen["client"], seen
 
 
-@FRONTENDS
-def test_e_display_id_progress_and_clear_output(
-    lab: JupyterServer, context: Any, frontend: str
-) -> None:
-    rich_case(context, new_notebook(lab, "e", frontend), reload)
-
-
-def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+def rich_case(context: Any, nb: Notebook) -> None:
+    """display_id updates, a progress line and clear_output."""
     holds = nb.holds()
     nb.write([rich_cell(holds)])
 
@@ -270,12 +254,10 @@ def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
             (STDOUT, f"progress {step}"),
         ]
 
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "frame 5 shown", shows_line(0, "frame 5"))
         holds.wait_held(1, page)
-        page = leave(page)
+        page = reload(page)
         holds.release(1)
         shown = wait_page(
             page, "progress 29", lambda s: outputs(s[0])[-1:] == [(STDOUT, "progress 29")]
@@ -295,19 +277,10 @@ def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
         wait_file(nb.path, {"cell-0": {"count": count, "outputs": saved}}, page)
         assert file_output_data(nb.path, "cell-0") == [{"text/plain": "status 39"}]
         assert mid is None, mid
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
 
 
-@FRONTENDS
-def test_f_run_all_of_three_cells_reloaded_during_the_first(
-    lab: JupyterServer, context: Any, frontend: str
-) -> None:
-    run_all_case(context, new_notebook(lab, "f", frontend), reload)
-
-
-def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+def run_all_case(context: Any, nb: Notebook) -> None:
+    """Run all of three cells, reloaded during the first."""
     first, second, third = nb.holds(0), nb.holds(1), nb.holds(2)
     nb.write(
         [
@@ -316,12 +289,10 @@ def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> Non
             counting_cell(third, "third", n=10, at=()),
         ]
     )
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "line 5 shown", shows_line(0, "line 5"))
         first.wait_held(1, page)
-        page = leave(page)
+        page = reload(page)
         first.release(1)
         mid = check_counting_cell_mid(page)
         shown = cells(page)
@@ -353,20 +324,10 @@ def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> Non
             page,
         )
         assert mid is None, mid
-    finally:
-        for holds in (first, second, third):
-            holds.release_all()
-        shut_down_everything(nb.lab)
 
 
-@FRONTENDS
-def test_g_widget_and_html_drawn_after_the_tab_left(
-    lab: JupyterServer, context: Any, frontend: str
-) -> None:
-    widget_case(context, new_notebook(lab, "g", frontend), reload)
-
-
-def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+def widget_case(context: Any, nb: Notebook) -> None:
+    """A widget and HTML drawn after the tab left."""
     holds = nb.holds()
     nb.write([widget_cell(holds)])
 
@@ -382,12 +343,10 @@ def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None
 
         return check
 
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "slider drawn", lambda s: [o["sliders"] for o in s[0]["outputs"]] == [1])
         holds.wait_held(1, page)
-        page = leave(page)
+        page = reload(page)
         holds.release(1)
         holds.wait_held(2, page)
         shown = wait_page(page, "slider at 29 and the HTML drawn", drawn(29))
@@ -406,9 +365,23 @@ def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None
         ]
         wait_file(nb.path, {"cell-0": {"count": count, "outputs": saved}}, page)
         assert mid is None, mid
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
+
+
+#: The cases a reload mid-cell leaves whole, by notebook name.
+RELOADED: dict[str, Callable[[Any, Notebook], None]] = {
+    "a": lambda context, nb: counting_case(context, nb, reload, lambda page: page),
+    "e": rich_case,
+    "f": run_all_case,
+    "g": widget_case,
+}
+
+
+@FRONTENDS
+@pytest.mark.parametrize("name", list(RELOADED))
+def test_a_reload_mid_cell_keeps_the_cell_whole(
+    lab: JupyterServer, context: Any, frontend: str, name: str
+) -> None:
+    RELOADED[name](context, new_notebook(lab, name, frontend))
 
 
 @FRONTENDS
@@ -429,9 +402,7 @@ def input_case(context: Any, nb: Notebook, solo: bool) -> None:
     holds = nb.holds()
     nb.write([input_cell(holds)])
     hello = [*lines("hello world", 10), "done"]
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         answer = page.locator(".jp-Stdin-input")
         answer.wait_for(state="visible")
         answer.fill("world")
@@ -465,9 +436,6 @@ def input_case(context: Any, nb: Notebook, solo: bool) -> None:
         if not solo:
             save(page)
             wait_file(nb.path, {"cell-0": {"count": count, "outputs": want}}, page)
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
 
 
 def test_without_collaboration_reopened_after_the_cell_ended(
@@ -479,9 +447,7 @@ def test_without_collaboration_reopened_after_the_cell_ended(
 def solo_case(context: Any, nb: Notebook) -> None:
     holds = nb.holds()
     nb.write([counting_cell(holds)])
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "line 5 shown", shows_line(0, "line 5"))
         holds.wait_held(1, page)
         page.close()
@@ -493,9 +459,6 @@ def solo_case(context: Any, nb: Notebook) -> None:
         page = nb.open(context)
         shown = wait_page(page, f"[{count}]", shows_prompt(0, f"[{count}]:"))
         assert outputs(shown[0]) == [(STDOUT, "\n".join(expected))], summary(shown)
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
 
 
 # --- as installed: no flag, the server extension picks the class ---------------------------
@@ -530,9 +493,7 @@ def test_installed_with_the_off_switch_a_reload_loses_the_later_lines(
         nb = new_notebook(lab, "off")
         holds = nb.holds()
         nb.write([counting_cell(holds)])
-        page = context.new_page()
-        try:
-            nb.run_all(page)
+        with running_all(context, nb) as page:
             wait_page(page, "line 5 shown", shows_line(0, "line 5"))
             holds.wait_held(1, page)
             reload(page)
@@ -542,9 +503,6 @@ def test_installed_with_the_off_switch_a_reload_loses_the_later_lines(
             shown = wait_page(page, "line 5 shown again", shows_line(0, "line 5"))
             text = "\n".join(t for _, t in outputs(shown[0]))
             assert "line 29" not in text and "done" not in text, summary(shown)
-        finally:
-            holds.release_all()
-            shut_down_everything(lab)
 
 
 # --- through Enterprise Gateway: --gateway-url, no other flag -------------------------------
