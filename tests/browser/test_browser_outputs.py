@@ -24,7 +24,6 @@ import pytest
 from harness.browser import (
     ARTIFACTS,
     LAB_ARGS,
-    chromium,
     quiet_lab_settings,
     require_browser,
     wait_for,
@@ -123,15 +122,10 @@ def installed_solo(
     yield from _server(tmp_path_factory, INSTALLED_SOLO_ARGS, ipykernel_ext=None)
 
 
-@pytest.fixture(scope="module")
-def browser(ready: None) -> Iterator[Any]:
-    with chromium() as chromium_browser:
-        yield chromium_browser
-
-
 @pytest.fixture
 def context(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A fresh browser context; a screenshot of each page it still has goes to artifacts/."""
+    """A fresh context of conftest's browser (which starts ``lab``); screenshots of its pages
+    go to artifacts/."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         yield ctx

@@ -1,19 +1,13 @@
 """Outputs survive the tab, through a real jupyter_server with SharedChannelsConnection.
 
-A real server (``--ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.
-SharedChannelsConnection``, CurveZMQ required), a real ``python3-ext`` kernel started for a
-notebook session made through ``/api/sessions`` (the path of a real ``.ipynb``), and websocket
-clients that send what JupyterLab sends: an ``execute_request`` with ``metadata.cellId``.
-The cell prints ``line 0`` ... one line per barrier file the test writes, so every step is
-paced by the test, never by time. Verdicts are what the file on disk, the live collaborative
-document and the websockets hold; the server's log lines (the owner taking a cell over, a
-write deferred) are barriers; time bounds are hang guards only.
-
-Without collaboration (``jupyter_server_ydoc`` disabled): a closed tab's cell goes into the
-file once it ended; nothing is written while a websocket of the kernel is open; the same
-session back within the grace gets every output once; a restart ends an owned cell with what
-it had. With jupyter-collaboration (skipped when absent): the document gets the lines as they
-come, ``[*]`` then the count; a session back after the server took over is not given them.
+A real server (CurveZMQ required), a ``python3-ext`` kernel for a notebook session made
+through ``/api/sessions`` (a real ``.ipynb``), websocket clients that send what JupyterLab
+sends (``metadata.cellId``). The cell prints a line per barrier file the test writes; verdicts
+are the file, the live document and the websockets; the server's log lines are barriers;
+time bounds are hang guards. Without collaboration: a closed tab's cell goes into the file
+once it ended, nothing while a websocket of the kernel is open, the same session back within
+the grace gets every output once, a restart ends an owned cell. With jupyter-collaboration:
+the document gets the lines as they come, ``[*]`` then the count, once.
 """
 
 from __future__ import annotations
@@ -51,7 +45,7 @@ pytestmark = pytest.mark.timeout(400)
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
 
 
-def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> JupyterServer:
+def server_with(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> JupyterServer:
     """A server with the connection class and outputs_buffer_extension (the offline buffer's
     counts); collaboration and outputs_room_extension if asked (harness/server_extensions/)."""
     args = [
@@ -69,17 +63,14 @@ def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> Jup
             '--ServerApp.jpserver_extensions={"outputs_buffer_extension": True, '
             '"jupyter_server_ydoc": False}'
         )
-    return JupyterServer(extra_args=[*args, *extra], stop_timeout=20).start()
+    return JupyterServer(extra_args=[*args, *extra], stop_timeout=20)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[JupyterServer]:
     """No collaboration, a short grace."""
-    srv = start_server(grace=0.5, collab=False)
-    try:
+    with server_with(grace=0.5, collab=False) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 # --- without collaboration ---------------------------------------------------------------------
@@ -136,8 +127,7 @@ def test_kernel_restart_ends_an_owned_cell_with_what_it_had(server: JupyterServe
 
 
 def test_same_session_back_within_the_grace_gets_every_output_once() -> None:
-    srv = start_server(grace=120, collab=False)  # the return is always within it
-    try:
+    with server_with(grace=120, collab=False) as srv:  # the return is always within it
         nb = Notebook(srv, "blip.ipynb")
         session = uuid.uuid4().hex
         ws = KernelWebsocket(srv, nb.kernel_id, session_id=session)
@@ -152,8 +142,6 @@ def test_same_session_back_within_the_grace_gets_every_output_once() -> None:
         assert reply["content"]["status"] == "ok"
         assert before + stdout_of(iopub, msg_id) == lines(N)
         back.close()
-    finally:
-        srv.stop()
 
 
 def buffer_probe(server: JupyterServer, nb: Notebook, msg_id: str) -> dict[str, Any]:
@@ -194,10 +182,9 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
     collaboration, when installed, a room open as a tab of the notebook would have it) gets
     anything from the server."""
     collab = importlib.util.find_spec("jupyter_server_ydoc") is not None
-    srv = start_server(
+    with server_with(
         grace=0.5, collab=collab, extra=("--SharedChannelsConnection.keep_outputs=False",)
-    )
-    try:
+    ) as srv:
         nb = Notebook(srv, "kept_off.ipynb")
         if collab:
             nb.open_room()
@@ -219,8 +206,6 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
         if collab:
             cell = doc_cell(srv, nb)
             assert (cell["outputs"], cell["execution_count"]) == ([], None), cell
-    finally:
-        srv.stop()
 
 
 def file_gets_the_closed_tabs_cell(srv: JupyterServer, nb: Notebook) -> str:
@@ -236,15 +221,12 @@ def file_gets_the_closed_tabs_cell(srv: JupyterServer, nb: Notebook) -> str:
 def test_without_an_offline_buffer_the_file_gets_the_cell() -> None:
     """``buffer_offline_messages=False``: the closed tab's channels would close under the
     cell; the owner holds them while it follows the cell, and writes it once it ended."""
-    srv = start_server(
+    with server_with(
         grace=0.5, collab=False, extra=("--MappingKernelManager.buffer_offline_messages=False",)
-    )
-    try:
+    ) as srv:
         nb = Notebook(srv, "unbuffered.ipynb")
         msg_id = file_gets_the_closed_tabs_cell(srv, nb)
         assert not buffer_probe(srv, nb, msg_id)["buffering"]
-    finally:
-        srv.stop()
 
 
 # --- with jupyter-collaboration ------------------------------------------------------------------
@@ -256,11 +238,8 @@ def collab_server() -> Iterator[JupyterServer]:
         "jupyter_server_ydoc",
         reason="jupyter-collaboration is not installed (pip install 'ipykernel-ext[collab]')",
     )
-    srv = start_server(grace=0.5, collab=True)
-    try:
+    with server_with(grace=0.5, collab=True) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServer) -> None:
@@ -342,10 +321,9 @@ def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
     """The per-cell bound (here 80 bytes) cuts the cell the server writes: the file has the
     lines that fit, then the note (``metadata.ipykernel_ext_cut``) saying why; the log says
     so too."""
-    srv = start_server(
+    with server_with(
         grace=0.5, collab=False, extra=("--SharedChannelsConnection.keep_outputs_cell_bytes=80",)
-    )
-    try:
+    ) as srv:
         nb = Notebook(srv, "cut.ipynb")
         close_mid_cell(srv, nb)
         nb.wait_log("takes over the outputs of cell")
@@ -357,8 +335,6 @@ def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
         assert note.output_type == "display_data" and note.metadata["ipykernel_ext_cut"] is True
         assert "at most 80 bytes of output per cell" in note.data["text/plain"]
         assert nb.log_says(f"the outputs of cell {CELL_ID} were cut at 80 bytes per cell")
-    finally:
-        srv.stop()
 
 
 # --- the outputs follow the notebook when it is renamed or moved -----------------------------
