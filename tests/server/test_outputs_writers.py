@@ -280,9 +280,8 @@ def test_contents_writer_saves_outputs_through_the_contents_manager(
 def test_contents_writer_saves_again_when_the_file_is_lost_after_its_save(
     sync_server: JupyterServer,
 ) -> None:
-    """A save whose file is gone right after it (what a client reading the notebook mid-save
-    can cause through jupyter_server's atomic-writing recovery) is made again, and the file
-    ends whole: every cell, with the outputs."""
+    """A save whose file is gone right after it (a client reading mid-save can cause it through
+    jupyter_server's atomic-writing recovery) is made again; the file ends whole."""
     path = sync_server.root_dir / "raced.ipynb"
     nbformat.write(notebook("c1", "c2"), path)
     marker = Path(f"{path}.lose-once")
