@@ -28,7 +28,6 @@ from harness.outputs_notebook import (
     Notebook,
     doc_cell,
     document_follows_the_cell,
-    execution_count_of,
     lines,
     stdout_of,
     stream,
@@ -81,13 +80,7 @@ def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
     server: JupyterServer, kernel: str
 ) -> None:
     nb = Notebook(server, f"closed-{kernel}.ipynb", kernel)
-    ws = KernelWebsocket(server, nb.kernel_id)
-    msg_id = nb.run(ws)
-    nb.release(K + 1)
-    seen = until_line(ws, msg_id, K)
-    count = execution_count_of(seen, msg_id)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    _msg_id, count = nb.leave_mid_cell(KernelWebsocket(server, nb.kernel_id))
     nb.release(N)
     nb.whole_on_disk(count)
 
@@ -149,12 +142,12 @@ def buffer_probe(server: JupyterServer, nb: Notebook, msg_id: str) -> dict[str, 
     return server.api("GET", f"outputs-buffer?kernel_id={nb.kernel_id}&msg_id={msg_id}")
 
 
-def close_mid_cell(
-    server: JupyterServer, nb: Notebook, session: str | None = None
-) -> tuple[str, int]:
-    """Run the cell on a new websocket, read it up to ``line K``, close it (the tab leaves
-    mid-cell); returns the request's msg_id and the cell's execution count."""
-    ws = KernelWebsocket(server, nb.kernel_id, session_id=session or uuid.uuid4().hex)
+def close_mid_cell(server: JupyterServer, nb: Notebook, owned: bool = True) -> tuple[str, int]:
+    """A new tab runs the cell to ``line K`` and leaves mid-cell; ``owned``: the server then
+    takes the cell over (its log says so). The request's msg_id and the cell's count."""
+    ws = KernelWebsocket(server, nb.kernel_id, session_id=uuid.uuid4().hex)
+    if owned:
+        return nb.leave_mid_cell(ws)
     msg_id, count = nb.run_to_line_k(ws)
     ws.close()
     return msg_id, count
@@ -168,7 +161,6 @@ def test_the_offline_buffer_holds_no_decoded_copy_of_an_owned_cell(
     beside them (for the 50 MB cell of docs/BENCHMARKS.md, that copy is the text twice)."""
     nb = Notebook(server, "buffered.ipynb")
     msg_id, count = close_mid_cell(server, nb)
-    nb.wait_log("takes over the outputs of cell")
     nb.release(N)  # lines K+1 .. N-1: into the buffer, and folded by the owner
     nb.whole_on_disk(count)
     probe = buffer_probe(server, nb, msg_id)
@@ -188,7 +180,7 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
         nb = Notebook(srv, "kept_off.ipynb")
         if collab:
             nb.open_room()
-        msg_id, _ = close_mid_cell(srv, nb)
+        msg_id, _ = close_mid_cell(srv, nb, owned=False)
         nb.release(N)
         wait_until(
             lambda: (
@@ -212,7 +204,6 @@ def file_gets_the_closed_tabs_cell(srv: JupyterServer, nb: Notebook) -> str:
     """The tab closes mid-cell, the server takes the cell over, the cell ends: the file has
     every line and the count. Returns the cell's msg_id."""
     msg_id, count = close_mid_cell(srv, nb)
-    nb.wait_log("takes over the outputs of cell")
     nb.release(N)
     nb.whole_on_disk(count)
     return msg_id
@@ -296,7 +287,6 @@ def test_collab_offline_buffer_skips_outputs_written_into_the_document(
     nb = Notebook(collab_server, "skipped.ipynb")
     nb.open_room()
     msg_id, count = close_mid_cell(collab_server, nb)
-    nb.wait_log("takes over the outputs of cell")
     wait_until(lambda: buffer_probe(collab_server, nb, msg_id)["hidden"], HANG, "the first write")
     nb.release(N)
     cell = wait_doc(collab_server, nb, lines(N), "idle")
@@ -326,7 +316,6 @@ def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
     ) as srv:
         nb = Notebook(srv, "cut.ipynb")
         close_mid_cell(srv, nb)
-        nb.wait_log("takes over the outputs of cell")
         nb.release(N)
         cell = nb.ended_on_disk()
         text, note = cell.outputs[0], cell.outputs[-1]
@@ -359,7 +348,6 @@ def test_a_notebook_renamed_while_the_server_owns_its_cell_gets_it_at_its_new_pa
     nb = Notebook(server, f"before-{new_name.count('/')}.ipynb")
     old = nb.path
     _, count = close_mid_cell(server, nb)
-    nb.wait_log("takes over the outputs of cell")
     rename(server, nb, new_name)
     nb.wait_log(f"follows its notebook from {old.name} to {new_name}")
     nb.release(N)
@@ -370,7 +358,6 @@ def test_a_notebook_renamed_while_the_server_owns_its_cell_gets_it_at_its_new_pa
 def test_a_write_that_cannot_be_made_anywhere_is_told(server: JupyterServer) -> None:
     nb = Notebook(server, "deleted.ipynb")
     close_mid_cell(server, nb)
-    nb.wait_log("takes over the outputs of cell")
     server.api("DELETE", f"api/contents/{nb.name}")
     nb.release(N)
     nb.wait_log(f"could not be written anywhere (tried {nb.name})")
@@ -383,7 +370,6 @@ def test_collab_a_renamed_notebook_gets_the_cell_in_its_document(
     nb = Notebook(collab_server, "live_before.ipynb")
     nb.open_room()
     _, count = close_mid_cell(collab_server, nb)
-    nb.wait_log("takes over the outputs of cell")
     wait_doc(collab_server, nb, lines(K + 1), "running")
     rename(collab_server, nb, "live_after.ipynb")
     nb.wait_log("follows its notebook from live_before.ipynb to live_after.ipynb")
