@@ -2,7 +2,8 @@
 
 :class:`WSClient` is a tornado websocket client of ``/api/kernels/<id>/channels`` that keeps
 every message it receives; :func:`connect_all` opens many at once, and :func:`settle` waits
-in the loop for a condition (a barrier polled, with a hang guard).
+in the loop for a condition (a barrier polled, with a hang guard). :class:`CountingClient`
+decodes headers only (bursts); :class:`StuckWebsocket` shakes hands, then never reads.
 
 Why a second client beside the synchronous :class:`harness.kernel_websocket.KernelWebsocket`:
 that one has a reader thread per websocket and blocks its caller, which suits a test driving
@@ -15,7 +16,10 @@ framing, the message dict) is :mod:`harness.ws_protocol`; each only moves frames
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import os
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -33,7 +37,9 @@ from .ws_protocol import (
     auth_header,
     channels_path,
     decode_message,
+    decode_v1,
     encode_message,
+    message_from_parts,
     new_message,
 )
 
@@ -191,3 +197,54 @@ async def settle(pred: Callable[[], bool], timeout: float = 30) -> bool:
     except WaitTimeout:
         return False
     return True
+
+
+class CountingClient(WSClient):
+    """A WSClient that decodes only headers (and the content of small messages), for many
+    clients of a large burst in one process; each message carries its ``size`` on the wire."""
+
+    def decode(self, data: str | bytes) -> dict[str, Any]:
+        assert isinstance(data, bytes)
+        msg = message_from_parts(*decode_v1(data), decode_content=self.small)
+        return {**msg, "size": len(data)}
+
+    @staticmethod
+    def small(header: dict[str, Any]) -> bool:
+        return header["msg_type"] != "comm_msg"
+
+    def comm_msgs(self, msg_id: str) -> int:
+        return sum(m["msg_type"] == "comm_msg" for m in self.of(msg_id))
+
+
+class StuckWebsocket:
+    """A websocket client that completes the handshake and then never reads.
+
+    A raw TCP socket with a small receive buffer: once that and the server's send buffer are
+    full, everything the server still has for it waits in the server.
+    """
+
+    def __init__(self, srv: JupyterServer, kernel_id: str) -> None:
+        self.session = uuid.uuid4().hex
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.sock.connect(("127.0.0.1", srv.port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        request = (
+            f"GET /{channels_path(kernel_id, self.session)} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{srv.port}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Sec-WebSocket-Protocol: {WS_V1}\r\n"
+            f"{': '.join(auth_header(srv.token))}\r\n\r\n"
+        )
+        self.sock.sendall(request.encode())
+        response = b""
+        self.sock.settimeout(30)
+        while b"\r\n\r\n" not in response:
+            chunk = self.sock.recv(1)  # byte by byte: not one byte past the headers
+            assert chunk, "the server closed during the handshake"
+            response += chunk
+        assert response.startswith(b"HTTP/1.1 101"), response
+
+    def close(self) -> None:
+        self.sock.close()

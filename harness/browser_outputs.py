@@ -9,8 +9,10 @@ widgets); what the notebook file on disk holds; the verdicts on the counting cel
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from harness.browser import (
     INDICATOR_STATUS_JS,
     LAB_STATUS_JS,
     open_and_run_all,
+    shut_down_everything,
     wait_for,
     write_notebook,
 )
@@ -75,6 +78,7 @@ class Notebook:
     frontend: str = "lab"
     log: WebsocketLog | None = None  # the running tab's kernel websocket
     kernel: str = "python3-ext"  # the notebook's kernelspec ("python3": stock ipykernel)
+    n_cells: int = 0  # as written
 
     @property
     def path(self) -> Path:
@@ -85,6 +89,7 @@ class Notebook:
 
     def write(self, sources: list[str]) -> None:
         write_notebook(self.path, sources, self.kernel)
+        self.n_cells = len(sources)
 
     def url(self, tab: int = 0) -> str:
         """The page's path on the server (JupyterLab: a workspace of its own per tab, since
@@ -122,6 +127,20 @@ class Notebook:
         page.set_default_timeout(120_000)
         open_notebook(page, self.lab.http_url(self.url(tab)), 1)
         return page
+
+
+@contextlib.contextmanager
+def running_all(context: Any, nb: Notebook) -> Iterator[Any]:
+    """A new page of ``context`` that ran all of ``nb``; on the way out, every hold of the
+    notebook's cells is released and the server's kernels are shut down."""
+    page = context.new_page()
+    try:
+        nb.run_all(page)
+        yield page
+    finally:
+        for cell in range(nb.n_cells):
+            nb.holds(cell).release_all()
+        shut_down_everything(nb.lab)
 
 
 def new_notebook(

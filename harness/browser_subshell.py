@@ -151,6 +151,29 @@ def _record(path, **fields):
 """
 
 
+def scenario_files(lab: JupyterServer, name: str) -> tuple[Path, Path, Path]:
+    """A scenario's barrier files: the kernel's record, the cell's started marker, the release."""
+    record, started, release = (
+        lab.root_dir / f"{name}.{ext}" for ext in ("jsonl", "started", "release")
+    )
+    return record, started, release
+
+
+def last_recorded(record: Path, value: int) -> bool:
+    """Whether the kernel's last recorded callback had ``value``."""
+    records = read_records(record)
+    return bool(records) and records[-1]["value"] == value
+
+
+def sent_and_detail(log: WebsocketLog, method: str, **fields: Any) -> tuple[list[Any], str]:
+    """The page's ``method`` comm_msgs (:func:`comm_msgs_sent`) and a JSON detail of ``fields``
+    with the subshell each was sent on, printed for the test's output."""
+    sent = comm_msgs_sent(log, method)
+    detail = json.dumps({**fields, "sent_subshells": [f.subshell_id for f in sent]})
+    print(detail)
+    return sent, detail
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """The JSON lines the kernel's callbacks appended to ``path`` (none yet: empty)."""
     if not path.exists():
@@ -292,9 +315,7 @@ def run_slider_scenario(page: Any, lab: JupyterServer, frontend: str, kernel: st
     the cell's print do not raise: a kernel that never gets there is what the result says.
     """
     name = f"slider-{frontend}-{kernel}-{uuid.uuid4().hex[:8]}"
-    record, started, release = (
-        lab.root_dir / f"{name}.{ext}" for ext in ("jsonl", "started", "release")
-    )
+    record, started, release = scenario_files(lab, name)
     try:
         log, status_js = open_notebook(
             page, lab, frontend, name, slider_cells(record, started, release), kernel, False
@@ -306,7 +327,7 @@ def run_slider_scenario(page: Any, lab: JupyterServer, frontend: str, kernel: st
         # The cell ends, then the moves run; the last one brings the kernel to the page's value.
         with contextlib.suppress(TimeoutError):
             wait_for(
-                lambda: (records := read_records(record)) and records[-1]["value"] == page_value,
+                lambda: last_recorded(record, page_value),
                 60,
                 what=f"the kernel's callback for value {page_value}",
                 page=page,

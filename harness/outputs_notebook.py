@@ -111,6 +111,21 @@ class Notebook:
     def wait_on_disk(self, check: Callable[[Any], bool], what: str) -> Any:
         return wait_until(self.cell_on_disk, HANG, what, done=lambda c: c is not None and check(c))
 
+    def ended_on_disk(self, what: str = "the cell in the file") -> Any:
+        """The cell in the file once it has its execution count (it ended)."""
+        return self.wait_on_disk(lambda c: c.execution_count is not None, what)
+
+    def whole_on_disk(self, count: int, what: str = "the cell in the file") -> Any:
+        """Once the cell ended, the file has every line it printed and ``count``."""
+        cell = self.ended_on_disk(what)
+        assert [dict(o) for o in cell.outputs] == [stream(lines(N))], cell.outputs
+        assert cell.execution_count == count, cell
+        return cell
+
+    def open_room(self) -> None:
+        """As a tab opening the notebook: its live document's room (outputs_room_extension)."""
+        self.server.api("GET", f"outputs-room/doc?path={self.name}&open=1")
+
     def log_says(self, text: str) -> bool:
         return any(
             self.kernel_id in line and text in line for line in self.server.log_text().splitlines()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -119,3 +120,18 @@ class SharedChannelsServer(KernelConnections, server_utils.JupyterServer):
         """:meth:`wait_stdin_connections` from a test's event loop, which keeps running (its
         websocket clients keep reading) while this waits."""
         return await asyncio.to_thread(self.wait_stdin_connections, kernel_id, count, timeout)
+
+    def websocket_reports(self) -> dict[str, dict[str, int]]:
+        """session -> what the class logged when that websocket closed (SharedChannelsConnection.
+        disconnect): messages queued for it, written to it, left, peak bytes buffered."""
+        reports = {}
+        pattern = re.compile(
+            r"Websocket (\S+) of kernel \S+ closed: (\d+) messages queued, (\d+) written, "
+            r"(\d+) left; peak (\d+) bytes buffered \(budget \d+\); the channels read (\d+)"
+        )
+        for m in pattern.finditer(self.log_text()):
+            session, *numbers = m.groups()
+            reports[session] = dict(
+                zip(("queued", "written", "left", "peak", "read"), map(int, numbers), strict=True)
+            )
+        return reports

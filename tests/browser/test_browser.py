@@ -1,16 +1,10 @@
 """JupyterLab in a real browser: a grid of 1000 Buttons renders whole on ``python3-ext``.
 
-This is where the IOPub loss was first seen by users: with CurveZMQ between jupyter_server
-and a stock kernel, such a grid shows "Error displaying widget: model not found", an empty
-output, or a cell stuck at ``[*]``. Here JupyterLab (from PyPI) is served on localhost with
-``transport_encryption=required``, Debian's ``chromium`` is driven headless by Playwright
-(its Python wheel carries the driver; no browser is downloaded), and the test checks what a
-user would look at. A screenshot goes to ``artifacts/`` at the repository root.
-
-Needs ``chromium`` (apt) and the ``browser`` extra (jupyterlab, playwright): see
-``.ci/install-browser.sh`` (which fails CI without them). Without them the test is skipped,
-saying why.
-Skip it on purpose with ``-m 'not browser'``.
+Where users first saw the IOPub loss: with CurveZMQ and a stock kernel such a grid shows
+"Error displaying widget: model not found", an empty output, or ``[*]`` for good. JupyterLab
+on localhost with ``transport_encryption=required``, Debian's ``chromium`` headless through
+Playwright; the test checks what a user would look at (screenshot in ``artifacts/``). Needs
+``chromium`` and the ``browser`` extra (``.ci/install-browser.sh``), else it is skipped.
 """
 
 from __future__ import annotations
@@ -31,8 +25,7 @@ from harness.browser import (
 )
 from harness.server import JupyterServer
 
-# Hang guard per test (default 120 s): a JupyterLab/Notebook/Voila server, Chromium, and the
-# Voila render of 1000 Buttons (300 s on its own under load).
+# Hang guard: a JupyterLab server, Chromium, 1000 Buttons rendered under load.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
 
 N_BUTTONS = 1000
@@ -42,11 +35,8 @@ buttons = [widgets.Button(description=str(i), layout=widgets.Layout(width="60px"
            for i in range({N_BUTTONS})]
 widgets.GridBox(buttons, layout=widgets.Layout(grid_template_columns="repeat(20, 64px)"))"""
 
-# What ipywidgets' JupyterLab renderer and views put in the page (jupyterlab_widgets 3.0):
-# each Button view is a <button class="jupyter-widgets jupyter-button widget-button">; a model
-# that cannot be found shows the text "Error displaying widget: model not found" (or stays at
-# "Loading widget..." if the manager is still restoring), and a view that fails to build is
-# replaced by an ErrorWidget whose node has the class "jupyter-widgets-error-widget".
+# ipywidgets' views (jupyterlab_widgets 3): a Button, a view that failed to build, and the
+# texts of a model not found (or still restoring).
 BUTTON_SELECTOR = ".jp-OutputArea button.jupyter-button.widget-button"
 ERROR_SELECTOR = ".jupyter-widgets-error-widget"
 ERROR_TEXTS = ("Error displaying widget", "Loading widget...")
@@ -125,9 +115,8 @@ def run_cell_and_look(page: Any, lab: JupyterServer) -> dict[str, Any]:
             page,
         )
 
-    # Views render after the cell finished: wait until all are there (the timeout only
-    # guards a hang). There is no "count stopped changing for a while" exit: on a loaded
-    # machine rendering can pause that long, and the test would then judge a partial page.
+    # Views render after the cell finished: wait until all are there (a hang guard; no
+    # "count stopped changing" exit, which would judge a partial page on a loaded machine).
     buttons = page.locator(BUTTON_SELECTOR)
     with contextlib.suppress(TimeoutError):
         wait_for(lambda: buttons.count() == N_BUTTONS, 180, 0.5, f"{N_BUTTONS} buttons", page)

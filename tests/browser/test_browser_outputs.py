@@ -1,21 +1,15 @@
 """Outputs survive the tab: what a page shows of a cell whose tab went away.
 
-A real ``jupyter lab`` (JupyterLab 4.6 and Notebook 7) with jupyter-collaboration, kernels
-``python3-ext`` with CurveZMQ required, the server's kernel websockets handled by
-``ipykernel_ext.server.SharedChannelsConnection``, headless Debian Chromium driven by
-Playwright. A cell prints ``line 0`` .. ``line 39`` then ``done``; the tab that runs it leaves
-after ``line 5`` (reloaded, closed, its network cut, ...). Then, on the page a user is looking
-at: every line exactly once and in order, ``[*]`` while the cell still runs, its execution
-count once it ended, and the same outputs in the ``.ipynb`` once saved. Every case runs on
-JupyterLab 4.6 and on Notebook 7.
-
-No verdict depends on speed: the cells stop at holds (harness/outputs_cells.py) until the test
-has looked; every wait is on what the page or the file shows, with a generous hang guard.
-Without collaboration the server writes the file once the cell ended with no tab open (the
-solo tests). The last tests start the servers as a user of this venv would, with no flag
-(the package's server extension, enabled by installing it, picks the class): the
-same cells survive, with stock ipykernel too, and with the off switch a reload loses the
-later lines as on stock. A screenshot of each page as the test left it goes to artifacts/.
+A real ``jupyter lab`` with jupyter-collaboration, ``python3-ext`` with CurveZMQ required,
+``SharedChannelsConnection``, Chromium via Playwright; every case on JupyterLab 4.6 and on
+Notebook 7. A cell prints ``line 0`` .. ``line 39`` then ``done``; its tab leaves after
+``line 5`` (reloaded, closed, its network cut, ...). Then the page shows every line once and
+in order, ``[*]`` while the cell runs, its count once it ended, and the same outputs in the
+saved ``.ipynb``. Without collaboration the server writes the file once the cell ended with no
+tab open (solo). Then servers as installed (no flag: the server extension picks the class),
+stock ipykernel too, the off switch (a reload loses the later lines, as on stock), and
+Enterprise Gateway. Cells stop at holds (harness/outputs_cells.py) until the test has looked;
+every wait is on what the page or file shows; screenshots go to artifacts/.
 """
 
 from __future__ import annotations
@@ -30,10 +24,8 @@ import pytest
 from harness.browser import (
     ARTIFACTS,
     LAB_ARGS,
-    chromium,
     quiet_lab_settings,
     require_browser,
-    shut_down_everything,
     wait_for,
 )
 from harness.browser_outputs import (
@@ -48,6 +40,7 @@ from harness.browser_outputs import (
     new_notebook,
     outputs,
     running,
+    running_all,
     save,
     shows_line,
     shows_prompt,
@@ -59,8 +52,7 @@ from harness.gateway import EG_EXT, EG_STOCK, EnterpriseGateway, gateway_command
 from harness.outputs_cells import HANG, counting_cell, input_cell, rich_cell, widget_cell
 from harness.server import JupyterServer
 
-# Hang guard per test (default 120 s): a JupyterLab server with jupyter-collaboration,
-# Chromium, and a tab closed and reopened around a running cell.
+# Hang guard per test: a collaborative JupyterLab, Chromium, a tab closed and reopened.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
 
 CONNECTION_CLASS = "ipykernel_ext.server.SharedChannelsConnection"
@@ -70,8 +62,7 @@ SERVER_ARGS = (
     # The room saves the file this long after the document changed (default 1 s).
     "--YDocExtension.document_save_delay=0.5",
 )
-#: The same server with jupyter-collaboration installed but switched off (the page then loads
-#: notebooks through the ContentsManager, as without the package).
+#: Collaboration installed but off (notebooks load through the ContentsManager).
 SOLO_ARGS = (*SERVER_ARGS, "--YDocExtension.disable_rtc=True")
 
 
@@ -85,8 +76,7 @@ def ready() -> None:
         pytest.skip("jupyter-collaboration missing (pip install 'ipykernel-ext[collab]')")
 
 
-#: Servers as installed: no connection class named, the package's server extension
-#: as the environment's config has it (on), collaboration on or off, or the off switch.
+#: As installed: no class named, the package's server extension as configured, or switched off.
 INSTALLED_ARGS = (*LAB_ARGS, "--YDocExtension.document_save_delay=0.5")
 INSTALLED_SOLO_ARGS = (*INSTALLED_ARGS, "--YDocExtension.disable_rtc=True")
 OFF_ARGS = (*INSTALLED_ARGS, "--ServerApp.jpserver_extensions={'ipykernel_ext': False}")
@@ -112,19 +102,16 @@ def _server(
 
 @pytest.fixture(scope="module")
 def lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    """One ``jupyter lab`` with real-time collaboration for every collaboration case."""
     yield from _server(tmp_path_factory, SERVER_ARGS)
 
 
 @pytest.fixture(scope="module")
 def solo_lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    """The same, collaboration off (only the last test starts it)."""
     yield from _server(tmp_path_factory, SOLO_ARGS)
 
 
 @pytest.fixture(scope="module")
 def installed_lab(ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    """``jupyter lab`` with no flag: the installed server extension picks our class."""
     yield from _server(tmp_path_factory, INSTALLED_ARGS, ipykernel_ext=None)
 
 
@@ -135,15 +122,10 @@ def installed_solo(
     yield from _server(tmp_path_factory, INSTALLED_SOLO_ARGS, ipykernel_ext=None)
 
 
-@pytest.fixture(scope="module")
-def browser(ready: None) -> Iterator[Any]:
-    with chromium() as chromium_browser:
-        yield chromium_browser
-
-
 @pytest.fixture
 def context(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A fresh browser context; a screenshot of each page it still has goes to artifacts/."""
+    """A fresh context of conftest's browser (which starts ``lab``); screenshots of its pages
+    go to artifacts/."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         yield ctx
@@ -169,9 +151,7 @@ def counting_case(
     and after it ended."""
     nb.write([counting_cell(nb.holds())])
     holds = nb.holds()
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "line 5 shown", shows_line(0, "line 5"))
         holds.wait_held(1, page)
         left = leave(page)
@@ -182,9 +162,6 @@ def counting_case(
         holds.release(2)
         check_counting_cell_end(page, nb, nb.count(holds, 0, page))
         assert mid is None, mid
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
 
 
 # --- the cases -----------------------------------------------------------------------------
@@ -197,11 +174,6 @@ def reload(page: Any) -> Any:
 
 #: JupyterLab 4.6 and Notebook 7 (a notebook at /notebooks/<path>; the same cell widgets).
 FRONTENDS = pytest.mark.parametrize("frontend", ["lab", "notebook7"])
-
-
-@FRONTENDS
-def test_a_reload_after_line_5(lab: JupyterServer, context: Any, frontend: str) -> None:
-    counting_case(context, new_notebook(lab, "a", frontend), reload, lambda page: page)
 
 
 @FRONTENDS
@@ -236,9 +208,8 @@ KERNEL_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel
 def test_d_websocket_cut_then_same_session_back(
     lab: JupyterServer, context: Any, frontend: str
 ) -> None:
-    """The page's kernel websocket is closed while the browser is offline (so JupyterLab's
-    own reconnection attempts fail); once online, the page reconnects the same session
-    (``KernelConnection.reconnect()`` keeps its client id, as its automatic retries do)."""
+    """The page's websocket closed while the browser is offline (its own retries fail); once
+    online, ``KernelConnection.reconnect()`` brings the same session (client id) back."""
     nb = new_notebook(lab, "d", frontend)
     seen: dict[str, Any] = {}
 
@@ -265,14 +236,8 @@ def test_d_websocket_cut_then_same_session_back(
     assert seen["client_after"] == seen["client"], seen
 
 
-@FRONTENDS
-def test_e_display_id_progress_and_clear_output(
-    lab: JupyterServer, context: Any, frontend: str
-) -> None:
-    rich_case(context, new_notebook(lab, "e", frontend), reload)
-
-
-def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+def rich_case(context: Any, nb: Notebook) -> None:
+    """display_id updates, a progress line and clear_output."""
     holds = nb.holds()
     nb.write([rich_cell(holds)])
 
@@ -283,12 +248,10 @@ def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
             (STDOUT, f"progress {step}"),
         ]
 
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "frame 5 shown", shows_line(0, "frame 5"))
         holds.wait_held(1, page)
-        page = leave(page)
+        page = reload(page)
         holds.release(1)
         shown = wait_page(
             page, "progress 29", lambda s: outputs(s[0])[-1:] == [(STDOUT, "progress 29")]
@@ -308,19 +271,10 @@ def rich_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
         wait_file(nb.path, {"cell-0": {"count": count, "outputs": saved}}, page)
         assert file_output_data(nb.path, "cell-0") == [{"text/plain": "status 39"}]
         assert mid is None, mid
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
 
 
-@FRONTENDS
-def test_f_run_all_of_three_cells_reloaded_during_the_first(
-    lab: JupyterServer, context: Any, frontend: str
-) -> None:
-    run_all_case(context, new_notebook(lab, "f", frontend), reload)
-
-
-def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+def run_all_case(context: Any, nb: Notebook) -> None:
+    """Run all of three cells, reloaded during the first."""
     first, second, third = nb.holds(0), nb.holds(1), nb.holds(2)
     nb.write(
         [
@@ -329,12 +283,10 @@ def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> Non
             counting_cell(third, "third", n=10, at=()),
         ]
     )
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "line 5 shown", shows_line(0, "line 5"))
         first.wait_held(1, page)
-        page = leave(page)
+        page = reload(page)
         first.release(1)
         mid = check_counting_cell_mid(page)
         shown = cells(page)
@@ -366,20 +318,10 @@ def run_all_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> Non
             page,
         )
         assert mid is None, mid
-    finally:
-        for holds in (first, second, third):
-            holds.release_all()
-        shut_down_everything(nb.lab)
 
 
-@FRONTENDS
-def test_g_widget_and_html_drawn_after_the_tab_left(
-    lab: JupyterServer, context: Any, frontend: str
-) -> None:
-    widget_case(context, new_notebook(lab, "g", frontend), reload)
-
-
-def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None:
+def widget_case(context: Any, nb: Notebook) -> None:
+    """A widget and HTML drawn after the tab left."""
     holds = nb.holds()
     nb.write([widget_cell(holds)])
 
@@ -395,12 +337,10 @@ def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None
 
         return check
 
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "slider drawn", lambda s: [o["sliders"] for o in s[0]["outputs"]] == [1])
         holds.wait_held(1, page)
-        page = leave(page)
+        page = reload(page)
         holds.release(1)
         holds.wait_held(2, page)
         shown = wait_page(page, "slider at 29 and the HTML drawn", drawn(29))
@@ -419,23 +359,36 @@ def widget_case(context: Any, nb: Notebook, leave: Callable[[Any], Any]) -> None
         ]
         wait_file(nb.path, {"cell-0": {"count": count, "outputs": saved}}, page)
         assert mid is None, mid
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
+
+
+#: The cases a reload mid-cell leaves whole, by notebook name.
+RELOADED: dict[str, Callable[[Any, Notebook], None]] = {
+    "a": lambda context, nb: counting_case(context, nb, reload, lambda page: page),
+    "e": rich_case,
+    "f": run_all_case,
+    "g": widget_case,
+}
+
+
+@FRONTENDS
+@pytest.mark.parametrize("name", list(RELOADED))
+def test_a_reload_mid_cell_keeps_the_cell_whole(
+    lab: JupyterServer, context: Any, frontend: str, name: str
+) -> None:
+    RELOADED[name](context, new_notebook(lab, name, frontend))
 
 
 @FRONTENDS
 def test_h_input_echo_stays_after_a_reload(lab: JupyterServer, context: Any, frontend: str) -> None:
-    """The tab answers ``input()`` (its echo ``name? world`` is written by the tab, carried by
-    no kernel message), then reloads mid-cell: the echo stays, once, in place."""
+    """The tab answers ``input()`` (its echo ``name? world`` is the tab's, in no kernel
+    message), then reloads mid-cell: the echo stays, once, in place."""
     input_case(context, new_notebook(lab, "h", frontend), solo=False)
 
 
 def test_input_echo_without_collaboration_closed_then_reopened(
     solo_lab: JupyterServer, context: Any
 ) -> None:
-    """The same without a live document: the tab closes after the answer, the server writes
-    the file once the cell ended, the notebook reopened shows the echo in place."""
+    """Without a live document: the tab closes after the answer; reopened, the echo is there."""
     input_case(context, new_notebook(solo_lab, "hsolo"), solo=True)
 
 
@@ -443,9 +396,7 @@ def input_case(context: Any, nb: Notebook, solo: bool) -> None:
     holds = nb.holds()
     nb.write([input_cell(holds)])
     hello = [*lines("hello world", 10), "done"]
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         answer = page.locator(".jp-Stdin-input")
         answer.wait_for(state="visible")
         answer.fill("world")
@@ -479,25 +430,18 @@ def input_case(context: Any, nb: Notebook, solo: bool) -> None:
         if not solo:
             save(page)
             wait_file(nb.path, {"cell-0": {"count": count, "outputs": want}}, page)
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
 
 
 def test_without_collaboration_reopened_after_the_cell_ended(
     solo_lab: JupyterServer, context: Any
 ) -> None:
-    """No shared document: the server writes the file once the cell ended with no tab open;
-    the notebook reopened then shows every line and the count."""
     solo_case(context, new_notebook(solo_lab, "solo"))
 
 
 def solo_case(context: Any, nb: Notebook) -> None:
     holds = nb.holds()
     nb.write([counting_cell(holds)])
-    page = context.new_page()
-    try:
-        nb.run_all(page)
+    with running_all(context, nb) as page:
         wait_page(page, "line 5 shown", shows_line(0, "line 5"))
         holds.wait_held(1, page)
         page.close()
@@ -509,9 +453,6 @@ def solo_case(context: Any, nb: Notebook) -> None:
         page = nb.open(context)
         shown = wait_page(page, f"[{count}]", shows_prompt(0, f"[{count}]:"))
         assert outputs(shown[0]) == [(STDOUT, "\n".join(expected))], summary(shown)
-    finally:
-        holds.release_all()
-        shut_down_everything(nb.lab)
 
 
 # --- as installed: no flag, the server extension picks the class ---------------------------
@@ -540,16 +481,13 @@ def test_installed_no_flag_without_collaboration_reopened_after_the_cell_ended(
 def test_installed_with_the_off_switch_a_reload_loses_the_later_lines(
     ready: None, tmp_path_factory: pytest.TempPathFactory, context: Any
 ) -> None:
-    """Stock behaviour: nobody writes what the cell prints after the reload, so the page
-    shows no line the cell printed after hold 1 (read once the cell has ended)."""
+    """As stock: no line the cell printed after hold 1 is shown (read once it ended)."""
     for lab in _server(tmp_path_factory, OFF_ARGS, ipykernel_ext=None):
         assert "ipykernel_ext" not in lab.log_text()
         nb = new_notebook(lab, "off")
         holds = nb.holds()
         nb.write([counting_cell(holds)])
-        page = context.new_page()
-        try:
-            nb.run_all(page)
+        with running_all(context, nb) as page:
             wait_page(page, "line 5 shown", shows_line(0, "line 5"))
             holds.wait_held(1, page)
             reload(page)
@@ -559,9 +497,6 @@ def test_installed_with_the_off_switch_a_reload_loses_the_later_lines(
             shown = wait_page(page, "line 5 shown again", shows_line(0, "line 5"))
             text = "\n".join(t for _, t in outputs(shown[0]))
             assert "line 29" not in text and "done" not in text, summary(shown)
-        finally:
-            holds.release_all()
-            shut_down_everything(lab)
 
 
 # --- through Enterprise Gateway: --gateway-url, no other flag -------------------------------
@@ -569,8 +504,6 @@ def test_installed_with_the_off_switch_a_reload_loses_the_later_lines(
 
 @pytest.fixture(scope="module")
 def gateway(ready: None) -> Iterator[EnterpriseGateway]:
-    """A real Enterprise Gateway 3.3 (its own venv; harness/gateway.py), kernels by its
-    DistributedProcessProxy on localhost: ours (eg_ext) and stock ipykernel (eg_stock)."""
     command = gateway_command()
     if isinstance(command, str):
         pytest.skip(command)
@@ -605,11 +538,9 @@ def gateway_solo(
 def test_gateway_reload_keeps_the_cell_whole(
     gateway_lab: JupyterServer, context: Any, frontend: str
 ) -> None:
-    """Our kernel only: stock ipykernel under Enterprise Gateway's launcher logs into the
-    running cell (``[W ... Comm] No such comm``: the reloaded page's widget manager talks to
-    a ``jupyter.widget.control`` comm it has no target for), which these strict checks would
-    count against the server. Stock's cells through the gateway: the solo test below and
-    tests/server/test_outputs_gateway.py."""
+    """Our kernel only: stock under Enterprise Gateway's launcher logs ``No such comm`` into
+    the running cell (the reloaded page's widget control comm); stock's gateway cells are the
+    solo test below and tests/server/test_outputs_gateway.py."""
     log = gateway_lab.log_text()
     assert "ipykernel_ext: kernels behind the gateway" in log, log
     assert "outputs survive the tab: on, written into the live document" in log

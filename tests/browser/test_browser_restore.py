@@ -1,28 +1,21 @@
 """Reloading a page while a cell runs: widgets and status come back mid-cell.
 
-A user's notebook shows widgets, then runs a long cell; they reload the page (or the browser
-reconnects). JupyterLab and Notebook 7 reopen the notebook from disk and ask the kernel, on
-the shell channel, for ``kernel_info`` and, through ipywidgets' ``jupyter.widget.control`` comm,
-for every widget's state. A stock kernel answers none of it until the cell ends ("Loading
-widget..." and a status of "Unknown" meanwhile); ``python3-ext`` answers on ipykernel's
-shell-channel thread. Everything here is real: one ``jupyter lab`` server (JupyterLab, Notebook 7
-and Voila's server extension) with ``transport_encryption=required``, Debian's Chromium driven
-by Playwright, no frontend change.
+JupyterLab and Notebook 7 reopen the notebook and ask the kernel for ``kernel_info`` (shell)
+and every widget's state (ipywidgets' ``jupyter.widget.control`` comm). Stock answers none of
+it until the cell ends ("Loading widget...", status "Unknown"); ``python3-ext`` answers on
+its shell-channel thread. One real ``jupyter lab`` (with Notebook 7 and Voila's extension),
+CurveZMQ required, Chromium via Playwright, no frontend change.
 
-What each test waits for is a condition, polled every 0.2 s. The long cell runs until the
-test makes its stop file, which it does only after checking the page, so "restored while the
-cell runs" is decided by order, not by time; the bounds are hang guards (120 s for a restore
-that takes about 2 s here), and a kernel that does not answer mid-cell cannot pass them at
-any speed. The times are measured by ``python -m benchmarks browser_restore``. The page's
-own kernel websocket is decoded from outside (``harness.page_websocket.WebsocketLog``) to check the
-statuses it receives mid-cell. The race
-test does not rely on luck: a serializer holds the kernel's off-thread read of the states until
-the cell has changed a widget read before it, so the page always gets that change too early.
+The long cell runs until the test makes its stop file, after checking the page: "restored
+while the cell runs" is decided by order; bounds are hang guards (times:
+``python -m benchmarks browser_restore``). The page's websocket is decoded from outside
+(:class:`harness.page_websocket.WebsocketLog`). The race test holds the kernel's off-thread
+read of the states until the cell changed a widget read before it, so the page always gets
+that change too early.
 
-Debugging knobs (not for CI): ``IPYKERNEL_EXT_RESTORE_KERNEL=python3`` runs the tests on stock
-ipykernel, ``IPYKERNEL_EXT_RESTORE_KERNEL_ARGS=--no-answer-while-busy`` adds launcher flags;
-both make the mid-cell tests fail, as they should. ``artifacts/browser-restore-*.txt`` keeps,
-per test, what the page sent after the reload and when each message was answered.
+Debugging (not CI): ``IPYKERNEL_EXT_RESTORE_KERNEL=python3`` (stock) or
+``IPYKERNEL_EXT_RESTORE_KERNEL_ARGS=--no-answer-while-busy`` make the mid-cell tests fail, as
+they should; ``artifacts/browser-restore-*.txt`` keeps what the page sent after the reload.
 """
 
 from __future__ import annotations
@@ -64,14 +57,10 @@ BASE_KERNEL = os.environ.get("IPYKERNEL_EXT_RESTORE_KERNEL", "python3-ext")
 KERNEL_ARGS = shlex.split(os.environ.get("IPYKERNEL_EXT_RESTORE_KERNEL_ARGS", ""))
 KERNEL = f"{BASE_KERNEL}-restore-args" if KERNEL_ARGS else BASE_KERNEL
 
-#: How long the long cell may run at most: a safety net only. The test always ends it
-#: through a stop file (in a ``finally``), and only after it has checked the page, so a slow
-#: machine cannot end the cell before the check: the verdict does not depend on speed.
+#: The long cell's safety net: the test always ends it by its stop file, after its checks.
 CELL_SECONDS = 900
-#: A hang guard on the restore after a reload, not a speed bar (it takes about 2 s here;
-#: docs/BENCHMARKS.md has the times). A kernel that does not answer mid-cell (stock, or
-#: ``--no-answer-while-busy``) never restores before the stop file, so it fails at this
-#: bound however fast the machine is.
+#: A hang guard on the restore (about 2 s here), not a speed bar: a kernel that does not
+#: answer mid-cell never restores before the stop file, however fast the machine.
 RESTORE_BOUND = 120
 #: After the restore, the page is done reconnecting once it has sent nothing for this long.
 QUIET_SECONDS = 3
@@ -84,13 +73,11 @@ sliders = [widgets.IntSlider(value=i, max=1000) for i in range({N_SLIDERS})]
 widgets.VBox(sliders)"""
 
 
-def running_marker(stop: Path) -> Path:
-    """The file a long cell creates when it starts (``<name>.running`` beside ``stop``)."""
+def running_marker(stop: Path) -> Path:  # made by a long cell when it starts
     return stop.with_suffix(".running")
 
 
-def done_marker(stop: Path) -> Path:
-    """The file a long cell creates when it ends (``<name>.done``)."""
+def done_marker(stop: Path) -> Path:  # ... and when it ends
     return stop.with_suffix(".done")
 
 
@@ -188,14 +175,8 @@ def notebook_kernel(page: Any, lab: JupyterServer, path: Path) -> str:
 
 def idles_not_followed_by_busy(frames: list[Frame], idles: list[Frame]) -> list[Frame]:
     """The ``idles`` after which the next *tracked* status is not ``busy`` for an
-    execute_request.
-
-    docs/PROTOCOL.md section 5: an ``idle`` published beside the running cell (control, a
-    subshell, an answer given while busy) is followed at once by ``busy`` with the running
-    request as parent, so jupyter_server and the page are back to Busy one message later.
-    Statuses they do not track (kernel_info's, from another kernel thread) may come between:
-    they change nothing.
-    """
+    execute_request (PROTOCOL.md section 5: an idle beside the running cell is followed at
+    once by busy for it; untracked statuses, kernel_info's, may come between)."""
     tracked = [*tracked_statuses(frames, "idle"), *tracked_statuses(frames, "busy")]
     tracked.sort(key=frames.index)
     missing = []
@@ -311,11 +292,9 @@ def reload_mid_cell(page: Any, lab: JupyterServer, frontend: str) -> None:
     assert page.locator(ERROR_WIDGET).count() == 0, detail
     assert restore.busy_at is not None, f"status never said busy after the reload: {detail}"
     assert status_mid_cell == "busy", f"status says {status_mid_cell!r} mid-cell: {detail}"
-    # PROTOCOL.md section 5: a control request's idle (create_subshell_request, which the
-    # server tracks) is followed at once by busy for the cell. The server handles the two as
-    # separate messages, so a poll can land between them (about 1 run in 10 here): one idle
-    # sample, with busy at the very next one, is that documented blip; two in a row, or idle
-    # at the end of the window, is a kernel that looks idle.
+    # PROTOCOL.md section 5: a tracked control idle is followed at once by busy for the cell;
+    # a poll can land between the two (one idle sample, busy at the next, is that blip); two
+    # in a row, or idle at the end of the window, is a kernel that looks idle.
     assert rest_states and rest_states[-1] == "busy", (
         f"the server's execution_state was not busy at the end of the cell's window: {detail}"
     )
@@ -332,14 +311,11 @@ def reload_mid_cell(page: Any, lab: JupyterServer, frontend: str) -> None:
     assert idle_views == N_SLIDERS, f"{idle_views} sliders once idle; {detail}"
 
 
-def test_jupyterlab_reload_mid_cell_restores_widgets_and_busy(
-    lab: JupyterServer, page: Any
+@pytest.mark.parametrize("frontend", ["lab", "notebook7"])
+def test_reload_mid_cell_restores_widgets_and_busy(
+    lab: JupyterServer, page: Any, frontend: str
 ) -> None:
-    reload_mid_cell(page, lab, "lab")
-
-
-def test_notebook7_reload_mid_cell_restores_widgets_and_busy(lab: JupyterServer, page: Any) -> None:
-    reload_mid_cell(page, lab, "notebook7")
+    reload_mid_cell(page, lab, frontend)
 
 
 # --- the race: widgets that change while the kernel reads their states ----------------------
@@ -527,22 +503,16 @@ def not_rendered(exc: TimeoutError, page: Any, log: WebsocketLog, started: float
 
 
 def test_voila_dashboard_of_1000_buttons_renders_whole(lab: JupyterServer, page: Any) -> None:
-    """Voila (server extension) runs the notebook, then its page loads every widget's state
-    from the kernel through the control comm; all 1000 Buttons must render, CurveZMQ on.
-
-    A reload mid-cell is not part of Voila's flow: every page load starts a kernel of its own
-    and runs the notebook in it, and the page's widget manager connects only once every cell
-    has run (with ``progressive_rendering`` it connects first, but a reload still gets a new
-    kernel), so no Voila page ever reconnects to a busy kernel.
-    """
+    """Voila runs the notebook, then its page loads every widget's state through the control
+    comm: all 1000 Buttons render, CurveZMQ on. (No reload mid-cell: every Voila page load
+    starts a kernel of its own, so no Voila page reconnects to a busy kernel.)"""
     name = f"voila-{uuid.uuid4().hex[:8]}"
     path = lab.root_dir / f"{name}.ipynb"
     write_notebook(path, [GRID_CELL], KERNEL)
     log = WebsocketLog(page)
     started = time.perf_counter()
     page.goto(lab.http_url(f"voila/render/{path.name}?token={lab.token}"), wait_until="commit")
-    # A hang guard: about 6 s on a quiet machine, minutes with every core busy; if it runs
-    # out, what the page showed and asked for is in the failure.
+    # A hang guard (about 6 s on a quiet machine); the failure says what the page showed.
     try:
         wait_for(
             lambda: page.locator(BUTTON).count() == N_BUTTONS, 300, what="1000 Buttons", page=page

@@ -1,34 +1,22 @@
-"""Widgets used while a cell runs, in JupyterLab and Notebook 7 as they ship (PROTOCOL.md
-section 7).
+"""Widgets used while a cell runs, in JupyterLab and Notebook 7 as they ship (PROTOCOL.md s. 7).
 
-JupyterLab 4.4+ and Notebook 7 send every comm message on a kernel subshell (their setting
-``commsOverSubshells``, default ``perCommTarget``), and stock ipykernel 7 runs a subshell on its
-own thread: a slider's callback then runs beside the running cell, both drawing with pyplot's
-one global state, and the cell's figure can be flushed under the comm message, where no
-frontend shows it. ``python3-ext`` runs every comm message on the main shell, in arrival order,
-never while a cell runs, except where the cell waits for them (jupyter-ui-poll's
-``ui_events()`` here).
+JupyterLab 4.4+ and Notebook 7 send every comm message on a kernel subshell
+(``commsOverSubshells`` defaults to ``perCommTarget``); stock ipykernel 7 runs it on its own
+thread, beside the running cell (pyplot's one global state, the cell's figure flushed under
+the comm message). ``python3-ext`` runs comm messages on the main shell, in arrival order,
+never while a cell runs except where the cell waits for them (jupyter-ui-poll, ``await``).
 
-Everything is real: one ``jupyter lab`` server (JupyterLab 4.6 and Notebook 7) with default
-settings (``commsOverSubshells`` is not set), Debian's Chromium driven by Playwright, the user's
-keyboard and mouse on the widgets. Each test checks that the page did send its comm messages on
-a subshell, from the page's own websocket (:class:`WebsocketLog`) and from the kernel's side
-(the callback records the ``subshell_id`` of the message it runs under); without that the tests
-would prove nothing.
-
-The slider scenario itself (cells, drag, barriers, what the page and the kernel recorded) is
-``harness/browser_subshell.py``; this module holds the verdicts on ``python3-ext``.
-``python -m benchmarks browser_subshell`` runs the same scenario on stock ipykernel too, which
-fails it. The verdicts are what the page shows and what the kernel recorded in a file; the
-waits are barriers (a file the cell writes, the page's slider readout, the messages the page
-sent, the file the test writes to release the cell), never sleeps; the bounds are hang guards.
+One real ``jupyter lab`` with default settings, Chromium via Playwright, mouse and keyboard on
+the widgets. Each test checks its premise: the page sent its comm messages on a subshell (its
+own websocket) and the kernel ran them under one (the callback records ``subshell_id``). The
+slider scenario is ``harness/browser_subshell.py`` (``python -m benchmarks browser_subshell``
+runs it on stock too, which fails it). Waits are barriers; bounds are hang guards.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -50,20 +38,21 @@ from harness.browser_subshell import (
     SLIDER_MAX,
     SLIDER_READOUT,
     cell_output_text,
-    comm_msgs_sent,
     drag_slider,
+    last_recorded,
     move_during_the_cell,
     open_notebook,
     read_records,
     run_cell,
     run_slider_scenario,
+    scenario_files,
+    sent_and_detail,
     wait_idle,
 )
 from harness.kernels import EXT_KERNEL
 from harness.server import JupyterServer
 
-# Hang guard per test: a JupyterLab server (module-wide), Chromium, a kernel start and a cell
-# that waits for the test; each test takes about 10-20 s here.
+# Hang guard per test (each takes about 10-20 s here).
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 KERNEL = EXT_KERNEL
@@ -150,16 +139,7 @@ print("CLICKS", len(clicks))"""
     wait_idle(page, status_js)
     text = cell_output_text(page, 1)
     records = read_records(record)
-    sent = comm_msgs_sent(log, "custom")
-    detail = json.dumps(
-        {
-            "kernel": KERNEL,
-            "records": records,
-            "cell_output": text,
-            "sent_subshells": [f.subshell_id for f in sent],
-        }
-    )
-    print(detail)
+    sent, detail = sent_and_detail(log, "custom", kernel=KERNEL, records=records, cell_output=text)
     assert len(sent) == CLICKS and all(f.subshell_id for f in sent), detail
     assert records and all(r["subshell_id"] for r in records), detail
     assert f"CLICKS {CLICKS}" in text, detail
@@ -170,15 +150,13 @@ print("CLICKS", len(clicks))"""
 
 #: Steps the slider is dragged by while the ipympl cell waits.
 IPYMPL_MOVES = 3
-#: What the page shows for an ipympl figure: its widget view, holding the canvases it draws on
-#: (two: the figure's and the rubber band's on top).
+#: An ipympl figure's view on the page: the widget holding its canvases.
 IPYMPL_FIGURE = ".jupyter-matplotlib:has(canvas)"
 
 
 def ipympl_cells(record: Any, started: Any, release: Any) -> list[str]:
-    """Cell 0: ``%matplotlib widget`` and a slider whose observer only counts; cell 1 waits
-    for ``release`` (60 s: a hang guard, not a verdict), then makes a figure and plots on it
-    without ``plt.show()``: ipympl shows it at the cell's ``post_execute``."""
+    """Cell 0: ``%matplotlib widget`` and a counting slider; cell 1 waits for ``release``, then
+    plots on a new figure without ``plt.show()`` (ipympl shows it at ``post_execute``)."""
     setup = (
         "%matplotlib widget\n"
         "import matplotlib.pyplot as plt\n"
@@ -220,16 +198,14 @@ def test_ipympl_figure_shown_in_its_cell_while_a_slider_moves(
 ) -> None:
     require_browser(("ipympl",))
     name = f"ipympl-{frontend}-{uuid.uuid4().hex[:8]}"
-    record, started, release = (
-        lab.root_dir / f"{name}.{ext}" for ext in ("jsonl", "started", "release")
-    )
+    record, started, release = scenario_files(lab, name)
     cells = ipympl_cells(record, started, release)
     try:
         log, status_js = open_notebook(page, lab, frontend, name, cells, KERNEL, run_all=False)
         move_during_the_cell(page, log, status_js, record, started, IPYMPL_MOVES)
         release.touch()
         wait_for(
-            lambda: (records := read_records(record)) and records[-1]["value"] == 1 + IPYMPL_MOVES,
+            lambda: last_recorded(record, 1 + IPYMPL_MOVES),
             60,
             what=f"the kernel's callback for value {1 + IPYMPL_MOVES}",
             page=page,
@@ -246,18 +222,15 @@ def test_ipympl_figure_shown_in_its_cell_while_a_slider_moves(
         release.touch()
 
     records = read_records(record)
-    sent = comm_msgs_sent(log, "update")
-    detail = json.dumps(
-        {
-            "kernel": KERNEL,
-            "records": records,
-            "cell_output": text,
-            "figures_in_cell": shown,
-            "figures_under_the_slider": elsewhere,
-            "sent_subshells": [f.subshell_id for f in sent],
-        }
+    sent, detail = sent_and_detail(
+        log,
+        "update",
+        kernel=KERNEL,
+        records=records,
+        cell_output=text,
+        figures_in_cell=shown,
+        figures_under_the_slider=elsewhere,
     )
-    print(detail)
     # The premise: the page sent its moves on a subshell, and the kernel got them with it.
     assert sent and all(f.subshell_id for f in sent), f"moves not sent on a subshell: {detail}"
     assert records and all(r["subshell_id"] for r in records), detail
@@ -307,7 +280,6 @@ slider"""
 
 
 def recorded(record: Any, value: int) -> bool:
-    """Whether the kernel's callback recorded ``value``."""
     return any(r["value"] == value for r in read_records(record))
 
 
@@ -321,9 +293,7 @@ def test_slider_dragged_while_a_cell_waits_reaches_the_kernel_every_time(
     if wait == "ui_events":
         require_browser(("jupyter_ui_poll",))
     name = f"waiting-{wait}-{frontend}-{uuid.uuid4().hex[:8]}"
-    record, started, release = (
-        lab.root_dir / f"{name}.{ext}" for ext in ("jsonl", "started", "release")
-    )
+    record, started, release = scenario_files(lab, name)
     cells = waiting_cells(record, started, release, wait)
     try:
         log, status_js = open_notebook(page, lab, frontend, name, cells, KERNEL, run_all=False)
@@ -350,11 +320,7 @@ def test_slider_dragged_while_a_cell_waits_reaches_the_kernel_every_time(
     finally:
         release.touch()
     records = read_records(record)
-    sent = comm_msgs_sent(log, "update")
-    detail = json.dumps(
-        {"records": records, "cell_output": text, "sent_subshells": [f.subshell_id for f in sent]}
-    )
-    print(detail)
+    sent, detail = sent_and_detail(log, "update", records=records, cell_output=text)
     # The premise: the page sent its moves on a subshell, and the kernel got them mid-cell.
     assert sent and all(f.subshell_id for f in sent), f"moves not sent on a subshell: {detail}"
     assert records and all(r["subshell_id"] and r["running"] for r in records), detail
@@ -374,9 +340,7 @@ def test_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
     """JupyterLab's "New Subshell Console for Notebook": a slider made there runs its callback
     on that subshell at once while the notebook's cell runs, as on stock."""
     name = f"console-{uuid.uuid4().hex[:8]}"
-    record, started, release = (
-        lab.root_dir / f"{name}.{ext}" for ext in ("jsonl", "started", "release")
-    )
+    record, started, release = scenario_files(lab, name)
     main_cell = (
         f"import pathlib, time\nrunning = True\npathlib.Path({str(started)!r}).touch()\n"
         f"release = pathlib.Path({str(release)!r})\ndeadline = time.monotonic() + 90\n"
@@ -407,7 +371,7 @@ def test_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
         wait_for(lambda: handle.count() == 1, 60, what="the console's slider", page=page)
         drag_slider(page, 0, 3)
         wait_for(
-            lambda: (records := read_records(record)) and records[-1]["value"] == 3,
+            lambda: last_recorded(record, 3),
             60,
             what="the console slider's callback for value 3",
             page=page,
@@ -416,15 +380,7 @@ def test_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
         records = read_records(record)
     finally:
         release.touch()
-    sent = comm_msgs_sent(log, "update")
-    detail = json.dumps(
-        {
-            "records": records,
-            "page_value": page_value,
-            "sent_subshells": [f.subshell_id for f in sent],
-        }
-    )
-    print(detail)
+    sent, detail = sent_and_detail(log, "update", records=records, page_value=page_value)
     # The premise: the page sent the moves on a subshell, as for any widget.
     assert sent and all(f.subshell_id for f in sent), detail
     # The verdicts: it ran while the notebook's cell ran, not on the main thread.

@@ -1,14 +1,11 @@
 """Nothing dropped by the server's IOPub rate: a tab over it gets what waits merged, paced.
 
-A real jupyter_server as installed (the package's extension on: ``SharedChannelsConnection``,
-jupyter_server's rate settings at their defaults: 1000 messages/s, 1 MB/s of stream, 3 s),
-kernels started through its REST API with CurveZMQ required, one websocket client in the
-``v1.kernel.websocket.jupyter.org`` protocol as JupyterLab's. Each cell floods IOPub far over
-the rate; the verdict is what the tab ends with, folded the way JupyterLab's output area and
-ipywidgets' models fold what they receive (:mod:`ipykernel_ext.server.outputs.fold`, the
-merge of widget updates), against what the kernel sent: the same, exactly, with no "rate
-exceeded" text. The pacing itself is read from the server's own account (its log line per
-cell: messages merged, the peak count in any window), never from the tab's clock.
+A real jupyter_server as installed (``SharedChannelsConnection``, jupyter_server's default
+rates: 1000 messages/s, 1 MB/s of stream, over 3 s), CurveZMQ kernels, one v1 websocket
+client as JupyterLab's. Each cell floods IOPub far over the rate; the verdict is what the tab
+ends with, folded as JupyterLab and ipywidgets fold it (:class:`harness.tab_view.TabView`),
+against what the kernel sent: the same, with no "rate exceeded". The pacing is read from the
+server's own account (its log line per cell), never from the tab's clock.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Nothing dropped by rate in gateway mode either, and the page shielded there too.
 
-A real notebook server with ``--gateway-url`` and the package's extension as installed
-(``GatewayOutputsConnection``), a real Jupyter Enterprise Gateway 3.3 (:mod:`harness.gateway`)
-launching ours (``eg_ext``) and stock ipykernel (``eg_stock``), and a legacy-protocol websocket
-client as JupyterLab's is in gateway mode. jupyter_server's own gateway websocket has no rate
-limit at all; Enterprise Gateway 3.3's websocket handler (jupyter_server 1.24's) reads the
-rate limits from tornado settings the gateway never sets, so it drops nothing either: every
-message reaches our server, which merges and paces what a tab cannot take. The verdicts are
-what the tab ends with (:class:`harness.tab_view.TabView`) and the server's own account of the
-cell (messages merged, the peak count in any window).
+A notebook server with ``--gateway-url`` and the extension as installed
+(``GatewayOutputsConnection``), a real Enterprise Gateway 3.3 launching ours (``eg_ext``) and
+stock (``eg_stock``), a legacy-protocol websocket as JupyterLab's in gateway mode. Neither
+jupyter_server's gateway websocket nor Enterprise Gateway's handler drops by rate, so every
+message reaches our server, which merges and paces what a tab cannot take. Verdicts as in
+test_iopub_merge.py.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
-"""Outputs survive the tab through a gateway: a real notebook server with ``--gateway-url``, a
-real Jupyter Enterprise Gateway 3.3 (its own venv, :mod:`harness.gateway`), kernels launched
-by its ``DistributedProcessProxy`` on localhost (ours, ``eg_ext``, and stock ipykernel,
-``eg_stock``), and websocket clients that send what JupyterLab sends (legacy JSON: a server in
-gateway mode speaks no other protocol). The package's server extension is on as installed
-(no flag): it makes ``GatewayOutputsConnection`` the class. Enterprise Gateway 3.3 launches
-kernels with jupyter_client 6, which has no CurveZMQ: the kernels' sockets are its plain TCP,
-on localhost.
+"""Outputs survive the tab through a gateway: a notebook server with ``--gateway-url``, a real
+Enterprise Gateway 3.3 (:mod:`harness.gateway`) launching ours (``eg_ext``) and stock
+(``eg_stock``) without CurveZMQ (its jupyter_client 6), legacy-JSON websocket clients as
+JupyterLab's in gateway mode; the extension as installed makes ``GatewayOutputsConnection``
+the class. The cell prints a line per barrier file (:mod:`harness.outputs_notebook`).
 
-The cell prints a line per barrier file the test writes (:mod:`harness.outputs_notebook`), so
-every step is paced by the test; verdicts are what the file, the live document and the
-gateway's kernel model hold; the server's log lines are barriers; time bounds are hang guards.
-
-What is checked: a closed tab's cell reaches the file whole once it ended (ours and stock
-kernels); with collaboration the document follows it line by line; the input echo stays in
-its place; a restart through the server ends an owned cell with what it had; the server's own
-websocket to the gateway is there while needed and gone after (the gateway's connection
-count); a browser-like websocket that fails its handshake opens nothing at the gateway (no
-stale connection for its retry); with the extension off the later lines are lost, as on stock.
+Checked: a closed tab's cell reaches the file (ours and stock); with collaboration the
+document follows it; the input echo stays; a restart ends an owned cell; the server's own
+websocket to the gateway is there while needed and gone after; a failed handshake opens
+nothing at the gateway; with the extension off the later lines are lost, as on stock.
 """
 
 from __future__ import annotations
@@ -62,7 +53,7 @@ def gateway() -> Iterator[EnterpriseGateway]:
 def gateway_server(
     gateway: EnterpriseGateway, collab: bool = False, extension: bool | None = None
 ) -> JupyterServer:
-    """A notebook server in gateway mode; ``extension=None``: ours as installed."""
+    """A notebook server in gateway mode (to start); ``extension=None``: ours as installed."""
     args = [f"--gateway-url={gateway.url}", "--KeepOutputs.keep_outputs_grace=0.5"]
     if collab:
         args += [
@@ -74,16 +65,13 @@ def gateway_server(
         args.append('--ServerApp.jpserver_extensions={"jupyter_server_ydoc": False}')
     return JupyterServer(
         ipykernel_ext=extension, encryption=False, extra_args=args, stop_timeout=20
-    ).start()
+    )
 
 
 @pytest.fixture(scope="module")
 def server(gateway: EnterpriseGateway) -> Iterator[JupyterServer]:
-    srv = gateway_server(gateway)
-    try:
+    with gateway_server(gateway) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def gateway_connections(gateway: EnterpriseGateway, nb: Notebook) -> int:
@@ -106,9 +94,7 @@ def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
     _msg_id, count = nb.leave_mid_cell(ws)
     nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
 
 
 def test_the_feed_closes_once_no_tab_is_open_and_no_cell_runs(
@@ -125,7 +111,7 @@ def test_the_feed_closes_once_no_tab_is_open_and_no_cell_runs(
         lambda: gateway_connections(gateway, nb) == 1, HANG, "the tab's gone, the feed stays"
     )
     nb.release(N)
-    nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    nb.ended_on_disk()
     wait_until(lambda: gateway_connections(gateway, nb) == 0, HANG, "the feed closed")
 
 
@@ -133,8 +119,7 @@ def test_with_the_extension_off_the_cell_is_lost_as_on_stock(
     gateway: EnterpriseGateway,
 ) -> None:
     """The premise: jupyter_server's own gateway class loses what came after the tab left."""
-    srv = gateway_server(gateway, extension=False)
-    try:
+    with gateway_server(gateway, extension=False) as srv:
         nb = Notebook(srv, "gw-stock.ipynb", EG_EXT)
         ws = KernelWebsocket(srv, nb.kernel_id, legacy=True)
         msg_id = nb.run(ws)
@@ -148,8 +133,6 @@ def test_with_the_extension_off_the_cell_is_lost_as_on_stock(
         cell = nb.cell_on_disk()
         assert (cell.outputs, cell.execution_count) == ([], None)
         assert "takes over the outputs" not in srv.log_text()
-    finally:
-        srv.stop()
 
 
 @pytest.mark.parametrize("kernel", [EG_EXT, EG_STOCK])
@@ -160,16 +143,13 @@ def test_collab_document_gets_the_lines_as_they_come(
         "jupyter_server_ydoc",
         reason="jupyter-collaboration is not installed (pip install 'ipykernel-ext[collab]')",
     )
-    srv = gateway_server(gateway, collab=True)
-    try:
+    with gateway_server(gateway, collab=True) as srv:
         nb = Notebook(srv, f"gw-live-{kernel}.ipynb", kernel)
-        srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
+        nb.open_room()  # a tab opened it
         ws = KernelWebsocket(srv, nb.kernel_id, legacy=True)
         _msg_id, count = nb.leave_mid_cell(ws)
         cell = document_follows_the_cell(srv, nb)
         assert len(cell["outputs"]) == 1 and cell["execution_count"] == count
-    finally:
-        srv.stop()
 
 
 def test_a_browser_retrying_without_a_subprotocol_opens_one_gateway_websocket(
@@ -229,7 +209,7 @@ def test_the_input_echo_stays_when_the_server_takes_the_cell_over(
     ws.close()
     nb.wait_log("takes over the outputs of cell")
     go.touch()
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    cell = nb.ended_on_disk()
     assert [dict(o) for o in cell.outputs] == [
         {"output_type": "stream", "name": "stdin", "text": "name? world\n"},
         stream("hello world\nafter\n"),
@@ -243,7 +223,7 @@ def test_a_restart_through_the_server_ends_an_owned_cell_with_what_it_had(
     ws = KernelWebsocket(server, nb.kernel_id, legacy=True)
     _msg_id, count = nb.leave_mid_cell(ws, resist=True)
     server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    cell = nb.ended_on_disk()
     assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
     assert cell.execution_count == count
     assert nb.log_says("running cells end idle (restart)")

@@ -1,19 +1,13 @@
 """Outputs survive the tab, through a real jupyter_server with SharedChannelsConnection.
 
-A real server (``--ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.
-SharedChannelsConnection``, CurveZMQ required), a real ``python3-ext`` kernel started for a
-notebook session made through ``/api/sessions`` (the path of a real ``.ipynb``), and websocket
-clients that send what JupyterLab sends: an ``execute_request`` with ``metadata.cellId``.
-The cell prints ``line 0`` ... one line per barrier file the test writes, so every step is
-paced by the test, never by time. Verdicts are what the file on disk, the live collaborative
-document and the websockets hold; the server's log lines (the owner taking a cell over, a
-write deferred) are barriers; time bounds are hang guards only.
-
-Without collaboration (``jupyter_server_ydoc`` disabled): a closed tab's cell goes into the
-file once it ended; nothing is written while a websocket of the kernel is open; the same
-session back within the grace gets every output once; a restart ends an owned cell with what
-it had. With jupyter-collaboration (skipped when absent): the document gets the lines as they
-come, ``[*]`` then the count; a session back after the server took over is not given them.
+A real server (CurveZMQ required), a ``python3-ext`` kernel for a notebook session made
+through ``/api/sessions`` (a real ``.ipynb``), websocket clients that send what JupyterLab
+sends (``metadata.cellId``). The cell prints a line per barrier file the test writes; verdicts
+are the file, the live document and the websockets; the server's log lines are barriers;
+time bounds are hang guards. Without collaboration: a closed tab's cell goes into the file
+once it ended, nothing while a websocket of the kernel is open, the same session back within
+the grace gets every output once, a restart ends an owned cell. With jupyter-collaboration:
+the document gets the lines as they come, ``[*]`` then the count, once.
 """
 
 from __future__ import annotations
@@ -34,7 +28,6 @@ from harness.outputs_notebook import (
     Notebook,
     doc_cell,
     document_follows_the_cell,
-    execution_count_of,
     lines,
     stdout_of,
     stream,
@@ -51,7 +44,7 @@ pytestmark = pytest.mark.timeout(400)
 CLASS = "ipykernel_ext.server.SharedChannelsConnection"
 
 
-def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> JupyterServer:
+def server_with(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> JupyterServer:
     """A server with the connection class and outputs_buffer_extension (the offline buffer's
     counts); collaboration and outputs_room_extension if asked (harness/server_extensions/)."""
     args = [
@@ -69,17 +62,14 @@ def start_server(grace: float, collab: bool, extra: tuple[str, ...] = ()) -> Jup
             '--ServerApp.jpserver_extensions={"outputs_buffer_extension": True, '
             '"jupyter_server_ydoc": False}'
         )
-    return JupyterServer(extra_args=[*args, *extra], stop_timeout=20).start()
+    return JupyterServer(extra_args=[*args, *extra], stop_timeout=20)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[JupyterServer]:
     """No collaboration, a short grace."""
-    srv = start_server(grace=0.5, collab=False)
-    try:
+    with server_with(grace=0.5, collab=False) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 # --- without collaboration ---------------------------------------------------------------------
@@ -90,17 +80,9 @@ def test_closed_tab_outputs_reach_the_file_once_the_cell_ended(
     server: JupyterServer, kernel: str
 ) -> None:
     nb = Notebook(server, f"closed-{kernel}.ipynb", kernel)
-    ws = KernelWebsocket(server, nb.kernel_id)
-    msg_id = nb.run(ws)
-    nb.release(K + 1)
-    seen = until_line(ws, msg_id, K)
-    count = execution_count_of(seen, msg_id)
-    ws.close()
-    nb.wait_log("takes over the outputs of cell")
+    _msg_id, count = nb.leave_mid_cell(KernelWebsocket(server, nb.kernel_id))
     nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
 
 
 def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
@@ -123,9 +105,7 @@ def test_nothing_is_written_while_a_websocket_of_the_kernel_is_open(
     cell = nb.cell_on_disk()
     assert (cell.outputs, cell.execution_count) == ([], None)  # untouched
     other.close()  # the last tab of the kernel leaves: now the file gets them
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
 
 
 def test_kernel_restart_ends_an_owned_cell_with_what_it_had(server: JupyterServer) -> None:
@@ -133,15 +113,14 @@ def test_kernel_restart_ends_an_owned_cell_with_what_it_had(server: JupyterServe
     ws = KernelWebsocket(server, nb.kernel_id)
     _msg_id, count = nb.leave_mid_cell(ws, resist=True)
     server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=120)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+    cell = nb.ended_on_disk()
     assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
     assert cell.execution_count == count
     assert nb.log_says("running cells end idle (restart)")
 
 
 def test_same_session_back_within_the_grace_gets_every_output_once() -> None:
-    srv = start_server(grace=120, collab=False)  # the return is always within it
-    try:
+    with server_with(grace=120, collab=False) as srv:  # the return is always within it
         nb = Notebook(srv, "blip.ipynb")
         session = uuid.uuid4().hex
         ws = KernelWebsocket(srv, nb.kernel_id, session_id=session)
@@ -156,8 +135,6 @@ def test_same_session_back_within_the_grace_gets_every_output_once() -> None:
         assert reply["content"]["status"] == "ok"
         assert before + stdout_of(iopub, msg_id) == lines(N)
         back.close()
-    finally:
-        srv.stop()
 
 
 def buffer_probe(server: JupyterServer, nb: Notebook, msg_id: str) -> dict[str, Any]:
@@ -165,12 +142,12 @@ def buffer_probe(server: JupyterServer, nb: Notebook, msg_id: str) -> dict[str, 
     return server.api("GET", f"outputs-buffer?kernel_id={nb.kernel_id}&msg_id={msg_id}")
 
 
-def close_mid_cell(
-    server: JupyterServer, nb: Notebook, session: str | None = None
-) -> tuple[str, int]:
-    """Run the cell on a new websocket, read it up to ``line K``, close it (the tab leaves
-    mid-cell); returns the request's msg_id and the cell's execution count."""
-    ws = KernelWebsocket(server, nb.kernel_id, session_id=session or uuid.uuid4().hex)
+def close_mid_cell(server: JupyterServer, nb: Notebook, owned: bool = True) -> tuple[str, int]:
+    """A new tab runs the cell to ``line K`` and leaves mid-cell; ``owned``: the server then
+    takes the cell over (its log says so). The request's msg_id and the cell's count."""
+    ws = KernelWebsocket(server, nb.kernel_id, session_id=uuid.uuid4().hex)
+    if owned:
+        return nb.leave_mid_cell(ws)
     msg_id, count = nb.run_to_line_k(ws)
     ws.close()
     return msg_id, count
@@ -184,11 +161,8 @@ def test_the_offline_buffer_holds_no_decoded_copy_of_an_owned_cell(
     beside them (for the 50 MB cell of docs/BENCHMARKS.md, that copy is the text twice)."""
     nb = Notebook(server, "buffered.ipynb")
     msg_id, count = close_mid_cell(server, nb)
-    nb.wait_log("takes over the outputs of cell")
     nb.release(N)  # lines K+1 .. N-1: into the buffer, and folded by the owner
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]  # the owner folded them
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
     probe = buffer_probe(server, nb, msg_id)
     assert probe["buffering"] and probe["owner"] and probe["outputs"] >= 1, probe
     assert probe["outputs_decoded"] == 0, probe  # bytes only, as stock's buffer holds them
@@ -200,14 +174,13 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
     collaboration, when installed, a room open as a tab of the notebook would have it) gets
     anything from the server."""
     collab = importlib.util.find_spec("jupyter_server_ydoc") is not None
-    srv = start_server(
+    with server_with(
         grace=0.5, collab=collab, extra=("--SharedChannelsConnection.keep_outputs=False",)
-    )
-    try:
+    ) as srv:
         nb = Notebook(srv, "kept_off.ipynb")
         if collab:
-            srv.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
-        msg_id, _ = close_mid_cell(srv, nb)
+            nb.open_room()
+        msg_id, _ = close_mid_cell(srv, nb, owned=False)
         nb.release(N)
         wait_until(
             lambda: (
@@ -225,34 +198,26 @@ def test_keep_outputs_off_writes_nothing_for_a_closed_tab() -> None:
         if collab:
             cell = doc_cell(srv, nb)
             assert (cell["outputs"], cell["execution_count"]) == ([], None), cell
-    finally:
-        srv.stop()
 
 
 def file_gets_the_closed_tabs_cell(srv: JupyterServer, nb: Notebook) -> str:
     """The tab closes mid-cell, the server takes the cell over, the cell ends: the file has
     every line and the count. Returns the cell's msg_id."""
     msg_id, count = close_mid_cell(srv, nb)
-    nb.wait_log("takes over the outputs of cell")
     nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count)
     return msg_id
 
 
 def test_without_an_offline_buffer_the_file_gets_the_cell() -> None:
     """``buffer_offline_messages=False``: the closed tab's channels would close under the
     cell; the owner holds them while it follows the cell, and writes it once it ended."""
-    srv = start_server(
+    with server_with(
         grace=0.5, collab=False, extra=("--MappingKernelManager.buffer_offline_messages=False",)
-    )
-    try:
+    ) as srv:
         nb = Notebook(srv, "unbuffered.ipynb")
         msg_id = file_gets_the_closed_tabs_cell(srv, nb)
         assert not buffer_probe(srv, nb, msg_id)["buffering"]
-    finally:
-        srv.stop()
 
 
 # --- with jupyter-collaboration ------------------------------------------------------------------
@@ -264,16 +229,13 @@ def collab_server() -> Iterator[JupyterServer]:
         "jupyter_server_ydoc",
         reason="jupyter-collaboration is not installed (pip install 'ipykernel-ext[collab]')",
     )
-    srv = start_server(grace=0.5, collab=True)
-    try:
+    with server_with(grace=0.5, collab=True) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServer) -> None:
     nb = Notebook(collab_server, "live.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")  # a tab opened it
+    nb.open_room()  # a tab opened it
     ws = KernelWebsocket(collab_server, nb.kernel_id)
     _msg_id, count = nb.leave_mid_cell(ws)
     cell = wait_doc(collab_server, nb, lines(K + 1), "running")
@@ -281,16 +243,14 @@ def test_collab_document_gets_the_lines_as_they_come(collab_server: JupyterServe
     cell = document_follows_the_cell(collab_server, nb)
     assert len(cell["outputs"]) == 1 and cell["execution_count"] == count
     # the room saves the file itself
-    saved = nb.wait_on_disk(lambda c: c.execution_count is not None, "the room's save")
-    assert [dict(o) for o in saved.outputs] == [stream(lines(N))]
-    assert saved.execution_count == count
+    nb.whole_on_disk(count, "the room's save")
 
 
 def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
     collab_server: JupyterServer,
 ) -> None:
     nb = Notebook(collab_server, "back.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    nb.open_room()
     session = uuid.uuid4().hex
     ws = KernelWebsocket(collab_server, nb.kernel_id, session_id=session)
     msg_id, _count = nb.leave_mid_cell(ws)
@@ -308,7 +268,7 @@ def test_collab_session_back_after_takeover_is_not_given_the_outputs_again(
 
 def test_collab_restart_ends_an_owned_cell_idle(collab_server: JupyterServer) -> None:
     nb = Notebook(collab_server, "restart_live.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    nb.open_room()
     ws = KernelWebsocket(collab_server, nb.kernel_id)
     _msg_id, _count = nb.leave_mid_cell(ws, resist=True)
     wait_doc(collab_server, nb, lines(K + 1), "running")
@@ -325,9 +285,8 @@ def test_collab_offline_buffer_skips_outputs_written_into_the_document(
     session is never given the cell's outputs (PROTOCOL.md section 6): jupyter_server's
     offline buffer is not given them either. Its statuses and replies are."""
     nb = Notebook(collab_server, "skipped.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    nb.open_room()
     msg_id, count = close_mid_cell(collab_server, nb)
-    nb.wait_log("takes over the outputs of cell")
     wait_until(lambda: buffer_probe(collab_server, nb, msg_id)["hidden"], HANG, "the first write")
     nb.release(N)
     cell = wait_doc(collab_server, nb, lines(N), "idle")
@@ -352,23 +311,19 @@ def test_a_cut_cell_has_its_note_in_the_file_and_a_log_line() -> None:
     """The per-cell bound (here 80 bytes) cuts the cell the server writes: the file has the
     lines that fit, then the note (``metadata.ipykernel_ext_cut``) saying why; the log says
     so too."""
-    srv = start_server(
+    with server_with(
         grace=0.5, collab=False, extra=("--SharedChannelsConnection.keep_outputs_cell_bytes=80",)
-    )
-    try:
+    ) as srv:
         nb = Notebook(srv, "cut.ipynb")
         close_mid_cell(srv, nb)
-        nb.wait_log("takes over the outputs of cell")
         nb.release(N)
-        cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell in the file")
+        cell = nb.ended_on_disk()
         text, note = cell.outputs[0], cell.outputs[-1]
         assert len(cell.outputs) == 2 and text.output_type == "stream", cell.outputs
         assert lines(N).startswith(text.text) and len(text.text) < len(lines(N))
         assert note.output_type == "display_data" and note.metadata["ipykernel_ext_cut"] is True
         assert "at most 80 bytes of output per cell" in note.data["text/plain"]
         assert nb.log_says(f"the outputs of cell {CELL_ID} were cut at 80 bytes per cell")
-    finally:
-        srv.stop()
 
 
 # --- the outputs follow the notebook when it is renamed or moved -----------------------------
@@ -393,20 +348,16 @@ def test_a_notebook_renamed_while_the_server_owns_its_cell_gets_it_at_its_new_pa
     nb = Notebook(server, f"before-{new_name.count('/')}.ipynb")
     old = nb.path
     _, count = close_mid_cell(server, nb)
-    nb.wait_log("takes over the outputs of cell")
     rename(server, nb, new_name)
     nb.wait_log(f"follows its notebook from {old.name} to {new_name}")
     nb.release(N)
-    cell = nb.wait_on_disk(lambda c: c.execution_count is not None, "the cell at the new path")
-    assert [dict(o) for o in cell.outputs] == [stream(lines(N))]
-    assert cell.execution_count == count
+    nb.whole_on_disk(count, "the cell at the new path")
     assert not old.exists()
 
 
 def test_a_write_that_cannot_be_made_anywhere_is_told(server: JupyterServer) -> None:
     nb = Notebook(server, "deleted.ipynb")
     close_mid_cell(server, nb)
-    nb.wait_log("takes over the outputs of cell")
     server.api("DELETE", f"api/contents/{nb.name}")
     nb.release(N)
     nb.wait_log(f"could not be written anywhere (tried {nb.name})")
@@ -417,9 +368,8 @@ def test_collab_a_renamed_notebook_gets_the_cell_in_its_document(
     collab_server: JupyterServer,
 ) -> None:
     nb = Notebook(collab_server, "live_before.ipynb")
-    collab_server.api("GET", f"outputs-room/doc?path={nb.name}&open=1")
+    nb.open_room()
     _, count = close_mid_cell(collab_server, nb)
-    nb.wait_log("takes over the outputs of cell")
     wait_doc(collab_server, nb, lines(K + 1), "running")
     rename(collab_server, nb, "live_after.ipynb")
     nb.wait_log("follows its notebook from live_before.ipynb to live_after.ipynb")

@@ -1,11 +1,9 @@
 """ipykernel_ext.server.outputs' writers in a real jupyter_server with jupyter-collaboration on.
 
-The server loads the harness's outputs_extension, which folds the IOPub messages a test sends and
-writes them with the package's writers from inside the server: into the live collaborative
-document of a real notebook (jupyter-collaboration's ``get_document``), and into the file
-through the server's ContentsManager. Verdicts: the document's content, every change the
-document's cell saw (the events a receiving tab applies), and the file on disk once the room
-saved it (waited for on the file itself; the time bound is only a hang guard).
+The harness's outputs_extension folds the IOPub messages a test sends and writes them with the
+package's writers from inside the server: into the live document (jupyter-collaboration's
+``get_document``) and into the file through the ContentsManager. Verdicts: the document, every
+change its cell saw (what a receiving tab applies), the file once the room saved it.
 """
 
 from __future__ import annotations
@@ -282,9 +280,8 @@ def test_contents_writer_saves_outputs_through_the_contents_manager(
 def test_contents_writer_saves_again_when_the_file_is_lost_after_its_save(
     sync_server: JupyterServer,
 ) -> None:
-    """A save whose file is gone right after it (what a client reading the notebook mid-save
-    can cause through jupyter_server's atomic-writing recovery) is made again, and the file
-    ends whole: every cell, with the outputs."""
+    """A save whose file is gone right after it (a client reading mid-save can cause it through
+    jupyter_server's atomic-writing recovery) is made again; the file ends whole."""
     path = sync_server.root_dir / "raced.ipynb"
     nbformat.write(notebook("c1", "c2"), path)
     marker = Path(f"{path}.lose-once")

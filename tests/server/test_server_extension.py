@@ -1,13 +1,10 @@
 """On once installed: the server extension the install enables.
 
-Real ``jupyter_server`` subprocesses of this venv, where the project is installed (``pip
-install -e .`` put ``etc/jupyter/jupyter_server_config.d/ipykernel_ext.json`` into it), each
-started as a user would start it (``ipykernel_ext=None``: the launcher leaves the extension
-as the environment's config has it): no flag gives our class and says so in the log; a class
-configured on the command line or in a config file wins; both off switches give stock; in
-gateway mode (a real Enterprise Gateway, harness/gateway.py) our gateway class is used, ours
-for local kernels configured explicitly is replaced by it with the reason in the log, and
-jupyter_server's own gateway class configured explicitly wins.
+Real ``jupyter_server`` subprocesses of this venv (``pip install -e .`` put the extension's
+config.d file there), started as a user would (``ipykernel_ext=None``): no flag gives our
+class and says so; a configured class wins; both off switches give stock; in gateway mode
+(a real Enterprise Gateway) our gateway class is used, replacing ours for local kernels with
+the reason logged, and jupyter_server's own gateway class configured explicitly wins.
 """
 
 from __future__ import annotations
@@ -112,10 +109,8 @@ def test_off_for_one_run_is_stock() -> None:
 
 
 def test_off_in_a_config_file_is_stock(tmp_path: Path) -> None:
-    # README's off switch as a user's config: it outranks the environment's config.d files.
-    # (``jupyter server extension disable ipykernel_ext`` rewrites sys.prefix's file instead,
-    # which would turn it off for this whole venv; jupyter_server's --user variant refuses an
-    # extension the user's own config does not name yet.)
+    # README's off switch as a user's config: it outranks the environment's config.d files
+    # (``jupyter server extension disable`` would rewrite this whole venv's file instead).
     (tmp_path / "jupyter_server_config.json").write_text(
         json.dumps({"ServerApp": {"jpserver_extensions": {"ipykernel_ext": False}}})
     )

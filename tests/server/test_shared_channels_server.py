@@ -13,7 +13,6 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,135 +59,76 @@ def wait_for_file(flag: Path, then: str = "pass") -> str:
 # --- through jupyter_server --------------------------------------------------------------
 
 
-@dataclass
-class TwentyClients:
-    """What 20 websockets on one kernel saw: each ran a cell at once, then one asked input()."""
+def test_twenty_clients_one_channel_set_own_replies_all_iopub_and_input(
+    server: SharedChannelsServer, kernel: str
+) -> None:
+    """20 websockets on one kernel each run a cell at once, then one asks input()."""
 
-    stdin_before: int  # the kernel's stdin connections before any websocket
-    stdin_after: int  # once every client had its reply
-    sessions: list[str]
-    ids: list[str]  # each client's cell, in client order
-    replies: list[dict[str, Any]]
-    after_cells: list[list[dict[str, Any]]]  # each client's messages once every cell was idle
-    asker: int  # the client whose cell asks input()
-    prompt: dict[str, Any]  # the input_request it got
-    input_id: str
-    after_input: list[list[dict[str, Any]]]  # each client's messages once that cell was idle
-    input_reply: dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def twenty(server: SharedChannelsServer) -> Iterator[TwentyClients]:
-    """The scenario, run once for the tests below, each checking one thing of it."""
-    kernel = server.start_kernel()
-
-    async def main() -> TwentyClients:
-        # Stock jupyter_server opens 4 sockets per websocket (docs/UPSTREAM_NOTES.md,
-        # jupyter_server), one of them on stdin, where nothing else of the server connects.
+    async def main() -> None:
+        # Stock jupyter_server opens 4 sockets per websocket (docs/UPSTREAM_NOTES.md), one on
+        # stdin, where nothing else of the server connects: stdin counts sets of channels.
         stdin_before = server.channel_connections(kernel)["stdin"]
         first = await WSClient(server, kernel).connect()
         await server.stdin_connections_become(kernel, 1)
-        others = await connect_all([WSClient(server, kernel) for _ in range(19)])
-        clients = [first, *others]
-
-        # Every client runs a cell at once.
+        clients = [first, *await connect_all([WSClient(server, kernel) for _ in range(19)])]
         ids = [c.execute(f"print('from client {i}')") for i, c in enumerate(clients)]
         replies = await asyncio.gather(*(c.reply_to(i) for c, i in zip(clients, ids, strict=True)))
         # Every cell's idle, not the last id's: the kernel runs the 20 requests in the order
         # they arrived, which need not be the order they were sent in.
         await asyncio.gather(*(c.idle_after(msg_id) for c in clients for msg_id in ids))
         # Every client has had its reply, so any channels opened for it exist by now.
+        assert stdin_before == 0, "a set of channels before any websocket"
         stdin_after = server.channel_connections(kernel)["stdin"]
-        after_cells = [list(c.messages) for c in clients]
+        assert stdin_after == 1, f"{stdin_after} sets of channels for 20 websockets"
+
+        # Each client gets its own reply and no other; every client sees every cell's IOPub.
+        expected = [f"from client {j}" for j in range(20)]
+        for i, (client, reply) in enumerate(zip(clients, replies, strict=True)):
+            assert reply["msg_type"] == "execute_reply", (i, reply)
+            assert reply["content"]["status"] == "ok", (i, reply)
+            assert reply["parent_header"]["msg_id"] == ids[i], f"client {i} got another's"
+            messages = list(client.messages)
+            foreign = [
+                m
+                for m in messages
+                if m["channel"] != "iopub" and m["parent_header"].get("session") != client.session
+            ]
+            assert foreign == [], f"client {i} got replies to other sessions"
+            shell = [m["parent_header"]["msg_id"] for m in messages if m["channel"] == "shell"]
+            assert shell == [ids[i]], f"client {i}'s shell replies"
+            # A cell's output may come as several stream messages: each cell's text, joined.
+            texts = dict.fromkeys(ids, "")
+            for m in messages:
+                if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") in texts:
+                    texts[m["parent_header"]["msg_id"]] += m["content"]["text"]
+            assert [texts[c].strip() for c in ids] == expected, f"client {i}'s stdout"
+            inputs = {
+                m["parent_header"]["msg_id"] for m in messages if m["msg_type"] == "execute_input"
+            }
+            assert inputs >= set(ids), f"client {i} missed execute_input of {set(ids) - inputs}"
 
         # input(): the prompt goes only to the asker, the answer comes back from it.
-        asker = 3
-        input_id = clients[asker].execute(
-            "answer = input('who? ')\nprint('got', answer)", allow_stdin=True
-        )
-        prompt = await clients[asker].wait_for(lambda m: m["msg_type"] == "input_request")
-        clients[asker].send("stdin", "input_reply", {"value": "client 3"}, parent=prompt["header"])
+        asker = clients[3]
+        input_id = asker.execute("answer = input('who? ')\nprint('got', answer)", allow_stdin=True)
+        prompt = await asker.wait_for(lambda m: m["msg_type"] == "input_request")
+        assert prompt["channel"] == "stdin"
+        assert prompt["content"]["prompt"] == "who? "
+        asker.send("stdin", "input_reply", {"value": "client 3"}, parent=prompt["header"])
         await asyncio.gather(*(c.idle_after(input_id) for c in clients))
-        input_reply = await clients[asker].reply_to(input_id)
-        after_input = [list(c.messages) for c in clients]
-
+        input_reply = await asker.reply_to(input_id)
+        assert input_reply["content"]["status"] == "ok", input_reply
+        for i, client in enumerate(clients):
+            prompts = [m for m in client.messages if m["msg_type"] == "input_request"]
+            assert len(prompts) == (1 if client is asker else 0), f"client {i}: {prompts}"
+            outputs = [
+                m
+                for m in client.messages
+                if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == input_id
+            ]
+            assert "got client 3" in "".join(m["content"]["text"] for m in outputs), f"client {i}"
         await asyncio.gather(*(c.close() for c in clients))
-        return TwentyClients(
-            stdin_before,
-            stdin_after,
-            [c.session for c in clients],
-            ids,
-            list(replies),
-            after_cells,
-            asker,
-            prompt,
-            input_id,
-            after_input,
-            input_reply,
-        )
 
-    try:
-        yield asyncio.run(main())
-    finally:
-        with contextlib.suppress(Exception):
-            server.api("DELETE", f"api/kernels/{kernel}")
-
-
-def test_twenty_clients_share_one_set_of_channels(twenty: TwentyClients) -> None:
-    # The shell and IOPub counts also hold jupyter_server's own sockets (some come and go), so
-    # stdin, which only a websocket's channels connect to, tells: one set of channels.
-    assert twenty.stdin_before == 0, "a set of channels before any websocket"
-    assert twenty.stdin_after == 1, f"{twenty.stdin_after} sets of channels for 20 websockets"
-
-
-def test_each_client_gets_its_own_reply_and_no_other(twenty: TwentyClients) -> None:
-    for i, reply in enumerate(twenty.replies):
-        assert reply["msg_type"] == "execute_reply", (i, reply)
-        assert reply["content"]["status"] == "ok", (i, reply)
-        assert reply["parent_header"]["msg_id"] == twenty.ids[i], f"client {i} got another's"
-    for i, messages in enumerate(twenty.after_cells):
-        foreign = [
-            m
-            for m in messages
-            if m["channel"] != "iopub" and m["parent_header"].get("session") != twenty.sessions[i]
-        ]
-        assert foreign == [], f"client {i} got replies to other sessions"
-        shell = [m["parent_header"]["msg_id"] for m in messages if m["channel"] == "shell"]
-        assert shell == [twenty.ids[i]], f"client {i}'s shell replies"
-
-
-def test_every_client_sees_every_cells_iopub(twenty: TwentyClients) -> None:
-    ids = twenty.ids
-    for i, messages in enumerate(twenty.after_cells):
-        # A cell's output may come as several stream messages (the kernel flushes on a
-        # timer): what counts is each cell's text, joined.
-        texts = dict.fromkeys(ids, "")
-        for m in messages:
-            if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") in texts:
-                texts[m["parent_header"]["msg_id"]] += m["content"]["text"]
-        expected = [f"from client {j}" for j in range(20)]
-        assert [texts[c].strip() for c in ids] == expected, f"client {i}'s stdout"
-        inputs = {
-            m["parent_header"]["msg_id"] for m in messages if m["msg_type"] == "execute_input"
-        }
-        assert inputs >= set(ids), f"client {i} missed execute_input of {set(ids) - inputs}"
-
-
-def test_an_input_prompt_goes_to_the_asker_only_and_its_answer_to_all(
-    twenty: TwentyClients,
-) -> None:
-    assert twenty.prompt["channel"] == "stdin"
-    assert twenty.prompt["content"]["prompt"] == "who? "
-    for i, messages in enumerate(twenty.after_input):
-        prompts = [m for m in messages if m["msg_type"] == "input_request"]
-        assert len(prompts) == (1 if i == twenty.asker else 0), f"client {i}: {prompts}"
-        outputs = [
-            m
-            for m in messages
-            if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == twenty.input_id
-        ]
-        assert "got client 3" in "".join(m["content"]["text"] for m in outputs), f"client {i}"
-    assert twenty.input_reply["content"]["status"] == "ok", twenty.input_reply
+    asyncio.run(main())
 
 
 def test_comm_echo_goes_to_the_others_only(server: SharedChannelsServer, kernel: str) -> None:
@@ -435,25 +375,18 @@ def test_a_failed_channel_set_closes_every_websocket_and_a_new_one_works() -> No
         srv.stop()
 
 
-#: strict_server's IOPub rate limit: messages per window (not counting status, comm_open and
-#: execute_input), and a window no test comes near (the pytest timeout is 300 s).
+#: strict_server's IOPub rate limit (status, comm_open, execute_input apart) over a window no
+#: test comes near; its grace, far longer than a reconnect takes on a loaded machine.
 RATE_LIMIT_MSGS = 100
 RATE_LIMIT_WINDOW_S = 1000
-#: strict_server's grace period: a websocket back within it keeps the channels. Far longer
-#: than a reconnect takes on a loaded machine, so "back within the grace" is never a race.
 STRICT_GRACE = 10
 
 
 @pytest.fixture(scope="module")
 def strict_server() -> Iterator[SharedChannelsServer]:
-    """No offline buffer (so the grace period shows), a long grace and a low IOPub rate limit.
-
-    The limit is RATE_LIMIT_MSGS messages per window, with a window far longer than any
-    test: no count leaves the window while a test runs, so the count only grows until the
-    next ``idle`` resets it. jupyter_server re-arms its "rate exceeded" notice once the
-    count in the window falls below 80% of the limit; with a 1 s window a burst the server
-    handles slowly (a loaded machine) fell below that and got a second notice.
-    """
+    """No offline buffer (so the grace period shows), a long grace and a low IOPub rate limit
+    whose window outlasts any test: the count only grows until an ``idle`` resets it (with a
+    1 s window, a slowly handled burst fell below 80% and re-armed the notice)."""
     srv = SharedChannelsServer(
         [
             "--MappingKernelManager.buffer_offline_messages=False",

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -213,95 +211,52 @@ print(json.dumps([seven.model_id, press.model_id]))
 """
 
 
-@dataclass
-class WidgetStateReplies:
-    """``widget_state_request`` on the control channel, through the server's websocket."""
-
-    slider_id: str
-    button_id: str
-    chosen: dict[str, Any]  # the reply to a request for the two widgets and an unknown id
-    everything: dict[str, Any]  # the reply's content to a request naming no model
-    other_saw: list[str]  # what a second websocket of the kernel got, up to its own reply
-    bad: dict[str, Any]  # the reply to model_ids that are not a list
-
-
-@pytest.fixture(scope="module")
-def widget_state(jupyter_server: JupyterServer) -> Iterator[WidgetStateReplies]:
-    """The requests, made once for the tests below, each checking one thing of the replies."""
-    kernel_id = jupyter_server.start_kernel(EXT_KERNEL)
-    try:
-        with KernelWebsocket(jupyter_server, kernel_id) as ws:
-            slider_id, button_id = printed_json(ws, WIDGETS_CODE)
-            with KernelWebsocket(jupyter_server, kernel_id) as other:
-                chosen = ws.request(
-                    "control",
-                    "widget_state_request",
-                    {"model_ids": [slider_id, button_id, "no-such-model"]},
-                    timeout=60,
-                )
-                everything = ws.request("control", "widget_state_request", {}, timeout=60)
-                # The kernel answers control requests in order, so a reply misrouted to the
-                # other client would reach it before this one.
-                other.request("control", "kernel_info_request", timeout=60)
-                other_saw = [m["msg_type"] for m in other.backlog]
-            bad = ws.request(
-                "control", "widget_state_request", {"model_ids": "not-a-list"}, timeout=60
-            )
-        yield WidgetStateReplies(
-            slider_id, button_id, chosen, everything["content"], other_saw, bad
-        )
-    finally:
-        jupyter_server.shutdown_kernel(kernel_id)
-
-
-def test_widget_state_request_answers_the_models_asked_for(
-    widget_state: WidgetStateReplies,
+def test_widget_state_request_answers_the_asker_with_each_models_state(
+    jupyter_server: JupyterServer, server_kernel: str, ws: KernelWebsocket
 ) -> None:
-    reply = widget_state.chosen
+    """``widget_state_request`` on the control channel, through the server's websocket."""
+    slider_id, button_id = printed_json(ws, WIDGETS_CODE)
+    with KernelWebsocket(jupyter_server, server_kernel) as other:
+        reply = ws.request(
+            "control",
+            "widget_state_request",
+            {"model_ids": [slider_id, button_id, "no-such-model"]},
+            timeout=60,
+        )
+        everything = ws.request("control", "widget_state_request", {}, timeout=60)["content"]
+        # Control requests are answered in order: a reply misrouted to the other client
+        # would reach it before its own.
+        other.request("control", "kernel_info_request", timeout=60)
+        other_saw = [m["msg_type"] for m in other.backlog]
+    bad = ws.request("control", "widget_state_request", {"model_ids": "not-a-list"}, timeout=60)
+
+    # The models asked for.
     assert reply["msg_type"] == "widget_state_reply"
     content = reply["content"]
     assert content["status"] == "ok", content
-    assert set(content["states"]) == {widget_state.slider_id, widget_state.button_id}, content
+    assert set(content["states"]) == {slider_id, button_id}, content
     assert content["missing"] == ["no-such-model"], content
     assert len(content["buffer_paths"]) == len(reply["buffers"]), "a buffer without its path"
-
-
-def test_widget_state_reply_holds_each_widgets_model_and_state(
-    widget_state: WidgetStateReplies,
-) -> None:
-    states = widget_state.chosen["content"]["states"]
-    slider = states[widget_state.slider_id]
+    # Each widget's model and state.
+    slider = content["states"][slider_id]
     assert slider["model_name"] == "IntSliderModel", slider
     assert slider["model_module"] == "@jupyter-widgets/controls", slider
     assert slider["model_module_version"], slider
     assert slider["state"]["value"] == 7, slider
     assert slider["state"]["description"] == "seven", slider
-    button = states[widget_state.button_id]
+    button = content["states"][button_id]
     assert button["model_name"] == "ButtonModel", button
     assert button["state"]["description"] == "press", button
     # The Button's style and layout are referenced, and fetchable with {}.
     assert len(model_refs(button["state"])) == 2, button
-
-
-def test_widget_state_request_naming_no_model_answers_every_model(
-    widget_state: WidgetStateReplies,
-) -> None:
-    everything = widget_state.everything
-    button = widget_state.chosen["content"]["states"][widget_state.button_id]
-    expected = {widget_state.slider_id, widget_state.button_id} | model_refs(button["state"])
+    # Naming no model: every model.
+    expected = {slider_id, button_id} | model_refs(button["state"])
     assert everything["status"] == "ok", everything
     assert expected <= set(everything["states"]), expected - set(everything["states"])
     assert everything["missing"] == [], everything["missing"]
-
-
-def test_widget_state_reply_goes_to_the_requester_only(widget_state: WidgetStateReplies) -> None:
-    assert "widget_state_reply" not in widget_state.other_saw, widget_state.other_saw
-
-
-def test_widget_state_request_with_bad_model_ids_gets_an_error_reply(
-    widget_state: WidgetStateReplies,
-) -> None:
-    bad = widget_state.bad
+    # To the requester only.
+    assert "widget_state_reply" not in other_saw, other_saw
+    # Bad model_ids: an error reply.
     assert bad["msg_type"] == "widget_state_reply"
     assert bad["content"]["status"] == "error", bad["content"]
     assert bad["content"]["ename"], bad["content"]
