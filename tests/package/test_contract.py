@@ -773,11 +773,13 @@ CONTRACT: list[Row] = [
         (
             WIDGET_STATE_PY,
             RECONCILE_PY,
+            ECHO_PY,
             "tests/kernel/test_widget_state.py",
             "benchmarks/widget_fetch.py",
             "benchmarks/widget_fetching/floors.py",
         ),
-        "the registry of live widgets, model id to widget, copied by the thread taking a snapshot",
+        "the registry of live widgets, model id to widget, copied by the thread taking a snapshot; "
+        "comm_echo finds a widget's echo_update rule there",
     ),
     Row(
         f"{WIDGET}:_remove_buffers",
