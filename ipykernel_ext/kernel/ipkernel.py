@@ -38,7 +38,7 @@ from ..protocol import (
 )
 from .busy.answers import BusyAnswers
 from .busy.main_shell_status import MainShellStatus
-from .comms.echo import DEFAULT_MAX_BUFFER_BYTES, CommEcho
+from .comms.echo import DEFAULT_MAX_BUFFER_BYTES, CommEcho, frames_received
 from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
 from .comms.owners import create_owned_comm
@@ -167,6 +167,14 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
             self.shell_handlers[msg_type] = interrupts_noted(
                 self.comm_echo_publisher.wrap(self.shell_handlers[msg_type])
             )
+
+    async def dispatch_shell(
+        self, msg: list[Any], /, subshell_id: str | None = None, *, concurrent: bool = False
+    ) -> None:
+        """Dispatch as stock does; a comm message's echo re-sends the frames received
+        (.comms.echo: cheaper than packing the client's content again)."""
+        with frames_received(msg):
+            await super().dispatch_shell(msg, subshell_id=subshell_id, concurrent=concurrent)
 
     @observe("echo_enabled")
     def _echo_enabled_changed(self, change: dict[str, Any]) -> None:

@@ -459,8 +459,9 @@ CONTRACT: list[Row] = [
             Function(("self", "msg", "subshell_id", "concurrent"), "async function"),
             Source((r'msg_type not in \{"comm_msg", "comm_close"\}',)),
         ],
-        (MAIN_SHELL_PY,),
-        "comm messages dispatched on the main shell; a comm_open must be given its subshell id",
+        (MAIN_SHELL_PY, KERNEL_PY),
+        "comm messages dispatched on the main shell; a comm_open must be given its subshell id; "
+        "overridden: the frames it is given are what comm_echo re-sends",
     ),
     Row(
         f"{KERNEL}.shell_main",

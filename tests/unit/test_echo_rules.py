@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
+from contextlib import nullcontext
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +17,13 @@ import pytest
 import zmq
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.comms.echo import WIDGET_TARGET, CommEcho, malformed_reason, trim_payload
+from ipykernel_ext.kernel.comms.echo import (
+    WIDGET_TARGET,
+    CommEcho,
+    frames_received,
+    malformed_reason,
+    trim_payload,
+)
 
 
 def client_msg(msg_type: str, content: Any, metadata: Any = None) -> dict[str, Any]:
@@ -140,11 +147,15 @@ def make_echo(wire: Wire, comms: dict[str, Any] | None = None, **kwargs: Any) ->
     )
 
 
-def test_echo_carries_the_client_message_unchanged(wire: Wire) -> None:
+@pytest.mark.parametrize("as_received", [False, True])
+def test_echo_carries_the_client_message_unchanged(wire: Wire, as_received: bool) -> None:
+    """Packed again, or (dispatched by the kernel) the client's frames re-sent: the same."""
     echo = make_echo(wire)
     msg = client_msg("comm_open", {**OPEN, "data": {"v": 1}}, {"version": "2.1.0"})
     msg["buffers"] = [memoryview(b"buffer-one")]
-    echo.publish(msg)
+    frames = [b"client-id", *Session(key=b"client-key").serialize(msg), *msg["buffers"]]
+    with frames_received(frames) if as_received else nullcontext():
+        echo.publish(msg)
     [got] = wire.received()
     assert got["idents"] == [b"kernel.test.comm_echo"]
     assert got["header"]["msg_type"] == "comm_echo"

@@ -57,8 +57,12 @@ import functools
 import logging
 import sys
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
+
+import zmq
 
 from ...protocol import COMM_ECHO_MSG_TYPE, COMM_MSG_TYPES
 
@@ -97,6 +101,23 @@ def malformed_reason(msg: dict[str, Any]) -> str | None:
         if target_module is not None and not isinstance(target_module, str):
             return "target_module is neither a string nor null"
     return None
+
+
+#: The frames of the shell message being dispatched (:func:`frames_received`). A context
+#: variable, not a thread's: a comm message handled mid-cell is dispatched in a task of its own
+#: on the thread of the cell's request.
+_received: ContextVar[list[Any] | None] = ContextVar("comm_echo_received", default=None)
+
+
+@contextmanager
+def frames_received(frames: list[Any]) -> Iterator[None]:
+    """While a shell message is dispatched: its frames as received (idents included), which the
+    echo re-sends as they came rather than packing the client's content again."""
+    token = _received.set(frames)
+    try:
+        yield
+    finally:
+        _received.reset(token)
 
 
 #: What :meth:`CommEcho._echoed_target` answers for a message that is not echoed.
@@ -264,16 +285,42 @@ class CommEcho:
             msg.get("buffers") or (),
             self.max_buffer_bytes,
         )
-        echo = self.session.msg(COMM_ECHO_MSG_TYPE, content=content, parent=msg)
-        # Set, not merged: Session.msg would mix in the kernel session's default metadata.
-        metadata = msg["metadata"]
-        echo["metadata"] = metadata if omitted is None else {**metadata, OMITTED_KEY: omitted}
-        sent: dict[str, Any] = self.session.send(
-            self.iopub_socket, echo, ident=self.topic, buffers=list(buffers)
-        )
+        sent: dict[str, Any]
+        raw = None if omitted is not None else self._client_frames(msg)
+        if raw is not None:
+            # The client's header (as the echo's parent), metadata, content and buffer frames as
+            # they came, under the kernel's new header: the message below, without packing.
+            header = self.session.msg_header(COMM_ECHO_MSG_TYPE)
+            # raw: signature, header (the echo's parent), parent (dropped), metadata, content, ...
+            parts = [self.session.pack(header), raw[1], *raw[3:]]
+            # Copied only when small, as Session.send decides.
+            copy = max(map(nbytes, raw[5:]), default=0) < self.session.copy_threshold
+            self.session.send_raw(self.iopub_socket, parts, copy=copy, ident=self.topic)
+            sent = {"header": header, "parent_header": msg["header"], "content": content}
+            sent.update(metadata=msg["metadata"], buffers=raw[5:])
+        else:
+            echo = self.session.msg(COMM_ECHO_MSG_TYPE, content=content, parent=msg)
+            # Set, not merged: Session.msg would mix in the kernel session's default metadata.
+            metadata = msg["metadata"]
+            echo["metadata"] = metadata if omitted is None else {**metadata, OMITTED_KEY: omitted}
+            sent = self.session.send(
+                self.iopub_socket, echo, ident=self.topic, buffers=list(buffers)
+            )
         with self._counts_lock:
             self.echoed += 1
         return sent
+
+    def _client_frames(self, msg: dict[str, Any]) -> list[Any] | None:
+        """``[signature, header, parent, metadata, content, *buffers]`` of ``msg`` as received,
+        or None if the frames being dispatched are not ``msg``'s (echoed from elsewhere)."""
+        frames = _received.get()
+        if frames is None:
+            return None
+        as_frames = isinstance(frames[0], zmq.Frame)  # the kernel receives without copying
+        _, raw = self.session.feed_identities(frames, copy=not as_frames)
+        header = raw[1] if len(raw) >= 5 else b""
+        header_bytes = header.bytes if isinstance(header, zmq.Frame) else bytes(header)
+        return raw if msg["header"]["msg_id"].encode() in header_bytes else None
 
     def _report_malformed(self, msg_type: str, reason: str) -> None:
         # One warning per kind of fault: a frontend with a bug would repeat it for every
