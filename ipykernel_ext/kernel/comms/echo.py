@@ -298,7 +298,7 @@ class CommEcho:
             # raw: signature, header (the echo's parent), parent (dropped), metadata, content, ...
             parts = [self.session.pack(header), raw[1], *raw[3:]]
             # Copied only when small, as Session.send decides.
-            copy = max(map(nbytes, raw[5:]), default=0) < self.session.copy_threshold
+            copy = max(map(nbytes, parts)) < self.session.copy_threshold
             self.session.send_raw(self.iopub_socket, parts, copy=copy, ident=self.topic)
             sent = {"header": header, "parent_header": msg["header"], "content": content}
             sent.update(metadata=msg["metadata"], buffers=raw[5:])
