@@ -11,8 +11,19 @@ and the handler's reply). Three kernels configurations, CurveZMQ on every socket
   the same process.
 
 Two scenarios: 10000 small messages (``{"i": n}``, no buffers) and 200 messages each carrying a
-1 MB buffer (the echo then carries that megabyte back out on IOPub; this is what
-``ExtKernel.comm_echo_exclude_targets`` is for).
+1 MB buffer (past ``ExtKernel.comm_echo_max_buffer_bytes``, 64 KiB: the echo tells the other
+frontends the message was sent, ``comm_echo_omitted`` in its metadata, without the megabyte).
+
+A third, through a real jupyter_server with two tabs (websockets): tab 1 uploads a file (50 MB;
+``--upload-size``) into an ipywidgets ``FileUpload`` as ipywidgets 8's view sends it (a
+``comm_msg`` ``update`` with ``state.value`` and the bytes in a buffer at
+``value.0.content``), ``--trials`` times. Stock: stock ipykernel behind stock's websocket
+connection; ours: ipykernel_ext behind ``SharedChannelsConnection`` (the installed extension).
+Figures: the kernel's CPU for the upload (median), the bytes the kernel publishes on IOPub for
+it (what one raw subscriber reads; stock's server subscribes once per tab, ours once) and the
+bytes each tab receives (v1 frames), all up to the upload's ``status: idle``. Both servers take
+websocket messages of up to 128 MiB (tornado's default is 10 MiB), as a user who uploads big
+files must configure.
 
 Pipelining: the client keeps a window of requests in flight (100 small ones, 4 large ones):
 each time a round trip finishes it sends the next. Sending all 10000 at once would not measure
@@ -24,19 +35,21 @@ few hundred messages. The client is lean but honest: raw pyzmq sockets from the 
 file, every received message's signature verified and its header unpacked (Session.deserialize
 with content=False), nothing else.
 
-Figures: median over the trials of the time for all N round trips; the ``on/off`` ratio (the
-target: at most 1.15 for small messages) and the echo's cost per echoed message,
+Figures (round trips): median over the trials of the time for all N round trips; the
+``on/off`` ratio (the target: at most 1.15 for small messages) and the echo's cost per echoed
+message,
 ``(median on - median off) / N`` in microseconds, with the kernel process's own share (its
 CPU time, all threads, from psutil). ``lost`` counts missing replies plus missing
 (or unexpected) echoes plus round trips that never finished; it must be 0.
 
     python -m benchmarks comm_echo            # 7 trials of each
-    python -m benchmarks comm_echo --quick    # 3 trials, fewer large messages
+    python -m benchmarks comm_echo --quick    # 5 trials, fewer large messages
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -49,9 +62,13 @@ import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
 
 from benchmarks.trials import EXT, STOCK, alternate, fmt, kernel, median, print_table, ratio
+from harness.kernel_websocket import KernelWebsocket, stream_text
 from harness.kernels import shell_and_control_client
+from harness.server import JupyterServer
+from harness.ws_protocol import encode_message
+from ipykernel_ext.endpoints import apply_curve_client, channel_endpoint, client_session, curve_keys
 
-TRIALS, QUICK_TRIALS = 7, 3
+TRIALS, QUICK_TRIALS = 7, 5
 
 #: The kernel-side target: answers every comm_msg with a small comm_msg.
 SETUP = r"""
@@ -272,6 +289,144 @@ def report(title: str, configs: list[Config], runs: dict[str, list[Run]], n: int
     )
 
 
+# --- a FileUpload through a real jupyter_server, two tabs -----------------------------------
+
+#: Tornado's websocket limit for both servers: a 50 MB upload is one websocket message.
+MAX_WS_MESSAGE = 128 * 1024 * 1024
+
+UPLOAD_SETUP = "import os, ipywidgets as w\nup = w.FileUpload()\nprint(os.getpid(), up.model_id)"
+
+
+@dataclass
+class Upload:
+    kernel_cpu: float
+    iopub_bytes: int
+    tab_bytes: list[int]
+    kernel_got: int
+
+
+class IOPubCounter:
+    """A raw SUB on the kernel's IOPub (CurveZMQ keys from the server's connection file) that
+    counts the bytes of every message up to the ``status: idle`` of a given request."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.session = client_session(info)
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.socket = context.socket(zmq.SUB)
+        self.socket.linger = 0
+        apply_curve_client(self.socket, curve_keys(info))
+        self.socket.subscribe(b"")
+        self.socket.connect(channel_endpoint(info, "iopub"))
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+    def bytes_until_idle(self, msg_id: str | None, timeout_s: float = 120) -> int:
+        """Bytes of the messages read until the idle of ``msg_id`` (None: until anything)."""
+        total = 0
+        while self.socket.poll(int(timeout_s * 1000)):
+            frames = self.socket.recv_multipart(copy=False)
+            total += sum(len(f) for f in frames)
+            _, parts = self.session.feed_identities(frames, copy=False)
+            msg = self.session.deserialize(parts, content=False, copy=False)
+            if msg_id is None or (msg["parent_header"].get("msg_id") == msg_id and is_idle(msg)):
+                return total
+        raise TimeoutError(f"no idle for {msg_id} on IOPub")
+
+
+def tab_bytes_until_idle(tab: KernelWebsocket, msg_id: str, timeout_s: float = 120) -> int:
+    """Bytes of the v1 frames the tab receives until the idle of ``msg_id``."""
+    total = 0
+    while True:
+        msg = tab.recv(timeout_s)
+        total += len(encode_message(msg["channel"], msg))
+        parent = msg["parent_header"].get("msg_id")
+        state = msg["content"].get("execution_state")
+        if parent == msg_id and msg["msg_type"] == "status" and state == "idle":
+            return total
+
+
+@contextmanager
+def upload_tabs(
+    ours: bool,
+) -> Iterator[tuple[KernelWebsocket, KernelWebsocket, str, psutil.Process, IOPubCounter]]:
+    """A server (stock's, or ours) with a kernel and two tabs; tab 1 made a FileUpload."""
+    tornado = f"--ServerApp.tornado_settings={{'websocket_max_message_size': {MAX_WS_MESSAGE}}}"
+    with JupyterServer(ipykernel_ext=ours, extra_args=[tornado]) as server:
+        kernel_id = server.start_kernel(EXT if ours else STOCK)
+        with (
+            KernelWebsocket(server, kernel_id) as tab1,
+            KernelWebsocket(server, kernel_id) as tab2,
+            closing(IOPubCounter(server.connection_info(kernel_id))) as counter,
+        ):
+            _, messages = tab1.run(UPLOAD_SETUP)
+            pid, model_id = stream_text(messages).split()
+            # The counter's subscription is live once it reads something a request caused.
+            while True:
+                tab1.run("pass")
+                try:
+                    counter.bytes_until_idle(None, timeout_s=1)
+                    break
+                except TimeoutError:
+                    continue
+            tab2.run("pass")  # both tabs past the setup
+            while counter.socket.poll(0):
+                counter.socket.recv_multipart()
+            yield tab1, tab2, model_id, psutil.Process(int(pid)), counter
+
+
+def upload_once(
+    tabs: tuple[KernelWebsocket, KernelWebsocket, str, psutil.Process, IOPubCounter], data: bytes
+) -> Upload:
+    tab1, tab2, model_id, process, counter = tabs
+    entry = {"name": "upload.bin", "type": "", "size": len(data), "last_modified": 1.7e12}
+    update = {
+        "method": "update",
+        "state": {"value": [entry], "error": ""},
+        "buffer_paths": [["value", 0, "content"]],
+    }
+    cpu_start = cpu_seconds(process)
+    sent = tab1.send("shell", "comm_msg", {"comm_id": model_id, "data": update}, buffers=[data])
+    msg_id = sent["header"]["msg_id"]
+    tab_bytes = [tab_bytes_until_idle(tab, msg_id) for tab in (tab1, tab2)]
+    iopub_bytes = counter.bytes_until_idle(msg_id)
+    kernel_cpu = cpu_seconds(process) - cpu_start
+    _, messages = tab1.run("print(len(up.value[0].content))")
+    return Upload(kernel_cpu, iopub_bytes, tab_bytes, int(stream_text(messages)))
+
+
+def upload(size: int, trials: int) -> dict[str, list[Upload]]:
+    data = os.urandom(size)
+    runs: dict[str, list[Upload]] = {}
+    for label, ours in (("stock", False), ("ours", True)):
+        with upload_tabs(ours) as tabs:
+            upload_once(tabs, data)  # warm-up, not counted
+            runs[label] = [upload_once(tabs, data) for _ in range(trials)]
+    return runs
+
+
+def report_upload(runs: dict[str, list[Upload]], size: int) -> None:
+    print(f"\nFileUpload of {size / 1e6:g} MB, two tabs, median of {len(runs['stock'])} uploads")
+    rows = []
+    for label, uploads in runs.items():
+        cpus = [u.kernel_cpu for u in uploads]
+        last = uploads[-1]
+        rows.append(
+            [
+                label,
+                fmt(median(cpus), 3),
+                fmt(min(cpus), 3),
+                fmt(max(cpus), 3),
+                f"{last.iopub_bytes:,}",
+                f"{last.tab_bytes[0]:,}",
+                f"{last.tab_bytes[1]:,}",
+                "yes" if all(u.kernel_got == size for u in uploads) else "NO",
+            ]
+        )
+    header = ["server+kernel", "kernel CPU s", "min", "max", "IOPub bytes", "tab 1 bytes"]
+    print_table([*header, "tab 2 bytes", "kernel got the file"], rows)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=10_000, help="small round trips per trial")
     parser.add_argument("--window", type=int, default=100, help="small requests in flight")
@@ -280,6 +435,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--big-window", type=int, default=4, help="1 MB requests in flight")
     parser.add_argument("--big-size", type=int, default=1_000_000, help="buffer size, bytes")
+    parser.add_argument(
+        "--upload-size", type=int, default=50_000_000, help="FileUpload's file, bytes"
+    )
+    parser.add_argument(
+        "--no-upload", action="store_true", help="skip the FileUpload through jupyter_server"
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -304,13 +465,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             big,
             big_n,
         )
-    return {
+    results: dict[str, Any] = {
         "small": {"n": args.n, "window": args.window, "runs": as_json(small)},
         "big": {"n": big_n, "window": args.big_window, "size": args.big_size, "runs": as_json(big)},
     }
+    if not args.no_upload:
+        uploads = upload(args.upload_size, args.trials)
+        report_upload(uploads, args.upload_size)
+        results["upload"] = {"size": args.upload_size, "runs": as_json(uploads)}
+    return results
 
 
-def as_json(runs: dict[str, list[Run]]) -> dict[str, list[dict[str, Any]]]:
+def as_json(
+    runs: dict[str, list[Run]] | dict[str, list[Upload]],
+) -> dict[str, list[dict[str, Any]]]:
     return {label: [asdict(r) for r in rs] for label, rs in runs.items()}
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import comm
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Bool, List, Type, Unicode, observe
+from traitlets import Bool, Int, List, Type, Unicode, observe
 
 from ..protocol import (
     COMM_ECHO_MSG_TYPE,
@@ -40,7 +40,7 @@ from ..protocol import (
 from .busy.answers import BusyAnswers
 from .busy.main_shell_status import MainShellStatus
 from .comms.comm_routing import CommInbox, CommRouting, Routed
-from .comms.echo import CommEcho
+from .comms.echo import DEFAULT_MAX_BUFFER_BYTES, CommEcho, frames_received
 from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
 from .comms.owners import create_owned_comm
@@ -66,6 +66,15 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
         Unicode(),
         help="""Comm target names that are never echoed (for comms that stream large data
         from the frontend to the kernel).""",
+    ).tag(config=True)
+
+    comm_echo_max_buffer_bytes = Int(
+        DEFAULT_MAX_BUFFER_BYTES,
+        min=0,
+        help="""Past this many bytes of buffers (all of a message's together), the comm_echo of
+        a comm message carries no buffers, and its metadata says so (comm_echo_omitted).
+        Widget comms follow ipywidgets' own rule instead (no state whose trait says
+        echo_update=False, such as FileUpload's value).""",
     ).tag(config=True)
 
     iopub_missed_notice = Bool(
@@ -122,6 +131,7 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
             log=self.log,
             enabled=self.echo_enabled,
             exclude_targets=self._echo_exclusions(self.comm_echo_exclude_targets),
+            max_buffer_bytes=self.comm_echo_max_buffer_bytes,
         )
         self.missed_notice = MissedNotice(
             session=self.session,
@@ -161,10 +171,23 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
                 self.comm_echo_publisher.wrap(self.shell_handlers[msg_type])
             )
 
+    async def dispatch_shell(
+        self, msg: list[Any], /, subshell_id: str | None = None, *, concurrent: bool = False
+    ) -> None:
+        """Dispatch as stock does; a comm message's echo re-sends the frames received
+        (.comms.echo: cheaper than packing the client's content again)."""
+        with frames_received(msg):
+            await super().dispatch_shell(msg, subshell_id=subshell_id, concurrent=concurrent)
+
     @observe("echo_enabled")
     def _echo_enabled_changed(self, change: dict[str, Any]) -> None:
         if hasattr(self, "comm_echo_publisher"):
             self.comm_echo_publisher.enabled = change["new"]
+
+    @observe("comm_echo_max_buffer_bytes")
+    def _echo_max_buffer_bytes_changed(self, change: dict[str, Any]) -> None:
+        if hasattr(self, "comm_echo_publisher"):
+            self.comm_echo_publisher.max_buffer_bytes = change["new"]
 
     @observe("iopub_missed_notice")
     def _missed_notice_changed(self, change: dict[str, Any]) -> None:

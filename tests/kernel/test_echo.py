@@ -167,7 +167,7 @@ def pair() -> Iterator[Pair]:
 def test_open_msg_close_echoed_to_other_client_in_order(pair: Pair) -> None:
     a, b = pair.a, pair.b
     comm_id = new_comm_id()
-    buffers = [b"\x00\xff\x00binary", BIG]
+    small = [b"\x00\xff\x00binary", os.urandom(60_000)]  # 60 kB + 9 B: at most 64 KiB
     sent = [
         send_comm(
             a,
@@ -181,16 +181,15 @@ def test_open_msg_close_echoed_to_other_client_in_order(pair: Pair) -> None:
             metadata={"tag": "open"},
         ),
         send_comm(
-            a,
-            "comm_msg",
-            {"comm_id": comm_id, "data": {"n": 1, "s": "é"}},
-            buffers=buffers,
-            metadata={"tag": "msg"},
+            a, "comm_msg", {"comm_id": comm_id, "data": {"n": 1, "s": "é"}}, small, {"tag": "m"}
         ),
+        # Past comm_echo_max_buffer_bytes: the echo says so instead of carrying the buffers.
+        send_comm(a, "comm_msg", {"comm_id": comm_id, "data": {"n": 2}}, [b"x", BIG], {"t": 1}),
         send_comm(a, "comm_close", {"comm_id": comm_id, "data": {}}),
     ]
-    handler_output = ["stream", "comm_msg", "stream"]
-    for msg, output in zip(sent, handler_output, strict=True):
+    omitted = [None, None, {"buffers": 2, "bytes": 1 + len(BIG)}, None]
+    handler_output = ["stream", "comm_msg", "comm_msg", "stream"]
+    for msg, output, left_out in zip(sent, handler_output, omitted, strict=True):
         seen = read_until_idle(b, msg["header"]["msg_id"])
         assert types(seen) == ["status:busy", "comm_echo", output, "status:idle"]
         echo = seen[1]
@@ -199,8 +198,10 @@ def test_open_msg_close_echoed_to_other_client_in_order(pair: Pair) -> None:
         assert parent["session"] == a.session.session
         assert parent["msg_type"] == msg["header"]["msg_type"]
         assert echo["content"] == msg["content"]
-        assert echo["metadata"] == msg["metadata"]
-        assert [bytes(buf) for buf in echo["buffers"]] == [bytes(buf) for buf in msg["buffers"]]
+        echoed_buffers = [] if left_out else [bytes(buf) for buf in msg["buffers"]]
+        assert [bytes(buf) for buf in echo["buffers"]] == echoed_buffers
+        extra = {} if left_out is None else {"comm_echo_omitted": left_out}
+        assert echo["metadata"] == {**msg["metadata"], **extra}
         assert echo["header"]["session"] != a.session.session  # published by the kernel
         assert not is_own_echo(echo, b.session.session)
         assert is_own_echo(echo, a.session.session)
@@ -263,6 +264,27 @@ def test_ipywidgets_slider_set_by_a_reaches_b(pair: Pair) -> None:
     assert seen[2]["content"]["data"]["method"] == "echo_update"
     assert seen[2]["content"]["data"]["state"] == {"value": 42}
     assert pair.run("slider.value").strip() == "42"
+
+
+def test_file_upload_echoed_without_the_file(pair: Pair) -> None:
+    """As ipywidgets 8's FileUpload view sends a file (``set({value, error: ""})``, the
+    ArrayBuffer at value.0.content): FileUpload's value says echo_update=False, so the echo
+    carries neither the key nor the bytes."""
+    model_id = ast.literal_eval(
+        pair.run("import ipywidgets as w\nup = w.FileUpload()\nup.model_id")
+    )
+    data = os.urandom(1_000_000)
+    entry = {"name": "f.bin", "type": "", "size": len(data), "last_modified": 1700000000000}
+    state = {"value": [entry], "error": ""}
+    update = {"method": "update", "state": state, "buffer_paths": [["value", 0, "content"]]}
+    msg = send_comm(pair.a, "comm_msg", {"comm_id": model_id, "data": update}, [data])
+    [echo] = echoes(read_until_idle(pair.b, msg["header"]["msg_id"]))
+    trimmed = {"method": "update", "state": {"error": ""}, "buffer_paths": []}
+    assert echo["content"] == {"comm_id": model_id, "data": trimmed}
+    assert echo["buffers"] == []
+    omitted = {"buffers": 1, "bytes": len(data), "state_keys": ["value"]}
+    assert echo["metadata"] == {**msg["metadata"], "comm_echo_omitted": omitted}
+    assert pair.run("len(up.value[0].content)") == str(len(data))
 
 
 # --- bad input ----------------------------------------------------------------------------

@@ -462,7 +462,8 @@ CONTRACT: list[Row] = [
         "should_handle runs verified, before the handler; a handler's KeyboardInterrupt is "
         "swallowed (the comm handlers note it mid-cell, comms/mid_cell.py); the main shell "
         "publishes its busy/idle through _publish_status: how the kernel knows which request "
-        "the main shell is running"
+        "the main shell is running; overridden: the frames it is given are what comm_echo "
+        "re-sends"
     ),
     Row(
         f"{KERNEL}.should_handle", [Function("self", "stream", "msg", "idents")], (MAIN_SHELL_PY,)
@@ -690,12 +691,14 @@ CONTRACT: list[Row] = [
         (
             WIDGET_STATE_PY,
             RECONCILE_PY,
+            ECHO_PY,
             "tests/kernel/test_widget_state.py",
             "benchmarks/widget_fetch.py",
             "benchmarks/widget_fetching/floors.py",
         ),
     ).because(
-        "the registry of live widgets, model id to widget, copied by the thread taking a snapshot"
+        "the registry of live widgets, model id to widget, copied by the thread taking a "
+        "snapshot; comm_echo finds a widget's echo_update rule there"
     ),
     Row(
         f"{WIDGET}:_remove_buffers",

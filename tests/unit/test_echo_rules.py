@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
+from contextlib import nullcontext
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +17,13 @@ import pytest
 import zmq
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.comms.echo import CommEcho, malformed_reason
+from ipykernel_ext.kernel.comms.echo import (
+    WIDGET_TARGET,
+    CommEcho,
+    frames_received,
+    malformed_reason,
+    trim_payload,
+)
 
 
 def client_msg(msg_type: str, content: Any, metadata: Any = None) -> dict[str, Any]:
@@ -140,11 +147,15 @@ def make_echo(wire: Wire, comms: dict[str, Any] | None = None, **kwargs: Any) ->
     )
 
 
-def test_echo_carries_the_client_message_unchanged(wire: Wire) -> None:
+@pytest.mark.parametrize("as_received", [False, True])
+def test_echo_carries_the_client_message_unchanged(wire: Wire, as_received: bool) -> None:
+    """Packed again, or (dispatched by the kernel) the client's frames re-sent: the same."""
     echo = make_echo(wire)
     msg = client_msg("comm_open", {**OPEN, "data": {"v": 1}}, {"version": "2.1.0"})
     msg["buffers"] = [memoryview(b"buffer-one")]
-    echo.publish(msg)
+    frames = [b"client-id", *Session(key=b"client-key").serialize(msg), *msg["buffers"]]
+    with frames_received(frames) if as_received else nullcontext():
+        echo.publish(msg)
     [got] = wire.received()
     assert got["idents"] == [b"kernel.test.comm_echo"]
     assert got["header"]["msg_type"] == "comm_echo"
@@ -232,3 +243,31 @@ def test_malformed_warned_once_per_kind(wire: Wire, caplog: pytest.LogCaptureFix
     assert len(warnings) == 1 and "data is list" in warnings[0].getMessage()
     assert echo.malformed == 3
     assert wire.received() == []
+
+
+UPDATE = {"method": "update", "state": {"value": 1}, "buffer_paths": [["value"]]}
+
+
+@pytest.mark.parametrize(
+    ("target", "data", "sizes", "omitted"),
+    [
+        ("t", {}, [], None),
+        ("t", {}, [64], None),  # at the threshold: echoed as it came
+        ("t", {}, [30, 34], None),
+        ("t", {}, [65], {"buffers": 1, "bytes": 65}),
+        ("t", {}, [30, 35], {"buffers": 2, "bytes": 65}),
+        (None, {}, [65], {"buffers": 1, "bytes": 65}),  # a comm without a target
+        # Widget comms follow ipywidgets' echo_update rule, not the size: no widget lives here.
+        (WIDGET_TARGET, UPDATE, [65], None),
+        (WIDGET_TARGET, {"method": "custom"}, [65], None),
+    ],
+)
+def test_trim_payload(
+    target: str | None, data: dict[str, Any], sizes: list[int], omitted: dict[str, int] | None
+) -> None:
+    content = {"comm_id": "c1", "data": data}
+    buffers = [memoryview(b"x" * n) for n in sizes]
+    got = trim_payload(target, content, buffers, 64)
+    # Untouched: the very same objects, so the echo is what it was byte for byte.
+    assert got == ((content, buffers, None) if omitted is None else (content, [], omitted))
+    assert got[0] is content
