@@ -7,7 +7,6 @@ reply that arrives at all arrived mid-cell; nothing depends on the machine's spe
 
 from __future__ import annotations
 
-import queue
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 
 import pytest
 from jupyter_client import BlockingKernelClient
-from jupyter_client.session import Session
 
 from harness.cells import busy_cell, evaluate, kernel_set, run
 from harness.kernels import EXT_KERNEL, new_client, running_kernel
@@ -29,7 +27,6 @@ from harness.messages import (
 )
 from harness.subshells import execute_on, send_on
 from harness.widget_control import (
-    CONTROL_TARGET,
     assert_closed_unanswered,
     fetch_ipywidgets_update_states,
     fetch_update_states,
@@ -363,28 +360,6 @@ def test_unknown_method_is_ignored_and_the_comm_still_works(
         send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
 
 
-@pytest.mark.parametrize(
-    "content",
-    [
-        {"target_name": CONTROL_TARGET, "data": {}},  # no comm_id
-        {"comm_id": 7, "target_name": CONTROL_TARGET},  # comm_id not a string
-        "not an object",
-    ],
-)
-def test_malformed_comm_open_is_left_to_stock(
-    ext: Any, frontend: Any, tmp_path: Path, content: Any
-) -> None:
-    seen: list[dict[str, Any]] = []
-    with busy_cell(ext[1], tmp_path):
-        barrier = open_control_comm(frontend)
-        send(frontend, "comm_open", content, metadata={"version": "1.0.0"})
-        control_comm_barrier(frontend, barrier, seen)  # the shell-channel thread is fine
-        send(frontend, "comm_close", {"comm_id": barrier, "data": {}})
-    kernel_info_barrier(frontend, seen)  # and the main thread survived stock's handling
-    comms = [m for m in seen if m["msg_type"] in ("comm_msg", "comm_close")]
-    assert [m for m in comms if not about(barrier)(m)] == []
-
-
 def test_other_major_version_gets_stock_refusal_after_the_cell(
     ext: Any, frontend: Any, tmp_path: Path
 ) -> None:
@@ -398,66 +373,6 @@ def test_other_major_version_gets_stock_refusal_after_the_cell(
         send(frontend, "comm_close", {"comm_id": barrier, "data": {}})
     # After the cell ipywidgets refuses the version, and the comm is closed, as on stock.
     assert_closed_unanswered(frontend, comm_id, seen, "stock's comm_close (refused version)")
-
-
-def test_request_for_an_unknown_comm_is_not_answered(
-    ext: Any, frontend: Any, tmp_path: Path
-) -> None:
-    seen: list[dict[str, Any]] = []
-    comm_id = uuid.uuid4().hex
-    with busy_cell(ext[1], tmp_path):
-        barrier = open_control_comm(frontend)
-        request_states(frontend, comm_id)
-        control_comm_barrier(frontend, barrier, seen)
-        send(frontend, "comm_close", {"comm_id": barrier, "data": {}})
-    kernel_info_barrier(frontend, seen)
-    assert not any(m["content"].get("comm_id") == comm_id for m in seen)
-
-
-def test_wrongly_signed_and_replayed_messages_are_refused(
-    ext: Any, frontend: Any, tmp_path: Path
-) -> None:
-    seen: list[dict[str, Any]] = []
-    intruder = Session(key=b"not-the-kernel-key", session=uuid.uuid4().hex)
-    with busy_cell(ext[1], tmp_path):
-        bad_info = intruder.msg("kernel_info_request", {})
-        intruder.send(frontend.shell_channel.socket, bad_info)
-        bad_comm = uuid.uuid4().hex
-        intruder.send(
-            frontend.shell_channel.socket,
-            intruder.msg(
-                "comm_open",
-                {"comm_id": bad_comm, "target_name": CONTROL_TARGET, "data": {}},
-                metadata={"version": "1.0.0"},
-            ),
-        )
-        intruder.send(
-            frontend.shell_channel.socket,
-            intruder.msg("comm_msg", {"comm_id": bad_comm, "data": {"method": "request_states"}}),
-        )
-        # A replay: the very same signed request_states, twice.
-        comm_id = open_control_comm(frontend)
-        request = frontend.session.msg(
-            "comm_msg", {"comm_id": comm_id, "data": {"method": "request_states"}}
-        )
-        frontend.session.send(frontend.shell_channel.socket, request)
-        frontend.session.send(frontend.shell_channel.socket, request)
-        # The answer is built on a worker thread, so a kernel_info barrier can overtake it:
-        # wait for the one answer itself, then the barrier for anything that came after.
-        wait_iopub(frontend, is_update_states(comm_id), what="update_states", seen=seen)
-        kernel_info_barrier(frontend, seen)
-        send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
-        kernel_info_barrier(frontend, seen)
-    replies = []
-    while True:
-        try:
-            replies.append(frontend.get_shell_msg(timeout=0.01))
-        except queue.Empty:
-            break
-    bad_id = bad_info["header"]["msg_id"]
-    assert not any(r["parent_header"].get("msg_id") == bad_id for r in replies)
-    assert not any(m["content"].get("comm_id") == bad_comm for m in seen)
-    assert sum(is_update_states(comm_id)(m) for m in seen) == 1
 
 
 # --- the switch, and kernels without ipywidgets --------------------------------------------

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient
 
-from harness.cells import START_MARKER, busy_cell, evaluate, run, start_cell
-from harness.kernels import EXT_KERNEL, STOCK_KERNEL, new_client, running_kernel
+from harness.cells import START_MARKER, evaluate, run, start_cell
+from harness.kernels import EXT_KERNEL, STOCK_KERNEL, running_kernel
 from harness.messages import is_status, send, wait_iopub
 from harness.widget_control import (
     CONTROL_TARGET,
@@ -80,15 +80,10 @@ def normalized(got: dict[str, Any]) -> tuple[str, list[Any], list[bytes]]:
 
 
 @pytest.fixture(scope="module")
-def kernel(ext_kernel: tuple[Any, BlockingKernelClient]) -> tuple[Any, BlockingKernelClient]:
-    """The shared kernel with the widgets made."""
+def ext(ext_kernel: tuple[Any, BlockingKernelClient]) -> BlockingKernelClient:
+    """The shared kernel's client, with the widgets made."""
     run(ext_kernel[1], WIDGETS)
-    return ext_kernel
-
-
-@pytest.fixture
-def ext(kernel: tuple[Any, BlockingKernelClient]) -> BlockingKernelClient:
-    return kernel[1]
+    return ext_kernel[1]
 
 
 # --- the reply -----------------------------------------------------------------------------
@@ -160,21 +155,6 @@ def test_widgets_made_by_the_clients_queued_cell_are_all_in_the_reply(
     assert [m for m in late_ids if m not in states] == []
     assert reads(ext) - before == 1, "answered by the fast path"
     run(ext, "for _s in late: _s.layout.close(); _s.style.close(); _s.close()\ndel late")
-
-
-def test_another_clients_request_is_answered_mid_cell(
-    kernel: tuple[Any, BlockingKernelClient], tmp_path: Path
-) -> None:
-    """The ordering rule holds a client back behind its own cell only: a reloaded page (a new
-    session) is answered while the cell runs."""
-    frontend = new_client(kernel[0])
-    try:
-        with busy_cell(kernel[1], tmp_path) as cell:
-            got = fetch_update_states(frontend)
-            assert not cell.release_file.exists()
-        assert len(got["states"]) >= 304
-    finally:
-        frontend.stop_channels()
 
 
 # --- stock's behaviour kept ------------------------------------------------------------------

@@ -269,26 +269,6 @@ def test_subset_with_unknown_ids(ext: Any) -> None:
     assert (none["states"], none["missing"]) == ({}, [])
 
 
-@pytest.mark.parametrize(
-    "content",
-    [
-        {"model_ids": "not-a-list"},
-        {"model_ids": ["ok", 3]},
-        {"model_ids": None},
-        {"model_ids": [], "extra": True},
-        {"unknown": 1},
-    ],
-)
-def test_bad_request_gets_error_reply(ext: Any, content: dict[str, Any]) -> None:
-    kc = ext[1]
-    reply = request(kc, content)["content"]
-    assert reply["status"] == "error"
-    assert reply["ename"] == "WidgetStateRequestError"
-    assert reply["evalue"]
-    assert reply["traceback"]
-    assert request(kc)["content"]["status"] == "ok"  # and the kernel goes on
-
-
 def test_helper_raises_on_error_reply(ext: Any) -> None:
     with pytest.raises(WidgetStateError, match="list of strings") as caught:
         fetch_widget_states(ext[1], ["ok", 3], timeout=30)  # type: ignore[list-item]  # a non-string id on purpose: refused

@@ -8,12 +8,14 @@ change its cell saw (what a receiving tab applies), the file once the room saved
 
 from __future__ import annotations
 
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness import cell_messages
+from harness.cell_messages import D, S
 from harness.polling import wait_until
 from harness.server import JupyterServer
 
@@ -29,34 +31,13 @@ def notebook(*cell_ids: str) -> Any:
     return nb
 
 
-def pub(msg_type: str, parent: str = "req", **content: Any) -> dict[str, Any]:
-    return {
-        "header": {"msg_type": msg_type, "msg_id": f"{msg_type}-{time.monotonic_ns()}"},
-        "parent_header": {"msg_id": parent},
-        "metadata": {},
-        "content": content,
-    }
+# Every message is the one request's ("req", as the extension names the cell it folds).
+stream = partial(cell_messages.stream, parent="req")
+display = partial(cell_messages.display, parent="req")
 
 
-def stream(text: str, name: str = "stdout") -> dict[str, Any]:
-    return pub("stream", name=name, text=text)
-
-
-def display(plain: str, display_id: str | None = None, update: bool = False) -> dict[str, Any]:
-    return pub(
-        "update_display_data" if update else "display_data",
-        data={"text/plain": plain},
-        metadata={},
-        transient={"display_id": display_id} if display_id else {},
-    )
-
-
-def S(text: str, name: str = "stdout") -> dict[str, Any]:
-    return {"output_type": "stream", "name": name, "text": text}
-
-
-def D(plain: str) -> dict[str, Any]:
-    return {"output_type": "display_data", "data": {"text/plain": plain}, "metadata": {}}
+def pub(msg_type: str, **content: Any) -> dict[str, Any]:
+    return cell_messages.message(msg_type, content, "req")
 
 
 def extension_args(collaboration: bool) -> list[str]:

@@ -11,46 +11,24 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from jupyter_client.session import Session
 
 from harness.async_websocket import settle
 from harness.polling import wait_until_async
+from harness.relay_client import RelayClient
 from ipykernel_ext.protocol import CONTENT
-from ipykernel_ext.shared_channels import KernelMessage, SessionInUse, SharedChannels
+from ipykernel_ext.shared_channels import KernelMessage, SharedChannels
 
 # Hang guard per test (default 120 s): a kernel and several clients.
 pytestmark = pytest.mark.timeout(180)
 
 
-class LibClient:
-    """A logical client of SharedChannels: a Session and the messages delivered to it."""
+async def arrived(client: RelayClient, pred: Callable[[KernelMessage], bool]) -> None:
+    """Wait until a message matching ``pred`` was delivered to ``client``."""
+    await wait_until_async(lambda: any(pred(m) for m in client.received), 30, "a match", 0.02)
 
-    def __init__(
-        self, channels: SharedChannels, key: bytes, session: str | None = None, **attach: Any
-    ) -> None:
-        self.session = Session(key=key) if session is None else Session(key=key, session=session)
-        self.received: list[KernelMessage] = []
-        self.handle = channels.attach(self.received.append, self.session.session, **attach)
 
-    def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
-        msg = self.session.send(self.handle.stream(channel), msg_type, content)  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
-        assert msg is not None
-        return msg["header"]["msg_id"]
-
-    def replies(self) -> list[KernelMessage]:
-        return [m for m in self.received if m.channel != "iopub"]
-
-    async def wait(
-        self, pred: Callable[[KernelMessage], bool], timeout: float = 30
-    ) -> KernelMessage:
-        found = await wait_until_async(
-            lambda: next((m for m in self.received if pred(m)), None),
-            timeout,
-            "a matching message",
-            0.02,
-        )
-        assert found is not None  # the wait returns a truthy value: a message
-        return found
+def reply_to(msg_id: str, channel: str = "shell") -> Callable[[KernelMessage], bool]:
+    return lambda m: m.channel == channel and m.parent_header.get("msg_id") == msg_id
 
 
 def idle(msg_id: str) -> Callable[[KernelMessage], bool]:
@@ -68,20 +46,15 @@ def test_library_routes_replies_and_echoes(ext_kernel: Any) -> None:
         assert info.get("curve_publickey"), "the kernel must run with CurveZMQ"
         channels = SharedChannels(info, grace_period=0.2)
         channels.start()
-        key = info["key"]
-        a = LibClient(channels, key)
-        b = LibClient(channels, key, skip_own_echo=False)
+        a = RelayClient(channels)
+        b = RelayClient(channels, skip_own_echo=False)
         await asyncio.wait_for(channels.ready(), 30)
-        ids_a = [a.send("shell", "kernel_info_request", {}) for _ in range(3)]
-        id_b = b.send("control", "kernel_info_request", {})
+        ids_a = [a.send("shell", "kernel_info_request")["header"]["msg_id"] for _ in range(3)]
+        id_b = b.send("control", "kernel_info_request")["header"]["msg_id"]
         for msg_id in ids_a:
-            await a.wait(idle(msg_id))
-
-            def is_reply(m: KernelMessage, i: str = msg_id) -> bool:
-                return m.channel == "shell" and m.parent_header["msg_id"] == i
-
-            await a.wait(is_reply)
-        await b.wait(lambda m: m.parent_header.get("msg_id") == id_b and m.channel == "control")
+            await arrived(a, idle(msg_id))
+            await arrived(a, reply_to(msg_id))
+        await arrived(b, reply_to(id_b, "control"))
         # Each reply once, to its sender only (in any order: a kernel may answer kernel_info
         # off the main thread while it is busy).
         assert sorted(m.parent_header["msg_id"] for m in a.replies()) == sorted(ids_a)
@@ -90,42 +63,27 @@ def test_library_routes_replies_and_echoes(ext_kernel: Any) -> None:
         assert all(m.parent_header["session"] != channels.session.session for m in a.replies())
 
         # comm_echo: a does not get its own (default), b asked for its own.
-        comm_a = a.send("shell", "comm_open", {"comm_id": "ca", "target_name": "t", "data": {}})
-        comm_b = b.send("shell", "comm_open", {"comm_id": "cb", "target_name": "t", "data": {}})
-        await a.wait(idle(comm_b))
-        await b.wait(idle(comm_b))
+        opening = {"target_name": "t", "data": {}}
+        comm_a = a.send("shell", "comm_open", {"comm_id": "ca", **opening})["header"]["msg_id"]
+        comm_b = b.send("shell", "comm_open", {"comm_id": "cb", **opening})["header"]["msg_id"]
+        await arrived(a, idle(comm_b))
+        await arrived(b, idle(comm_b))
 
-        def echoes(client: LibClient) -> list[str]:
+        def echoes(client: RelayClient) -> list[str]:
             return [m.parent_header["msg_id"] for m in client.received if m.msg_type == "comm_echo"]
 
         assert echoes(a) == [comm_b]
         assert echoes(b) == [comm_a, comm_b]
 
-        # Sessions are owned: b cannot send with a's session.
-        thief = Session(key=key, session=a.session.session)
-        with pytest.raises(SessionInUse):
-            thief.send(b.handle.stream("shell"), "kernel_info_request", {})  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
-        # A new attach with a's session takes it over (a reconnecting): a's old handle can
-        # no longer send with it, and replies for it go to the new owner.
-        a2 = LibClient(channels, key, session=a.session.session)
-        assert channels.owner(a.session.session) is a2.handle
-        with pytest.raises(SessionInUse):
-            a.send("shell", "kernel_info_request", {})
-        msg_id = a2.send("shell", "kernel_info_request", {})
-        await a2.wait(lambda m: m.channel == "shell" and m.parent_header.get("msg_id") == msg_id)
-
-        # A departed client's session cannot be claimed by another one (its late replies
-        # would go there), only taken over by attaching with it.
+        # A reconnecting client (a new attach with a's session) gets that session's replies;
+        # so does one re-attaching with a departed client's session (ownership and its
+        # refusals: tests/unit/test_shared_channels_unit.py).
+        a2 = RelayClient(channels, session=a.session.session)
         b.handle.close()
-        with pytest.raises(SessionInUse):
-            Session(key=key, session=b.session.session).send(
-                a2.handle.stream("shell"),  # type: ignore[arg-type]  # a ZMQStream look-alike: Session.send calls send_multipart
-                "kernel_info_request",
-                {},
-            )
-        b2 = LibClient(channels, key, session=b.session.session)
-        msg_id = b2.send("shell", "kernel_info_request", {})
-        await b2.wait(lambda m: m.channel == "shell" and m.parent_header.get("msg_id") == msg_id)
+        b2 = RelayClient(channels, session=b.session.session)
+        for client in (a2, b2):
+            msg_id = client.send("shell", "kernel_info_request")["header"]["msg_id"]
+            await arrived(client, reply_to(msg_id))
 
         # Grace period: the sockets close a little after the last client left.
         for client in (a, a2, b2):

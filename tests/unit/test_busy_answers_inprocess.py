@@ -398,10 +398,11 @@ def test_comm_open_to_another_or_unregistered_target_is_not_claimed(rig: Rig) ->
         b"[1, 2]",  # not an object
         b"null",
         b"\xff not JSON",
+        b'"not an object"',
         {"target_name": CONTROL_TARGET, "data": {}},  # no comm_id
         {"comm_id": 5, "target_name": CONTROL_TARGET, "data": {}},
     ],
-    ids=["list", "null", "not-json", "no-comm_id", "int-comm_id"],
+    ids=["list", "null", "not-json", "string", "no-comm_id", "int-comm_id"],
 )
 def test_malformed_comm_open_is_left_to_stock(rig: Rig, content: Any) -> None:
     rig.busy()

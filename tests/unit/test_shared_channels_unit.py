@@ -174,6 +174,8 @@ def test_sessions_are_owned_taken_over_and_retired() -> None:
             send_as(channels.session.session, b.handle.stream("shell"))
         a2 = RelayClient(channels, session=a.session.session)  # a reconnecting
         assert channels.owner(a.session.session) is a2.handle
+        with pytest.raises(SessionInUse):  # a's old handle no longer sends with it
+            a.send("shell", "kernel_info_request")
         # One record: what each client owns, and who is attached, follow from it.
         assert a.handle.sessions == set() and a2.handle.sessions == {a.session.session}
         assert channels.clients == (a.handle, b.handle, a2.handle)

@@ -49,6 +49,7 @@ def test_parse_request_every_model_or_some_in_order_once() -> None:
         ({"model_ids": None}, "list of strings"),
         ({"model_ids": [], "extra": 1}, "unknown fields ['extra']"),
         ({1: "x"}, "unknown fields ['1']"),
+        ({"unknown": 1}, "unknown fields ['unknown']"),
     ],
 )
 def test_parse_request_refuses_malformed(content: Any, message: str) -> None:
