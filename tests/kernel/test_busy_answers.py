@@ -27,6 +27,7 @@ from harness.messages import (
 )
 from harness.subshells import execute_on, send_on
 from harness.widget_control import (
+    CONTROL_TARGET,
     assert_closed_unanswered,
     fetch_ipywidgets_update_states,
     fetch_update_states,
@@ -123,6 +124,7 @@ def test_answers_mid_cell(ext: Any, frontend: Any, tmp_path: Path) -> None:
     assert len(comms) >= 201  # 200 sliders, the image, the box, their layouts and styles
     assert {c["target_name"] for c in comms.values()} == {"jupyter.widget"}
     assert len(all_comms["content"]["comms"]) >= len(comms)
+    assert all_comms["content"]["comms"][comm_id] == {"target_name": CONTROL_TARGET}
     assert ours["states"] == theirs["states"]
     assert ours["buffer_paths"] == theirs["buffer_paths"]
     assert ours["buffers"] == theirs["buffers"]

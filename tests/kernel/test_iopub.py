@@ -56,7 +56,7 @@ from harness.kernels import (
 from harness.messages import count_types, is_idle_for, shell_reply
 from harness.raw_subscriber import RawSubscriber
 from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX
-from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS, DEFAULT_SNDHWM
+from ipykernel_ext.kernel.iopub.settings import DEFAULT_SEND_TIMEOUT_MS
 
 
 def count_for(messages: list[dict[str, Any]], msg_id: str) -> dict[str, int]:
@@ -486,7 +486,6 @@ JUPYTER_CONFIG = "c.ExtKernelApp.iopub_sndhwm = 321\nc.ExtKernelApp.iopub_send_t
 IPYTHON_CONFIG = "c.ExtKernelApp.iopub_sndhwm = 222\nc.ExtKernelApp.iopub_nodrop = False\n"
 #: name: (arguments, (config file kind, its text) or None, the settings in force)
 SETTINGS_CASES = {
-    "defaults": ([], None, (DEFAULT_SNDHWM, True, DEFAULT_SEND_TIMEOUT_MS)),
     "launcher flags": (
         ["--iopub-sndhwm=123", "--iopub-send-timeout=456", "--no-iopub-nodrop"],
         None,

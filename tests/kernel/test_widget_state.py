@@ -18,7 +18,7 @@ import pytest
 from jupyter_client import AsyncKernelClient
 
 from harness.cells import busy_cell, evaluate, run
-from harness.kernels import EXT_KERNEL, new_client, running_kernel
+from harness.kernels import EXT_KERNEL, running_kernel
 from harness.messages import control_request, iopub_until_barrier, shell_reply
 from harness.polling import wait_until
 from harness.widget_control import fetch_ipywidgets_update_states
@@ -289,7 +289,7 @@ def test_empty_kernel_and_no_ipywidgets() -> None:
         assert (content["status"], content["states"], content["missing"]) == ("ok", {}, [])
 
 
-# --- on the control thread, to the requester only ------------------------------------------
+# --- on the control thread ----------------------------------------------------------------
 
 
 def test_full_reply_while_a_cell_runs(ext: Any, tmp_path: Path) -> None:
@@ -301,29 +301,6 @@ def test_full_reply_while_a_cell_runs(ext: Any, tmp_path: Path) -> None:
         reply = fetch_widget_states(kc, timeout=60)
         assert len(reply["states"]) >= 3002
     shell_reply(kc, cell.msg_id)
-
-
-def test_only_the_requester_gets_it(ext: Any) -> None:
-    km, kc = ext
-    other = new_client(km)
-    try:
-        iopub_until_barrier(kc)
-        iopub_until_barrier(other)
-        reply = request(kc)
-        assert len(reply["content"]["states"]) >= 3002
-        msg_id = reply["parent_header"]["msg_id"]
-        # The control thread answers one request at a time: a copy of kc's reply sent to
-        # `other` would reach it before the reply to other's own later request.
-        barrier = other.session.msg("kernel_info_request", {})
-        other.control_channel.send(barrier)
-        first = other.control_channel.get_msg(timeout=30)
-        assert first["parent_header"]["msg_id"] == barrier["header"]["msg_id"], first
-        for seen in (iopub_until_barrier(other), iopub_until_barrier(kc)):
-            about_it = [m for m in seen if m["parent_header"].get("msg_id") == msg_id]
-            assert about_it == []  # no status busy/idle, nothing else
-            assert not [m for m in seen if m["msg_type"] in ("comm_msg", "comm_echo")]
-    finally:
-        other.stop_channels()
 
 
 def test_async_client(ext: Any) -> None:

@@ -499,25 +499,6 @@ def test_kernel_info_mid_cell_is_answered_between_busy_and_idle(rig: Rig) -> Non
     assert parent_id(rig.a.reply()) == msg_id(other)
 
 
-def test_comm_info_mid_cell_lists_the_comms_of_the_asked_target(rig: Rig) -> None:
-    control = opened_by_main_shell(rig, control_open(rig.a))
-    other = rig.a.msg("comm_open", {"comm_id": uuid.uuid4().hex, "target_name": OTHER_TARGET})
-    other_id = opened_by_main_shell(rig, other)
-    rig.busy()
-    request = rig.b.msg("comm_info_request", {"target_name": CONTROL_TARGET})
-    rig.claim_and_answer(rig.b, request)
-    reply = rig.b.reply()
-    assert parent_id(reply) == msg_id(request)
-    assert reply["content"] == {
-        "status": "ok",
-        "comms": {control: {"target_name": CONTROL_TARGET}},
-    }
-    rig.claim_and_answer(rig.b, rig.b.msg("comm_info_request", {}))
-    comms = rig.b.reply()["content"]["comms"]
-    assert comms[control] == {"target_name": CONTROL_TARGET}
-    assert comms[other_id] == {"target_name": OTHER_TARGET}
-
-
 def test_control_comm_opened_mid_cell_answers_until_closed(
     rig: Rig, widgets: list[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
