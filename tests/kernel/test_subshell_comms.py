@@ -22,7 +22,6 @@ from harness.messages import control_request, printed
 from harness.subshells import (
     click,
     create_subshell,
-    execute_on,
     send_on,
     subshell_barrier,
     update,
@@ -227,18 +226,6 @@ def test_a_blocking_loop_sees_every_click(
         click(kernel, subshell, model_id)
     wait_idles(kernel, [cell], seen)
     assert "CLICKS 5" in printed(seen, cell), printed(seen, cell)
-
-
-def test_an_execute_request_on_a_subshell_still_runs_beside_the_main_cell(
-    kernel: BlockingKernelClient, tmp_path: Path
-) -> None:
-    subshell = create_subshell(kernel)
-    seen: list[Message] = []
-    release = tmp_path / "release"
-    cell = start_cell(kernel, waiting_cell(release), seen)
-    # The subshell's cell releases the main one: it can only if it runs beside it.
-    beside = execute_on(kernel, subshell, f"open({str(release)!r}, 'w').close()")
-    wait_idles(kernel, [beside, cell], seen)
 
 
 def test_a_comm_open_whose_subshell_was_deleted_while_it_waited_is_still_handled(
