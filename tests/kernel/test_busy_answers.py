@@ -347,21 +347,6 @@ gate.armed = True
 # --- bad input -----------------------------------------------------------------------------
 
 
-def test_unknown_method_is_ignored_and_the_comm_still_works(
-    ext: Any, frontend: Any, tmp_path: Path
-) -> None:
-    seen: list[dict[str, Any]] = []
-    with busy_cell(ext[1], tmp_path):
-        comm_id = open_control_comm(frontend)
-        send(frontend, "comm_msg", {"comm_id": comm_id, "data": {"method": "explode"}})
-        send(frontend, "comm_msg", {"comm_id": comm_id, "data": "not an object"})
-        kernel_info_barrier(frontend, seen)
-        assert [m for m in seen if m["msg_type"] == "comm_msg"] == []
-        request_states(frontend, comm_id)
-        wait_iopub(frontend, is_update_states(comm_id), what="update_states after bad ones")
-        send(frontend, "comm_close", {"comm_id": comm_id, "data": {}})
-
-
 def test_other_major_version_gets_stock_refusal_after_the_cell(
     ext: Any, frontend: Any, tmp_path: Path
 ) -> None:

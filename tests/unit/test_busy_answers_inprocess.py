@@ -508,6 +508,8 @@ def test_control_comm_opened_mid_cell_answers_until_closed(
     with caplog.at_level(logging.WARNING, logger=LOG):
         rig.claim_and_answer(rig.b, request_states(rig.b, comm_id, method="other"))
     assert f"Widget control comm {comm_id}: unknown method 'other' ignored" in caplog.text
+    # Data that is not an object: ignored too.
+    rig.claim_and_answer(rig.b, rig.b.msg("comm_msg", {"comm_id": comm_id, "data": "no object"}))
     request = request_states(rig.b, comm_id)
     rig.claim_and_answer(rig.b, request)
 
