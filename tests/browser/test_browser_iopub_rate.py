@@ -13,12 +13,11 @@ its text), with hang guards.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from harness.browser import LAB_ARGS, quiet_lab_settings, require_browser, wait_for
+from harness.browser import wait_for
 from harness.browser_subshell import CODE_CELL, FRONTENDS, open_notebook, wait_idle
 from harness.kernels import EXT_KERNEL
 from harness.server import JupyterServer
@@ -48,15 +47,6 @@ ENDS_WITH_JS = """([index, line]) => {
   const text = area ? area.textContent : '';
   return text.includes(line) && !text.includes('rate exceeded');
 }"""
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_browser(("playwright", "jupyterlab", "notebook", "ipywidgets"))
-    root = tmp_path_factory.mktemp("root")
-    with JupyterServer(app="lab", root_dir=root, extra_args=LAB_ARGS, ipykernel_ext=None) as srv:
-        quiet_lab_settings(srv)
-        yield srv
 
 
 @pytest.mark.parametrize("frontend", FRONTENDS)

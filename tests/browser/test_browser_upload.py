@@ -19,13 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.browser import LAB_ARGS, quiet_lab_settings, require_browser, wait_for
+from harness.browser import wait_for
 from harness.browser_subshell import FRONTENDS, open_notebook
 from harness.kernel_websocket import KernelWebsocket
 from harness.kernels import EXT_KERNEL
@@ -46,15 +45,6 @@ CELLS = [
 ]
 UPLOAD = ".jp-OutputArea .widget-upload"
 LABEL = ".jp-OutputArea .widget-label"
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    require_browser(("playwright", "jupyterlab", "notebook", "ipywidgets"))
-    root = tmp_path_factory.mktemp("root")
-    with JupyterServer(app="lab", root_dir=root, extra_args=LAB_ARGS, ipykernel_ext=None) as srv:
-        quiet_lab_settings(srv)
-        yield srv
 
 
 def message_bytes(msg: dict[str, Any]) -> int:
