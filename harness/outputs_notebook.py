@@ -25,17 +25,19 @@ K = 2  # the tab goes away after this line
 #: The hang guard of every wait here (seconds), never a verdict on speed.
 HANG = 120
 
+#: ``resist``: the cell ignores SIGINT while it runs, as a cell stuck in C code would, so a
+#: restart (jupyter_client interrupts first) must end it by killing the kernel. Ignored at the
+#: signal, not caught: an interrupt landing between two statements (in ``exists()``, more
+#: often on a loaded machine) would escape any ``try`` around the wait.
 CELL_CODE = """\
-import time
+import signal, time
 from pathlib import Path
+if {resist}:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 _go = Path(r"{barriers}")
 for _i in range({n}):
     while not (_go / f"go-{{_i}}").exists():
-        try:
-            time.sleep(0.005)
-        except KeyboardInterrupt:
-            if not {resist}:
-                raise
+        time.sleep(0.005)
     print(f"line {{_i}}", flush=True)
 """
 
