@@ -98,6 +98,10 @@ def test_answers_mid_cell(ext: Any, frontend: Any, tmp_path: Path) -> None:
     request_states on a control comm opened before the cell; the control comm never echoed."""
     idle_info = frontend.kernel_info(reply=True, timeout=30)["content"]
     theirs = fetch_ipywidgets_update_states(ext[1], via=frontend)  # ipywidgets' own handler
+    # A cell of this client's own, to its end: its comm_open below then goes to the main shell.
+    # ext[1]'s last idle alone is no barrier for another client: the main shell records that
+    # idle just after publishing it, and a comm_open arriving in between is taken as mid-cell.
+    run(frontend, "pass")
     seen: list[dict[str, Any]] = []
     comm_id = open_control_comm(frontend)
     request_states(frontend, comm_id)  # answered: the main thread has opened it (kernel idle)

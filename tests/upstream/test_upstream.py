@@ -41,6 +41,11 @@ DESELECTED = {
     # Two threads with sleeps of 0.25 s inside 0.5 s: a verdict on speed. ipykernel itself
     # skips it when measuring coverage ("time-sensitive"); without pytest-cov it errors.
     "tests/test_subshells.py::test_run_concurrently_sequence": "time-sensitive",
+    # Without an explicit parent, the thread's first print and display(1) must both happen
+    # before the next cell's execute_request makes that cell the parent; nothing waits for
+    # them, so on a busy core display(1) can land in the next cell (as on stock). Failed once
+    # so, with one core busy. The explicit-parent cases wait on events: they stay.
+    "tests/test_kernel.py::test_print_to_correct_cell_from_thread[none]": "time-sensitive",
     "tests/test_ipkernel_direct.py::test_do_apply": "needs ipyparallel (not a dependency)",
     "tests/test_matplotlib_eventloops.py::test_matplotlib_gui[tk]": "needs a display",
 }
