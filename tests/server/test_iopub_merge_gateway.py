@@ -18,7 +18,16 @@ from harness.gateway import EG_EXT, EG_STOCK, EnterpriseGateway, gateway_command
 from harness.kernel_websocket import KernelWebsocket
 from harness.server import JupyterServer
 
-from .test_iopub_merge import PRINT_CODE, RATE, WINDOW, comm_id_of, merged_report, printed, run
+from .test_iopub_merge import (
+    PRINT_CODE,
+    RATE,
+    WINDOW,
+    cell_size,
+    comm_id_of,
+    merged_report,
+    printed,
+    run,
+)
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -67,11 +76,13 @@ def test_a_print_flood_arrives_whole_and_paced(server: JupyterServer, tab: Kerne
 def test_a_slider_ends_on_the_kernels_last_value(tab: KernelWebsocket) -> None:
     run(tab, "s = w.IntSlider(max=30000); display(s)")
     comm_id = comm_id_of(tab, "s.comm")
-    _, view = run(tab, "for i in range(5001): s.value = i")
-    assert view.widgets[comm_id]["value"] == 5000
+    n = cell_size(tab, 5001)
+    _, view = run(tab, f"for i in range({n}): s.value = i")
+    assert view.widgets[comm_id]["value"] == n - 1
 
 
 def test_an_animation_ends_on_its_last_frame(tab: KernelWebsocket) -> None:
-    code = "for i in range(1500):\n    clear_output(wait=True)\n    display(f'frame {i}')\n"
+    n = cell_size(tab, 3000) // 2  # two messages a frame
+    code = f"for i in range({n}):\n    clear_output(wait=True)\n    display(f'frame {{i}}')\n"
     _, view = run(tab, code)
-    assert [o["data"]["text/plain"] for o in view.outputs] == ["'frame 1499'"]
+    assert [o["data"]["text/plain"] for o in view.outputs] == [f"'frame {n - 1}'"]
