@@ -49,6 +49,11 @@ class RawSubscriber:
         # brings no iopub_welcome; a topic of our own does, and proves both are in place.
         self.token = os.urandom(8).hex().encode()
         self.socket.subscribe(self.token)
+        #: messages read before the constructor returned (the welcomes, and anything the kernel
+        #: sent before them, e.g. the idle of a client's last kernel_info_request): each still
+        #: takes a place in the kernel's queue for this subscriber until libzmq tells the
+        #: kernel of reads, once about half a queue was read.
+        self.read_at_start = 0
         self.socket.connect(channel_endpoint(info, "iopub"))
         self._wait_for_own_welcome()
 
@@ -69,6 +74,7 @@ class RawSubscriber:
             msg = self.recv(timeout=max(0.0, deadline - time.monotonic()))
             if msg is None:
                 raise TimeoutError(f"no iopub_welcome for a raw subscriber in {timeout} s")
+            self.read_at_start += 1
             if (
                 msg["header"]["msg_type"] == "iopub_welcome"
                 and json.loads(bytes(msg["content"])).get("subscription") == own
