@@ -174,9 +174,10 @@ def test_print_display_print_keeps_its_order(server: JupyterServer, tab: KernelW
     # flush=True: a stream message per print (ipykernel would batch them otherwise). Half of
     # STOCK_CELL a side, on both kernels; 4.5 MB a side is over the stream budget at any
     # speed, so the server merges on both sides.
-    n = STOCK_CELL // 2
+    n, width = STOCK_CELL // 2, 20000
+    pad = "x" * width
     code = (
-        "pad = 'x' * 20000\n"
+        f"pad = 'x' * {width}\n"
         f"for i in range({n}): print('a', i, pad, flush=True)\n"
         "display('middle')\n"
         f"for i in range({n}): print('b', i, pad, flush=True)\n"
@@ -185,7 +186,6 @@ def test_print_display_print_keeps_its_order(server: JupyterServer, tab: KernelW
     kinds = [o["output_type"] for o in view.outputs]
     assert kinds == ["stream", "display_data", "stream"]
     first, _, last = view.outputs
-    pad = "x" * 20000
     assert first["text"] == "".join(f"a {i} {pad}\n" for i in range(n))
     assert last["text"] == "".join(f"b {i} {pad}\n" for i in range(n))
     merged, _ = merged_report(server, msg_id)
