@@ -24,6 +24,7 @@ module:
 * :mod:`.ws_protocol`: the kernel websocket protocol (v1 framing, legacy JSON, the message
   dict), one rule per fact for every client below;
 * :mod:`.kernel_websocket`: a synchronous websocket client of a kernel through that server;
+* :mod:`.simulated_clock`: simulated time for the server's IOPub pacer (hours in seconds);
 * :mod:`.tab_view`: what a tab shows after a cell's messages (outputs, widget states);
 * :mod:`.cell_messages`: a cell's IOPub messages as dicts, and the outputs a page keeps;
 * :mod:`.async_websocket`: websocket clients, many in one asyncio event loop;

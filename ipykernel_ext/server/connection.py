@@ -67,6 +67,7 @@ from ..shared_channels import (
 )
 from .keep_outputs import KeepOutputs
 from .kernels import channel_sets, server_context, status_rule
+from .merging import Entry
 from .outbox import DEFAULT_BUDGET, Outbox, close_too_slow, close_websocket
 from .outputs import ChannelsFeed
 from .paced_iopub import PacedIOPub
@@ -173,6 +174,10 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
         return self._pacer
 
     def _queue_message(self, message: Any, binary: bool = False) -> None:
+        # A message the connection writes itself (a restarting or dead status, a stderr
+        # note) follows what the kernel sent before it: what waits in the pacer goes first.
+        if self._pacer is not None:
+            self._pacer.release()
         self.outbox.put(message, binary)
 
     def _on_outbox_overflow(self, buffered: int) -> None:
@@ -192,11 +197,15 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
         close_too_slow(self.websocket_handler, budget, self.log)
 
     def disconnect(self) -> None:  # type: ignore[override]  # sync as stock's; the base declares it async
-        """Stock, then drop what this websocket had not taken yet (and say how much)."""
+        """Stock, then hand what this websocket had not taken yet to jupyter_server's buffer
+        of its session, if it buffers one (and say how much there was)."""
         super().disconnect()
-        if self._pacer is not None:
-            self._pacer.close()
         outbox = self._outbox
+        left = len(outbox) if outbox is not None else 0
+        if self._pacer is not None:
+            # What this websocket never got: its outbox's unwritten messages, then the line.
+            unwritten = outbox.close() if outbox is not None else []
+            self._buffer_waiting([*unwritten, *self._pacer.close()])
         if outbox is not None and not self._outbox_reported:
             self._outbox_reported = True
             self.log.info(
@@ -206,13 +215,41 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
                 self.kernel_id,
                 outbox.queued,
                 outbox.written,
-                len(outbox),
+                left,
                 outbox.peak,
                 self.websocket_buffer_limit,
                 self.shared.received["iopub"] if self.shared is not None else -1,
             )
             outbox.close()
         self.owner_closed()
+
+    def _buffer_waiting(self, waiting: list[KernelMessage | Entry]) -> None:
+        """Hand what waited in the pacer to jupyter_server's offline buffer, if it buffers
+        this session (this was the kernel's last websocket; stock's ``disconnect`` has just
+        started it, so the buffer is empty and these go first): the session's next websocket
+        gets them, in order, before what came since. Otherwise they go where every message
+        for a closed websocket goes (the outputs owner heard them already)."""
+        for entry in waiting:
+            kmsg = self._as_kernel_message(entry)
+            stream = self.channels.get(kmsg.channel) if self.channels else None
+            callback = getattr(stream, "recv_callback", None)
+            if callback is None:
+                return
+            callback(kmsg)
+
+    def _as_kernel_message(self, entry: KernelMessage | Entry) -> KernelMessage:
+        """A waiting entry as the kernel message a websocket's replay takes: as it came, or,
+        merged, the message that stands for several, signed by this connection's session
+        (the kernel's key), as the kernel's would be."""
+        if isinstance(entry, KernelMessage):
+            return entry
+        if not entry.merged:
+            original: KernelMessage = entry.original
+            return original
+        msg = entry.message()
+        parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
+        frames = [self.session.sign(parts), *parts, *msg["buffers"]]
+        return KernelMessage("iopub", frames, self.session.unpack)
 
     # --- the shared set ------------------------------------------------------------------
 
@@ -362,7 +399,7 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
         except Exception:
             self.log.critical("Malformed message: %r", kmsg.frames, exc_info=True)
             return
-        self.outbox.put(data, isinstance(data, bytes))
+        self.outbox.put(data, isinstance(data, bytes), kmsg)
 
     def pace_decode(self, original: KernelMessage) -> Message:
         return original.as_dict()
@@ -374,7 +411,11 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
             parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
             data: bytes | str = serialize_msg_to_ws_v1([*parts, *msg["buffers"]], "iopub")
         else:
-            data = self._reserialize_reply(dict(msg), channel="iopub")
+            # The legacy protocol's messages carry msg_id and msg_type at the top too
+            # (Session.deserialize puts them there), a merged one as well.
+            header = msg["header"]
+            legacy = {**msg, "msg_id": header.get("msg_id"), "msg_type": header.get("msg_type")}
+            data = self._reserialize_reply(legacy, channel="iopub")
         self.outbox.put(data, isinstance(data, bytes))
 
     def _encode_v1(self, kmsg: KernelMessage) -> bytes:

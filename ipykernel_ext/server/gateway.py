@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from jupyter_client.jsonutil import json_default
+from jupyter_server.services.kernels.connection.base import serialize_binary_message
 
 from .gateway_link import (
     FEED_READY_TIMEOUT,
@@ -50,7 +51,7 @@ class FromGateway(NamedTuple):
     """One message from the gateway as its pacer holds it: the text, and its decoding
     (None: not JSON; it is passed on untouched, in its place)."""
 
-    text: str
+    text: str | bytes
     msg: dict[str, Any] | None
 
 
@@ -165,7 +166,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
 
     # --- gateway -> tab ------------------------------------------------------------------
 
-    def handle_outgoing_message(self, incoming_msg: str, *args: Any) -> None:
+    def handle_outgoing_message(self, incoming_msg: str | bytes, *args: Any) -> None:
         """Stock, but what the gateway routes to this tab alone is heard by the owner, and
         what the owner wrote into the live document for this tab's session is left out."""
         owner = self.owner
@@ -173,7 +174,11 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
             owner.hiding
             or (
                 owner.following
-                and ("execute_reply" in incoming_msg or "input_request" in incoming_msg)
+                and (
+                    isinstance(incoming_msg, bytes)  # a message with buffers: read it
+                    or "execute_reply" in incoming_msg
+                    or "input_request" in incoming_msg
+                )
             )
         ):
             msg = decode(incoming_msg)
@@ -184,7 +189,8 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
                 elif owner.hides(heard, self.session.session):
                     return
         if not self.paces_iopub:
-            super().handle_outgoing_message(incoming_msg, *args)
+            # stock's handler writes bytes as a binary frame: the gateway's binary messages
+            super().handle_outgoing_message(incoming_msg, *args)  # type: ignore[arg-type]
             return
         msg = decode(incoming_msg)
         channel = msg_type = ""
@@ -237,9 +243,13 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         return msg
 
     def pace_send(self, original: FromGateway) -> None:
-        self.pacer.outbox.put(original.text, False)
+        self.pacer.outbox.put(original.text, isinstance(original.text, bytes))
 
     def pace_send_merged(self, msg: Message) -> None:
         header = msg.get("header") or {}
         merged = {**msg, "msg_id": header.get("msg_id"), "msg_type": header.get("msg_type")}
+        if merged.get("buffers"):  # jupyter_server's binary form, as the gateway sent them
+            self.pacer.outbox.put(serialize_binary_message(merged), True)
+            return
+        merged.pop("buffers", None)
         self.pacer.outbox.put(json.dumps(merged, default=json_default), False)

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from jupyter_client.session import json_packer
 from jupyter_server.gateway.connections import GatewayWebSocketConnection
+from jupyter_server.services.kernels.connection.base import deserialize_binary_message
 
 from .outputs import OutputsOwner
 
@@ -74,10 +76,15 @@ class GatewayMessage:
 
 
 def decode(message: str | bytes) -> dict[str, Any] | None:
-    """A legacy JSON message as a dict; None for anything else (it is relayed untouched)."""
+    """A legacy message as a dict: JSON text, or jupyter_server's binary form (a message with
+    buffers: offsets, JSON, buffers), whose ``buffers`` it then holds; None for anything else
+    (it is relayed untouched)."""
     try:
-        msg = json.loads(message)
-    except (TypeError, ValueError):
+        if isinstance(message, bytes):
+            msg = deserialize_binary_message(message)
+        else:
+            msg = json.loads(message)
+    except (TypeError, ValueError, IndexError, struct.error):
         return None
     return msg if isinstance(msg, dict) else None
 

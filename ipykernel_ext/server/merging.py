@@ -9,32 +9,44 @@ nothing of time or sockets: a :class:`Line` of :class:`Entry` objects in arrival
 The kinds a message is read as (:func:`kind_of`), and what each may be folded with:
 
 * ``stream`` of one parent and one name: texts joined (the page joins consecutive streams
-  of one name and folds ``\\r``, ``\\b`` and ANSI codes over the joined text anyway);
+  of one name and folds ``\\r``, ``\\b`` and ANSI codes over the joined text anyway); the
+  joined stream keeps the first one's place;
 * ``widget``: an ipywidgets ``comm_msg`` whose ``data.method`` is ``update`` or
   ``echo_update`` with a ``state`` object, for one comm and one method: the union of keys,
   the later value of each key, the later buffers for the paths under a later key (a model's
-  state is the merge of its updates);
-* ``display``: ``update_display_data`` of one ``display_id``: the later replaces the earlier
-  (it replaces the output wherever it is shown);
-* ``clear`` / ``output``: a ``clear_output`` and the ``display_data``, ``execute_result`` and
-  ``stream`` outputs of its cell: a whole frame of an animation loop that the next frame
-  would have replaced at once is skipped (the loop's final frame is exact);
+  state is the merge of its updates); the merged update takes the *later* one's place, so
+  updates of several models reach the page in last-writer order (a frontend link between
+  two models ends where full delivery ends);
+* ``display``: ``update_display_data`` of one ``display_id``: the later replaces the earlier,
+  in the later one's place;
+* ``clear`` / ``output``: a ``clear_output`` and the ``display_data`` (without a
+  ``display_id``), ``execute_result`` and ``stream`` outputs of its cell: a whole frame of an
+  animation loop that the next frame would have replaced at once is skipped (the loop's final
+  frame is exact);
 * everything else (``other``) is never folded, skipped or crossed: a custom comm's message,
-  ``comm_open``, ``comm_close``, ``display_data`` outside a skipped frame, ``execute_result``,
-  ``error``, ``status``, replies, ``input_request``, anything unknown.
+  an Output widget's ``msg_id`` or ``outputs`` update (they decide what the widget shows of
+  the cell's outputs), ``comm_open``, ``comm_close``, a ``display_data`` with a
+  ``display_id`` (a page updates every display of a known id with it), ``execute_result``
+  outside a frame, ``error``, ``status``, replies, ``input_request``, anything unknown.
 
-Folding moves the later message's content back to the waiting one's place, so it may only
-cross messages whose relative order does not change what the page ends with
-(:func:`crosses`): a stream crosses widget state and display updates (not another output);
-widget state crosses outputs and other comms' state; a display update crosses streams,
-widget state and other displays' updates. An ``update`` that sets an Output widget's
-``msg_id`` decides which outputs that widget captures, so it is ``other``: nothing crosses it.
+Folding moves content across the messages between the two, so it may only cross messages
+whose relative order does not change what the page ends with: a stream
+crosses widget state and display updates (not another output); widget state crosses outputs,
+``clear_output`` and other comms' state; a display update crosses streams, widget state and
+other displays' updates.
+
+**Cost.** Every operation is O(1), amortized, however much waits: the entries are an ordered
+map (an entry leaves from the middle or moves to the end in O(1)); the entry a message may fold
+into is found by its key (the last waiting widget entry of a comm, the last update of a
+display, the last significant entry for a stream), and whether anything it does not cross
+stands after it is read from the stamp of the last such *wall*, not by scanning.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from itertools import islice
+import itertools
+from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 #: The kinds a waiting message is read as (see the module docstring).
@@ -50,8 +62,18 @@ STREAM, WIDGET, DISPLAY, CLEAR, OUTPUT, OTHER = (
 #: The ipywidgets methods whose ``state`` is a model's new state (later keys win).
 WIDGET_STATE_METHODS = frozenset({"update", "echo_update"})
 
-#: The key of an Output widget's state that routes the cell's outputs into it.
-OUTPUT_WIDGET_ROUTE_KEY = "msg_id"
+#: The keys of an Output widget's state that decide what it shows of the cell's outputs: which
+#: outputs it captures (``msg_id``) and the outputs it holds (``outputs``, set by
+#: ``append_stdout`` and friends, beside what it captured): their order against the cell's
+#: outputs is what the widget ends with.
+OUTPUT_WIDGET_KEYS = frozenset({"msg_id", "outputs"})
+
+#: The kinds that cross a waiting stream (and that a stream crosses).
+STATE_KINDS = frozenset({WIDGET, DISPLAY})
+
+#: Cells whose merge count is kept for their ``idle`` at the most (older ones are forgotten:
+#: a cell that never gets an ``idle`` must not keep its count for ever).
+MAX_COUNTED_CELLS = 64
 
 #: A message as the rules read it: ``header``, ``parent_header``, ``metadata``, ``content``
 #: and ``buffers`` (the shape of ``Session.deserialize``'s result).
@@ -73,34 +95,19 @@ def kind_of(msg: Message) -> tuple[str, Any]:
             isinstance(data, dict)
             and data.get("method") in WIDGET_STATE_METHODS
             and isinstance(data.get("state"), dict)
-            and OUTPUT_WIDGET_ROUTE_KEY not in data["state"]
+            and OUTPUT_WIDGET_KEYS.isdisjoint(data["state"])
             and isinstance(data.get("buffer_paths", []), list)
         ):
             return WIDGET, (content.get("comm_id"), data["method"])
         return OTHER, None
+    display_id = (content.get("transient") or {}).get("display_id")
     if msg_type == "update_display_data":
-        display_id = (content.get("transient") or {}).get("display_id")
         return (DISPLAY, display_id) if display_id else (OTHER, None)
     if msg_type == "clear_output":
         return CLEAR, parent
-    if msg_type in ("display_data", "execute_result"):
+    if msg_type in ("display_data", "execute_result") and not display_id:
         return OUTPUT, parent
     return OTHER, None
-
-
-def crosses(kind: str, key: Any, waiting: Entry) -> bool:
-    """Whether a message of ``kind``/``key`` may be folded into one that waits before
-    ``waiting`` (that is, moved before it) without changing what the page ends with."""
-    other = waiting.kind
-    if kind == STREAM:
-        return other in (WIDGET, DISPLAY)
-    if kind == WIDGET:
-        if other == WIDGET:
-            return bool(waiting.key[0] != key[0])
-        return other in (STREAM, DISPLAY, CLEAR, OUTPUT)
-    if kind == DISPLAY:
-        return other in (STREAM, WIDGET) or (other == DISPLAY and waiting.key != key)
-    return False
 
 
 class Entry:
@@ -116,8 +123,10 @@ class Entry:
         "original",
         "parent",
         "size",
+        "stamp",
         "stands_for",
         "text_size",
+        "waiting",
     )
 
     def __init__(
@@ -137,10 +146,27 @@ class Entry:
         #: a stream's text size (what a page renders of it)
         self.text_size = len(msg["content"]["text"]) if kind == STREAM and msg else 0
         self._texts: list[str] | None = None
+        #: its place in the line (larger: later), given by the line
+        self.stamp = 0
+        #: still in the line (False once sent or skipped)
+        self.waiting = True
 
     @property
     def merged(self) -> bool:
         return self.stands_for > 1
+
+    @property
+    def name(self) -> str:
+        """A stream's name (``stdout``, ``stderr``)."""
+        return str(self.key[1]) if self.kind == STREAM else ""
+
+    def texts(self) -> list[str]:
+        """A stream's text, in the pieces it came in (not joined: the page's view of the
+        text is built piece by piece, :class:`~.pacer.PageText`)."""
+        if self._texts is not None:
+            return self._texts
+        assert self.msg is not None
+        return [self.msg["content"]["text"]]
 
     def message(self) -> Message:
         """The message this entry stands for (only for a merged entry)."""
@@ -173,8 +199,10 @@ class Entry:
             content["data"], msg["buffers"] = merge_widget_state(
                 content["data"], buffers, later["content"]["data"], later_buffers
             )
+            # the later message's place: its parent too (it is the later message, grown)
+            msg["parent_header"] = later.get("parent_header") or {}
             self.size = json_size + _nbytes(msg["buffers"])
-        else:  # DISPLAY: the later replaces the earlier
+        else:  # DISPLAY: the later replaces the earlier, parent and all
             self.msg = {**later, "content": dict(later["content"])}
             self.size = size
 
@@ -210,83 +238,177 @@ def merge_widget_state(
 
 
 class Line:
-    """The messages waiting for one tab, in order, folded where the rules allow."""
+    """The messages waiting for one tab, in order, folded where the rules allow (module
+    docstring: every operation O(1), amortized)."""
 
     def __init__(self) -> None:
-        self.entries: deque[Entry] = deque()
+        self.entries: OrderedDict[Entry, None] = OrderedDict()
         #: bytes the entries hold (their messages' frames, folded ones counted once)
         self.size = 0
-        #: messages folded into another, and outputs skipped with their frame, by cell
+        #: messages folded into another, and outputs skipped with their frame, by cell (the
+        #: latest :data:`MAX_COUNTED_CELLS` cells)
         self.folded: dict[Any, int] = {}
         #: the same, in all
         self.folded_total = 0
+        self._stamps = itertools.count(1)
+        #: the last entry appended that is not widget state or a display update: a stream
+        #: folds only into it, and a head stream may grow only while it is this one
+        self._last_significant: Entry | None = None
+        #: the last waiting widget entry of each comm, and update of each display
+        self._widgets: dict[Any, Entry] = {}
+        self._displays: dict[Any, Entry] = {}
+        #: stamps of the last walls: for widget state (``other``), for display updates
+        #: (``clear``, ``output``, ``other``)
+        self._widget_wall = 0
+        self._display_wall = 0
+        #: the animation frame being watched: its ``clear_output``, the outputs after it, and a
+        #: second ``clear_output`` of the same cell right after them (see :meth:`_frame`)
+        self._frame_clear: Entry | None = None
+        self._frame_outputs: list[Entry] = []
+        self._next_clear: Entry | None = None
 
     def __len__(self) -> int:
         return len(self.entries)
 
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def first(self) -> Entry:
+        return next(iter(self.entries))
+
+    def second(self) -> Entry | None:
+        """The entry behind the first (None: there is none)."""
+        walk = iter(self.entries)
+        next(walk)
+        return next(walk, None)
+
     def add(self, original: Any, msg: Message | None, size: int, counted: bool) -> None:
         """Queue one message (``msg`` decoded, or None for one read as ``other``)."""
+        key: Any
         kind, key = kind_of(msg) if msg is not None else (OTHER, None)
-        entries = self.entries
-        if kind in (STREAM, WIDGET, DISPLAY):
-            assert msg is not None
-            for waiting in reversed(entries):
-                if waiting.kind == kind and waiting.key == key:
-                    before = waiting.size
-                    waiting.fold(msg, size)
-                    self.size += waiting.size - before
-                    self._count(waiting.parent or (msg.get("parent_header") or {}).get("msg_id"))
-                    return
-                if not crosses(kind, key, waiting):
-                    break
+        if msg is not None and self._fold(kind, key, msg, size):
+            return
         entry = Entry(original, msg, kind, key, size, counted)
-        if kind in (STREAM, OUTPUT):
-            self._skip_replaced_frame(entry.parent)
-        entries.append(entry)
+        entry.stamp = next(self._stamps)
+        self.entries[entry] = None
         self.size += size
+        if kind == WIDGET:
+            self._widgets[key[0]] = entry
+            return
+        if kind == DISPLAY:
+            self._displays[key] = entry
+            return
+        self._last_significant = entry
+        if kind != STREAM:
+            self._display_wall = entry.stamp
+            if kind == OTHER:
+                self._widget_wall = entry.stamp
+        self._frame(entry)
 
-    def _skip_replaced_frame(self, parent: Any) -> None:
-        """An output of ``parent`` arrives after ``clear_output``, outputs, ``clear_output``:
-        the tab would replace that middle frame at once, so it is not sent (nor the second
-        clear: the first one clears for the new output as it would have)."""
-        entries = self.entries
-        second = len(entries) - 1
-        while second >= 0 and entries[second].kind in (WIDGET, DISPLAY):
-            second -= 1
-        if second < 0 or entries[second].kind != CLEAR or entries[second].key != parent:
+    def _fold(self, kind: str, key: Any, msg: Message, size: int) -> bool:
+        """Fold ``msg`` into the entry it may join, if one waits and no wall stands after it."""
+        if kind == STREAM:
+            into = self._last_significant
+            moves = False
+        elif kind == WIDGET:
+            into = self._widgets.get(key[0])
+            if into is not None and (into.key != key or into.stamp < self._widget_wall):
+                into = None
+            moves = True
+        elif kind == DISPLAY:
+            into = self._displays.get(key)
+            if into is not None and into.stamp < self._display_wall:
+                into = None
+            moves = True
+        else:
+            return False
+        if into is None or not into.waiting or into.kind != kind or into.key != key:
+            return False
+        before = into.size
+        into.fold(msg, size)
+        self.size += into.size - before
+        self._count(into.parent or (msg.get("parent_header") or {}).get("msg_id"))
+        if moves:  # the later message's place
+            into.stamp = next(self._stamps)
+            self.entries.move_to_end(into)
+        return True
+
+    def _frame(self, entry: Entry) -> None:
+        """Watch for a replaced animation frame, with ``entry`` (not widget state or a
+        display update) just appended: an output of a cell arriving after ``clear_output``,
+        outputs, ``clear_output`` (all of that cell, widget state and display updates may
+        stand between) would replace that middle frame at once, so it is not sent, nor the
+        second clear (the first one clears for the new output as it would have)."""
+        first, second = self._frame_clear, self._next_clear
+        if entry.kind == CLEAR:
+            if first is not None and first.waiting and first.key == entry.key:
+                if second is None:
+                    self._next_clear = entry
+                    return
+                if second.waiting:  # clear, outputs, clear, clear: watch the last two
+                    self._frame_clear, self._frame_outputs = second, []
+                    self._next_clear = entry
+                    return
+            self._frame_clear, self._frame_outputs, self._next_clear = entry, [], None
             return
-        first = second - 1
-        while first >= 0 and (
-            entries[first].kind in (WIDGET, DISPLAY)
-            or (entries[first].kind in (STREAM, OUTPUT) and entries[first].parent == parent)
-        ):
-            first -= 1
-        if first < 0 or entries[first].kind != CLEAR or entries[first].key != parent:
+        parent = first.key if first is not None and first.waiting else None
+        if entry.kind not in (STREAM, OUTPUT) or parent is None or entry.parent != parent:
+            self._frame_clear, self._frame_outputs, self._next_clear = None, [], None
             return
-        # Take the tail off after the first clear (the tail is short: frames collapse as they
-        # come), and put back what is not the replaced frame's output (state updates).
-        tail = [entries.pop() for _ in range(len(entries) - first - 1)]
-        tail.reverse()
-        for index, entry in enumerate(tail):
-            if index + first + 1 > second or entry.kind in (WIDGET, DISPLAY):
-                entries.append(entry)
-            else:
-                self.size -= entry.size
-                self._count(parent, entry.stands_for)
+        if second is not None and second.waiting:
+            for skipped in (*self._frame_outputs, second):
+                if skipped.waiting:
+                    self._remove(skipped)
+                    self._count(parent, skipped.stands_for)
+            self._frame_outputs, self._next_clear = [], None
+        elif second is not None:  # the second clear was sent: no frame to skip any more
+            self._frame_clear, self._frame_outputs, self._next_clear = None, [], None
+            return
+        self._frame_outputs.append(entry)
+
+    def _remove(self, entry: Entry) -> None:
+        del self.entries[entry]
+        self._left(entry)
+
+    def _left(self, entry: Entry) -> None:
+        entry.waiting = False
+        self.size -= entry.size
+        if entry.kind == WIDGET and self._widgets.get(entry.key[0]) is entry:
+            del self._widgets[entry.key[0]]
+        elif entry.kind == DISPLAY and self._displays.get(entry.key) is entry:
+            del self._displays[entry.key]
+        elif entry is self._frame_clear:  # sent: its frame can no longer be skipped
+            self._frame_clear, self._frame_outputs, self._next_clear = None, [], None
+        if entry is self._last_significant:
+            self._last_significant = None
 
     def _count(self, parent: Any, n: int = 1) -> None:
-        self.folded[parent] = self.folded.get(parent, 0) + n
+        folded = self.folded
+        folded[parent] = folded.pop(parent, 0) + n  # latest last
+        if len(folded) > MAX_COUNTED_CELLS:
+            del folded[next(iter(folded))]
         self.folded_total += n
 
     def pop(self) -> Entry:
-        entry = self.entries.popleft()
-        self.size -= entry.size
+        """The first entry, out of the line."""
+        entry, _ = self.entries.popitem(last=False)
+        self._left(entry)
+        return entry
+
+    def pop_second(self) -> Entry:
+        """The entry behind the first, out of the line (it crosses the first, which waits)."""
+        entry = self.second()
+        assert entry is not None
+        self._remove(entry)
         return entry
 
     def head_may_grow(self) -> bool:
         """Whether the first entry is a stream that a later one could still be folded into
         (nothing but what a stream crosses stands behind it)."""
-        entries = self.entries
-        if not entries or entries[0].kind != STREAM:
+        if not self.entries:
             return False
-        return all(e.kind in (WIDGET, DISPLAY) for e in islice(entries, 1, None))
+        head = self.first()
+        return head.kind == STREAM and head is self._last_significant

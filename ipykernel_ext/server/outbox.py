@@ -69,7 +69,7 @@ class Outbox:
         self.on_overflow = on_overflow
         self.chunk_bytes = max(1, chunk_bytes)
         self.log = logger or log
-        self._queue: deque[tuple[Any, bool, int]] = deque()
+        self._queue: deque[tuple[Any, bool, int, Any]] = deque()
         #: Bytes handed to the websocket whose write has not completed.
         self.in_flight = 0
         #: Bytes queued plus bytes in flight.
@@ -93,8 +93,10 @@ class Outbox:
         """Whether a message put now would wait (the websocket has not taken earlier ones)."""
         return bool(self._queue) or self.in_flight >= self.chunk_bytes
 
-    def put(self, data: Any, binary: bool) -> bool:
-        """Queue one encoded message; False if the outbox is closed or this overflowed it."""
+    def put(self, data: Any, binary: bool, original: Any = None) -> bool:
+        """Queue one encoded message; False if the outbox is closed or this overflowed it.
+        ``original``: what it was encoded from, handed back by :meth:`close` if it was never
+        written."""
         if self.closed:
             return False
         size = len(data)
@@ -113,15 +115,18 @@ class Outbox:
         if not self._queue and self.in_flight < self.chunk_bytes:
             self._send(data, binary, size)  # caught up: straight to the websocket
         else:
-            self._queue.append((data, binary, size))
+            self._queue.append((data, binary, size, original))
         return True
 
-    def close(self) -> None:
-        """Drop what is queued (what tornado holds is its own, until the close completes)."""
+    def close(self) -> list[Any]:
+        """Stop, and hand back the originals of what was queued and never written, in order
+        (what tornado holds is its own, until the close completes)."""
         if self.closed:
-            return
+            return []
         self.closed = True
+        unwritten = [original for *_, original in self._queue if original is not None]
         self._queue.clear()
+        return unwritten
 
     def _send(self, data: Any, binary: bool, size: int) -> None:
         self.in_flight += size
@@ -149,7 +154,8 @@ class Outbox:
         self.written += 1
         queue = self._queue
         while queue and self.in_flight < self.chunk_bytes and not self.closed:
-            self._send(*queue.popleft())
+            data, binary, size, _ = queue.popleft()
+            self._send(data, binary, size)
         if self.on_drained is not None and not queue and self.in_flight < self.chunk_bytes:
             self.on_drained()
 

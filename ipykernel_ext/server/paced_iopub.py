@@ -21,8 +21,9 @@ from typing import Any
 from traitlets import Bool, Float
 from traitlets.config import Configurable
 
+from .budgets import Rates
 from .outbox import Outbox
-from .pacer import Pacer, Rates, Wire
+from .pacer import Pacer, Wire
 
 #: The stock class whose config section holds the rate settings (read by both classes).
 STOCK_SECTION = "ZMQChannelsWebsocketConnection"

@@ -13,12 +13,23 @@ the page (JupyterLab renders a stream output again on each message, so 200000 li
 * otherwise it waits in the tab's :class:`~.merging.Line`, where the merge rules fold it
   into what already waits (:mod:`.merging`); the line is sent in order as the window, the
   budget and the outbox allow (a timer, or the outbox's drain);
-* a stream that could still grow waits for the stream budget; one that cannot (something it
-  does not cross stands behind it, the cell's ``idle`` say) goes as soon as the window
-  allows, so a cell's final output reaches the tab right after its ``idle`` arrived;
+* a stream that could still grow waits for the stream budget, at most
+  :data:`MAX_STREAM_WAIT` seconds after the last stream sent; meanwhile the widget state
+  and display updates behind it (which cross it) go at the message rate, so a progress bar
+  beside a long log keeps moving; a stream that cannot grow (something it does not cross
+  stands behind it, the cell's ``idle`` say) goes as soon as the window allows, so a cell's
+  final output reaches the tab right after its ``idle`` arrived;
+* the budget charges what the page holds (:class:`PageText`: the text after ``\\r`` and
+  ``\\b`` as the page applies them), so a line rewritten with ``\\r`` for hours costs one line;
+* what the connection writes itself (``restarting``, ``dead``, a stderr note) goes after
+  what waits, which is then sent at once (:meth:`Pacer.release`); what waits when the
+  websocket closes is handed back (:meth:`Pacer.close`), for jupyter_server's buffer of the
+  session;
 * what waits counts toward the websocket's byte budget with what its outbox holds: over it,
-  the websocket is closed as a slow one (``on_overflow``), as before; state floods fold into
-  a few entries, so a slow tab's memory stays bounded for them.
+  the websocket is closed as a slow one (``on_overflow``); state floods fold into a few
+  entries, and a stream waits at most :data:`MAX_STREAM_WAIT` or until it holds
+  :data:`STREAM_HOLD_SHARE` of the budget, so a tab that reads is never closed for what the
+  pacer itself holds.
 
 The wire format is the connection's (:class:`Wire`): this module never encodes a message.
 """
@@ -27,14 +38,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .merging import STREAM, Line, Message
+from .budgets import MIN_WAIT, MessageWindow, Rates, StreamBudget
+from .merging import STATE_KINDS, STREAM, Entry, Line, Message
 from .outbox import Outbox
 
 #: What stock's limiter never counts (and never drops): they are not counted here either.
@@ -54,9 +63,40 @@ DECODED_MSG_TYPES = frozenset(
     }
 )
 
-#: The shortest wait before the line is looked at again (seconds): a timer per message
-#: would cost more than the messages.
-MIN_WAIT = 0.02
+#: The IOPub messages decoded when they are sent at once: a stream (the stream budget charges
+#: what its text leaves on the page) and ``status`` (a cell's ``idle`` ends its budget).
+SENT_DECODED_MSG_TYPES = frozenset({"stream", "status"})
+
+#: A waiting stream that holds more than this share of the websocket's byte budget goes at
+#: once, whatever the stream budget says: what the pacer holds never closes a tab that reads.
+STREAM_HOLD_SHARE = 8
+
+
+class Timer(Protocol):
+    def when(self) -> float: ...
+
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """The pacer's time: what it reads and how it is called back (the event loop's, or a
+    simulated one that runs hours of a cell in seconds)."""
+
+    def time(self) -> float:
+        """Now, in seconds (monotonic)."""
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """Call ``callback`` at ``when`` (a :meth:`time` value)."""
+
+
+class LoopClock:
+    """The running asyncio event loop's time and timers (what a connection's pacer uses)."""
+
+    def time(self) -> float:
+        return time.monotonic()  # asyncio's loops keep time.monotonic()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        return asyncio.get_running_loop().call_at(when, callback)
 
 
 class Wire(Protocol):
@@ -73,93 +113,6 @@ class Wire(Protocol):
         """Encode and send ``msg``, a message that stands for several (an IOPub message)."""
 
 
-@dataclass(frozen=True)
-class Rates:
-    """jupyter_server's rate settings, as the pacer reads them."""
-
-    #: messages a second a tab may get (``iopub_msg_rate_limit``; 0: no limit)
-    messages: float = 1000
-    #: stream bytes a second a page may be asked to render (``iopub_data_rate_limit``; 0: no limit)
-    stream_bytes: float = 1_000_000
-    #: the window both are measured over (``rate_limit_window``, seconds)
-    window: float = 3
-
-
-class MessageWindow:
-    """At most ``rate * window`` counted messages in any ``window`` seconds.
-
-    The window is cut into spans of at most half a second (``window / ceil(2 * window)``),
-    each allowed ``rate * span`` messages: any window is whole spans, so the rule holds for
-    every window, and a burst waits at most one span (a cell's last update reaches the tab
-    within half a second of its ``idle``), where one count over the whole window could hold
-    it back for the whole window.
-    """
-
-    def __init__(self, rate: float, window: float) -> None:
-        self.span = window / math.ceil(2 * window) if window > 0 else 1.0
-        self.allowance = max(1, int(rate * self.span))
-        self.window = window
-        self._span_sends: deque[float] = deque()
-        self._window_sends: deque[float] = deque()
-        #: the most counted messages sent in any ``window`` seconds so far
-        self.peak = 0
-
-    def wait(self, now: float) -> float:
-        """Seconds until one more counted message may be sent (0: now)."""
-        sends = self._span_sends
-        while sends and sends[0] <= now - self.span:
-            sends.popleft()
-        if len(sends) < self.allowance:
-            return 0.0
-        return sends[0] + self.span - now
-
-    def record(self, now: float) -> None:
-        self._span_sends.append(now)
-        recent = self._window_sends
-        recent.append(now)
-        while recent and recent[0] <= now - self.window:
-            recent.popleft()
-        self.peak = max(self.peak, len(recent))
-
-
-class StreamBudget:
-    """How much stream text a page is asked to render, at ``rate`` bytes a second.
-
-    A page renders a cell's stream output again, whole, on each stream message, so a
-    message costs the text the output already shows plus its own (``shown`` + bytes, reset
-    at the cell's ``idle``). Tokens refill at ``rate`` up to ``rate * window``; a message
-    goes when the tokens cover its cost, or when they are full (a larger output still
-    updates, less often: every ``cost / rate`` seconds).
-    """
-
-    def __init__(self, rate: float, window: float) -> None:
-        self.rate = rate
-        self.capacity = rate * max(window, MIN_WAIT)
-        self.tokens = self.capacity
-        self.shown = 0
-        self._at = time.monotonic()
-
-    def _refill(self, now: float) -> None:
-        self.tokens = min(self.capacity, self.tokens + (now - self._at) * self.rate)
-        self._at = now
-
-    def wait(self, now: float, nbytes: int) -> float:
-        """Seconds until a stream message of ``nbytes`` may go (0: now)."""
-        self._refill(now)
-        cost = self.shown + nbytes
-        if self.tokens >= cost or self.tokens >= self.capacity:
-            return 0.0
-        return (min(cost, self.capacity) - self.tokens) / self.rate
-
-    def spend(self, now: float, nbytes: int) -> None:
-        self._refill(now)
-        self.shown += nbytes
-        self.tokens -= self.shown
-
-    def cell_ended(self) -> None:
-        self.shown = 0
-
-
 class Pacer:
     """One websocket's IOPub pacing and merging (module docstring)."""
 
@@ -173,12 +126,16 @@ class Pacer:
         on_overflow: Callable[[int], None],
         logger: logging.Logger | logging.LoggerAdapter[Any],
         name: str,
+        clock: Clock | None = None,
     ) -> None:
         self.wire = wire
+        self.clock: Clock = clock if clock is not None else LoopClock()
         self.outbox = outbox
         self.window = MessageWindow(rates.messages, rates.window) if rates.messages > 0 else None
         self.stream_budget = (
-            StreamBudget(rates.stream_bytes, rates.window) if rates.stream_bytes > 0 else None
+            StreamBudget(rates.stream_bytes, rates.window, self.clock.time())
+            if rates.stream_bytes > 0
+            else None
         )
         self.budget = budget
         self.on_overflow = on_overflow
@@ -191,7 +148,7 @@ class Pacer:
         #: messages folded into others or skipped with a replaced frame, in all
         self.folded = 0
         self.closed = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._flushing = False
         outbox.on_drained = self._drained
 
@@ -208,24 +165,27 @@ class Pacer:
                 self.wire.pace_send(original)
             return
         counted = msg_type not in UNCOUNTED_MSG_TYPES
-        now = time.monotonic()
-        if (
-            not self.line
-            and not self.outbox.behind
-            and self._may_send(now, counted, msg_type, text_bytes)
-        ):
-            self._send_now(original, now, counted, msg_type, text_bytes)
-            return
-        msg = self.wire.pace_decode(original) if msg_type in DECODED_MSG_TYPES else None
+        now = self.clock.time()
+        msg = None
+        if not self.line and not self.outbox.behind:
+            # Sent at once, a message is decoded only if its own accounting needs it.
+            if msg_type in SENT_DECODED_MSG_TYPES:
+                msg = self.wire.pace_decode(original)
+            if self._may_send(now, counted, msg):
+                self._send_now(original, msg, now, counted)
+                return
+        if msg is None and msg_type in DECODED_MSG_TYPES:
+            msg = self.wire.pace_decode(original)
         self._hold(original, msg, size, counted)
 
-    def _may_send(self, now: float, counted: bool, msg_type: str, text_bytes: int) -> bool:
+    def _may_send(self, now: float, counted: bool, msg: Message | None) -> bool:
         if counted and self.window is not None and self.window.wait(now) > 0:
             return False
         budget = self.stream_budget
-        return not (
-            msg_type == "stream" and budget is not None and budget.wait(now, text_bytes) > 0
-        )
+        text = _stream_text(msg)
+        if text is None or budget is None:
+            return True
+        return budget.wait(now, _stream_name(msg), len(text)) <= 0
 
     def _hold(self, original: Any, msg: Message | None, size: int, counted: bool) -> None:
         line = self.line
@@ -242,20 +202,30 @@ class Pacer:
 
     # --- out -----------------------------------------------------------------------------
 
-    def _send_now(
-        self, original: Any, now: float, counted: bool, msg_type: str, text_bytes: int
-    ) -> None:
-        if msg_type == "status":
-            self._status_sent(self.wire.pace_decode(original))
+    def _send_now(self, original: Any, msg: Message | None, now: float, counted: bool) -> None:
+        if msg is not None and msg["header"].get("msg_type") == "status":
+            self._status_sent(msg)
         self.wire.pace_send(original)
         self.sent += 1
-        self._sent(now, counted, msg_type == "stream", text_bytes)
-
-    def _sent(self, now: float, counted: bool, stream: bool, text_bytes: int) -> None:
         if counted and self.window is not None:
             self.window.record(now)
-        if stream and self.stream_budget is not None:
-            self.stream_budget.spend(now, text_bytes)
+        text = _stream_text(msg)
+        if text is not None and self.stream_budget is not None:
+            self.stream_budget.spend(now, _stream_name(msg), [text])
+
+    def _send_entry(self, entry: Entry, now: float) -> None:
+        if entry.merged:
+            self.wire.pace_send_merged(entry.message())
+            self.sent_merged += 1
+        else:
+            self.wire.pace_send(entry.original)
+            self.sent += 1
+        if entry.counted and self.window is not None:
+            self.window.record(now)
+        if entry.kind == STREAM and self.stream_budget is not None:
+            self.stream_budget.spend(now, entry.name, entry.texts())
+        elif entry.msg is not None and entry.msg["header"].get("msg_type") == "status":
+            self._status_sent(entry.msg)
 
     def _status_sent(self, msg: Message) -> None:
         if (msg.get("content") or {}).get("execution_state") != "idle":
@@ -280,13 +250,12 @@ class Pacer:
         message that ends a waiting stream must not wait for that stream's budget)."""
         if self.closed:
             return
-        loop = asyncio.get_running_loop()
-        at = loop.time() + (max(delay, MIN_WAIT) if delay else 0)
+        at = self.clock.time() + (max(delay, MIN_WAIT) if delay else 0)
         if self._timer is not None:
             if self._timer.when() <= at:
                 return
             self._timer.cancel()
-        self._timer = loop.call_at(at, self._flush)
+        self._timer = self.clock.call_at(at, self._flush)
 
     def _drained(self) -> None:
         if self.line and not self._flushing:
@@ -304,40 +273,80 @@ class Pacer:
         finally:
             self._flushing = False
 
+    def _window_wait(self, entry: Entry, now: float) -> float:
+        return self.window.wait(now) if entry.counted and self.window is not None else 0.0
+
+    def _stream_wait(self, head: Entry, now: float) -> float:
+        """How long the head, a stream, waits for the stream budget (0: it goes now)."""
+        budget = self.stream_budget
+        if (
+            budget is None
+            or head.size * STREAM_HOLD_SHARE > self.budget
+            or not self.line.head_may_grow()
+        ):
+            return 0.0
+        return budget.wait(now, head.name, head.text_size)
+
     def _send_line(self) -> None:
         line = self.line
-        now = time.monotonic()
+        now = self.clock.time()
         while line and not self.closed:
             if self.outbox.behind:
                 return  # its drain calls back
-            head = line.entries[0]
-            wait = 0.0
-            if head.counted and self.window is not None:
-                wait = self.window.wait(now)
-            text_bytes = head.text_size
-            budget = self.stream_budget
-            if not wait and head.kind == STREAM and budget is not None and line.head_may_grow():
-                wait = budget.wait(now, text_bytes)
+            head = line.first()
+            wait = self._window_wait(head, now)
             if wait > 0:
                 self._schedule(wait)
                 return
-            entry = line.pop()
-            msg_type = entry.msg["header"].get("msg_type") if entry.msg else None
-            if entry.merged:
-                self.wire.pace_send_merged(entry.message())
-                self.sent_merged += 1
-            else:
-                self.wire.pace_send(entry.original)
-                self.sent += 1
-            if msg_type == "status" and entry.msg is not None:
-                self._status_sent(entry.msg)
-            self._sent(now, entry.counted, entry.kind == STREAM, text_bytes)
+            if head.kind == STREAM:
+                stream_wait = self._stream_wait(head, now)
+                if stream_wait > 0:
+                    # What stands behind a stream that may grow is all state it crosses
+                    # (head_may_grow): it goes now, at the message rate, the stream after.
+                    behind = line.second()
+                    if behind is None:
+                        self._schedule(stream_wait)
+                        return
+                    wait = self._window_wait(behind, now)
+                    if wait > 0:
+                        self._schedule(min(wait, stream_wait))
+                        return
+                    assert behind.kind in STATE_KINDS
+                    self._send_entry(line.pop_second(), now)
+                    continue
+            self._send_entry(line.pop(), now)
 
-    def close(self) -> None:
-        """Stop: drop what waits (the websocket is gone or going)."""
+    def release(self) -> None:
+        """Send everything that waits now, in order, whatever the rates: the connection is
+        about to write a message of its own (a ``restarting`` or ``dead`` status, a stderr
+        note), which must follow what the kernel sent before it."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        now = self.clock.time()
+        while self.line and not self.closed:
+            self._send_entry(self.line.pop(), now)
+
+    def close(self) -> list[Entry]:
+        """Stop, and hand back what waits (the websocket is gone or going), in order."""
         self.closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        waiting = list(self.line)
         self.line = Line()
         self.outbox.on_drained = None
+        return waiting
+
+
+def _stream_text(msg: Message | None) -> str | None:
+    """A stream message's text (None: not a stream, or one whose text is not a string)."""
+    if msg is None or msg["header"].get("msg_type") != "stream":
+        return None
+    content = msg.get("content")
+    text = content.get("text") if isinstance(content, dict) else None
+    return text if isinstance(text, str) else None
+
+
+def _stream_name(msg: Message | None) -> str:
+    return str(((msg or {}).get("content") or {}).get("name", ""))

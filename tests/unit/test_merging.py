@@ -7,6 +7,7 @@ against the same page folding every message: the same.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebso
 
 from harness.cell_messages import clear, display, message, stream, widget_update
 from harness.tab_view import TabView
-from ipykernel_ext.server.merging import Line
+from ipykernel_ext.server.merging import MAX_COUNTED_CELLS, Line
 from ipykernel_ext.server.paced_iopub import PacedIOPub
 
 CELL = "cell-1"
@@ -118,3 +119,80 @@ def test_the_rate_settings_are_jupyter_servers_names_and_defaults() -> None:
         stock = ZMQChannelsWebsocketConnection.class_traits()[name]
         assert type(ours) is type(stock) and ours.default_value == stock.default_value, name
     assert "ZMQChannelsWebsocketConnection" in PacedIOPub.section_names()
+
+
+def test_widget_updates_keep_last_writer_order_across_models() -> None:
+    """``A=1, B=5, A=2``: a frontend link (``jslink``) between A and B ends on 2 with every
+    message, so the merged update takes the later message's place (on the old main it kept the
+    first one's: ``A=2, B=5``, and the linked page ended on 5)."""
+    sent = through_line([update("a", {"v": 1}), update("b", {"v": 5}), update("a", {"v": 2})])
+    assert [(m["content"]["comm_id"], m["content"]["data"]["state"]) for m in sent] == [
+        ("b", {"v": 5}),
+        ("a", {"v": 2}),
+    ]
+
+
+def test_an_output_widgets_outputs_update_is_a_wall() -> None:
+    """``out.append_stdout`` sets the Output widget's ``outputs``, beside what ``with out:``
+    captured: neither may cross the other (on the old main the update crossed the captured
+    print, and the widget lost it)."""
+    messages = [
+        out("captured 1\n"),
+        update("o", {"outputs": [{"output_type": "stream", "text": "appended"}]}),
+        out("captured 2\n"),
+        update("o", {"outputs": []}),
+    ]
+    assert through_line(messages) == messages
+
+
+def test_a_display_with_an_id_is_never_skipped_with_a_frame() -> None:
+    """A ``display_data`` with a ``display_id`` updates every display of that id on the page:
+    an animation frame holding one is sent whole (on the old main it was skipped)."""
+    frames = [
+        m
+        for i in range(3)
+        for m in (clear(parent=CELL), display(f"frame {i}", "shared", parent=CELL))
+    ]
+    assert through_line(frames) == frames
+
+
+def test_the_merge_count_keeps_only_recent_cells() -> None:
+    """A cell that never gets an ``idle`` does not keep its count for ever (on the old main
+    ``Line.folded`` grew by one entry per such cell)."""
+    line = Line()
+    for cell in range(10 * MAX_COUNTED_CELLS):
+        for i in range(2):
+            m = stream(f"{i}", parent=f"cell-{cell}")
+            line.add(m, m, 10, True)
+        line.pop()
+    assert len(line.folded) == MAX_COUNTED_CELLS
+    assert line.folded_total == 10 * MAX_COUNTED_CELLS
+
+
+def random_cell(rng: random.Random, n: int) -> list[dict[str, Any]]:
+    """``n`` IOPub messages of one cell, drawn from every kind the rules read."""
+    make = [
+        lambda: out(f"o{rng.randrange(9)}\n" if rng.random() < 0.7 else f"\r{rng.randrange(9)}"),
+        lambda: out(f"e{rng.randrange(9)}\n", "stderr"),
+        lambda: update(rng.choice("abc"), {rng.choice("xyz"): rng.randrange(99)}),
+        lambda: update("o", {"outputs": [rng.randrange(9)]}),
+        lambda: display(f"u{rng.randrange(99)}", rng.choice(["d1", "d2"]), CELL, update=True),
+        lambda: display(f"v{rng.randrange(99)}", rng.choice([None, None, "d1"]), CELL),
+        lambda: clear(rng.random() < 0.8, CELL),
+        lambda: custom(rng.choice("ab"), rng.randrange(99)),
+    ]
+    weights = [6, 1, 6, 1, 3, 3, 3, 1]
+    return [rng.choices(make, weights)[0]() for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_any_mix_ends_as_every_message_would(seed: int) -> None:
+    """Random cells of every kind: the tab ends on the outputs, widget states and custom
+    messages that every message gives, and never gets more messages than were sent."""
+    messages = random_cell(random.Random(seed), 80)
+    sent = through_line(messages)
+    assert len(sent) <= len(messages)
+    every, merged = TabView(messages), TabView(sent)
+    assert merged.outputs == every.outputs
+    assert merged.widgets == every.widgets
+    assert merged.custom == every.custom
