@@ -1,8 +1,8 @@
-"""Simulated time for the pacer (:class:`ipykernel_ext.server.pacer.Clock`): hours in seconds.
+"""Simulated time for the server's IOPub pacer (a ``Clock`` of it): hours in seconds.
 
-The real :class:`~ipykernel_ext.server.pacer.Pacer`, :class:`~ipykernel_ext.server.merging.Line`
-and :class:`~ipykernel_ext.server.outbox.Outbox` run on it unchanged: :meth:`SimulatedClock.advance`
-moves time on and runs every timer that falls due, in order, as an event loop would.
+The real ``Pacer``, ``Line`` and ``Outbox`` of :mod:`ipykernel_ext.server.websocket` run on it
+unchanged: :meth:`SimulatedClock.advance` moves time on and runs every timer that falls due,
+in order, as an event loop would.
 """
 
 from __future__ import annotations

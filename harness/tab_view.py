@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ipykernel_ext.server.merging import merge_widget_state
 from ipykernel_ext.server.outputs import CellOutputs, output_from_content
+from ipykernel_ext.server.websocket import merge_widget_state
 
 
 class TabView:

@@ -153,4 +153,6 @@ def decode_message(data: str | bytes, v1: bool = True) -> dict[str, Any]:
         "metadata": msg.get("metadata") or {},
         "content": msg.get("content") or {},
         "buffers": list(msg.get("buffers") or []),
+        # the legacy protocol's top-level copies, as the frame had them (None: missing)
+        "top_level": (msg.get("msg_id"), msg.get("msg_type")),
     }

@@ -41,8 +41,8 @@ from typing import Any
 
 from traitlets.config.loader import DeferredConfig
 
-from .connection import SharedChannelsConnection
 from .gateway import GatewayOutputsConnection
+from .websocket import SharedChannelsConnection
 
 #: The name users enable and disable (``jpserver_extensions`` key, ``jupyter server extension``).
 EXTENSION_NAME = "ipykernel_ext"

@@ -356,15 +356,16 @@ WIDGET = "ipywidgets.widgets.widget"
 WS = "jupyter_server.services.kernels.connection.channels:ZMQChannelsWebsocketConnection"
 MKM = "jupyter_server.services.kernels.kernelmanager:MappingKernelManager"
 GWS = "jupyter_server.gateway.connections:GatewayWebSocketConnection"
-GATEWAY_PY = "ipykernel_ext/server/gateway.py"
+GATEWAY_PY = "ipykernel_ext/server/gateway/gateway_connection.py"
 
 KERNEL_PY = "ipykernel_ext/kernel/ipkernel.py"
 APP_PY = "ipykernel_ext/kernel/kernelapp.py"
 ECHO_PY = "ipykernel_ext/kernel/comms/echo.py"
 WIDGET_STATE_PY = "ipykernel_ext/kernel/widgets/snapshot.py"
 WIDGET_READER_PY = "ipykernel_ext/kernel/widgets/reader.py"
-SERVER_PY = "ipykernel_ext/server/connection.py"
-PACED_PY = "ipykernel_ext/server/paced_iopub.py"
+SERVER_PY = "ipykernel_ext/server/websocket/connection.py"
+WIRE_PY = "ipykernel_ext/server/websocket/wire.py"
+PACED_PY = "ipykernel_ext/server/websocket/paced_iopub.py"
 SERVER_KERNELS_PY = "ipykernel_ext/server/kernels.py"
 EXTENSION_PY = "ipykernel_ext/server/extension.py"
 STREAMS_PY = "ipykernel_ext/shared_channels/clients.py"
@@ -815,10 +816,10 @@ CONTRACT: list[Row] = [
     Row(
         f"{WS}._on_error",
         [Function("self", "channel", "msg", "msg_list"), Source(r"msg_list\[3\]\s*=")],
-        (SERVER_PY,),
+        (WIRE_PY,),
     ).because("traceback redaction; rewrites the content frame (index 3) of the parts in place"),
     Row(
-        f"{WS}._reserialize_reply", [Function("self", "msg_or_list", "channel")], (SERVER_PY,)
+        f"{WS}._reserialize_reply", [Function("self", "msg_or_list", "channel")], (WIRE_PY,)
     ).because("the legacy websocket encoding"),
     Row(f"{WS}.write_message", [IsProperty()], (SERVER_PY,)).because(
         "overridden: every write of the connection goes through the websocket's outbox"
@@ -848,7 +849,7 @@ CONTRACT: list[Row] = [
     ),
     Row(f"{WS}.on_kernel_restarted", [Function("self")], (SERVER_PY,)).because("restart callback"),
     Row(f"{WS}.on_restart_failed", [Function("self")], (SERVER_PY,)).because("restart callback"),
-    Row(f"{WS}.subprotocol", [IsProperty()], (SERVER_PY,)).because("which websocket encoding"),
+    Row(f"{WS}.subprotocol", [IsProperty()], (WIRE_PY,)).because("which websocket encoding"),
     Row(f"{WS}.limit_rate", [Trait("Bool")], (SERVER_PY,)).because("whether to rate-limit"),
     *(
         Row(
@@ -901,7 +902,7 @@ CONTRACT: list[Row] = [
     Row(
         "jupyter_server.services.kernels.connection.base:serialize_msg_to_ws_v1",
         [Function("msg_or_list", "channel")],
-        (SERVER_PY,),
+        (WIRE_PY,),
     ).because("the v1 websocket encoding"),
     Row(
         f"{MKM}.get_buffer",
@@ -968,7 +969,7 @@ CONTRACT: list[Row] = [
     Row(f"{MKM}.notify_connect", [Function("self", "kernel_id")], (SERVER_PY,)).because(
         "called as the stock connect() does"
     ),
-    Row(f"{MKM}.allow_tracebacks", [Trait("Bool")], (SERVER_PY,)).because(
+    Row(f"{MKM}.allow_tracebacks", [Trait("Bool")], (WIRE_PY,)).because(
         "whether tracebacks are redacted"
     ),
     Row(

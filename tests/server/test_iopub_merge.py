@@ -211,6 +211,9 @@ def test_the_legacy_protocol_gets_the_same(server: JupyterServer) -> None:
             assert view.text() == printed(50_000)
             _, view = run(tab, "for i in range(3000): img.value = i.to_bytes(4, 'big') * 64")
             assert [bytes(b) for b in view.buffers[comm_id]] == [(2999).to_bytes(4, "big") * 64]
+            # Merged messages too carry the legacy protocol's top-level msg_id and msg_type
+            # (the old main's lacked them).
+            assert all(m["top_level"] == (m["msg_id"], m["msg_type"]) for m in view.messages)
     finally:
         server.shutdown_kernel(kernel_id)
 

@@ -1,4 +1,4 @@
-"""The merge rules (:mod:`ipykernel_ext.server.merging`) and the pacer's settings, in process.
+"""The merge rules (``ipykernel_ext.server.websocket.merging``) and the pacer's settings.
 
 Each case is a list of IOPub messages that wait for one tab, in order; the verdict is what
 the line sends (how many messages, in which order) and what a page folding them ends with,
@@ -15,8 +15,7 @@ from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebso
 
 from harness.cell_messages import clear, display, message, stream, widget_update
 from harness.tab_view import TabView
-from ipykernel_ext.server.merging import MAX_COUNTED_CELLS, Line
-from ipykernel_ext.server.paced_iopub import PacedIOPub
+from ipykernel_ext.server.websocket import MAX_COUNTED_CELLS, Line, PacedIOPub
 
 CELL = "cell-1"
 

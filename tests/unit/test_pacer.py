@@ -15,9 +15,15 @@ from typing import Any
 
 from harness.cell_messages import message, stream, widget_update
 from harness.simulated_clock import SimulatedClock
-from ipykernel_ext.server.budgets import MAX_STREAM_WAIT, MessageWindow, PageText, Rates
-from ipykernel_ext.server.outbox import DEFAULT_BUDGET, Outbox
-from ipykernel_ext.server.pacer import Pacer
+from ipykernel_ext.server.websocket import (
+    DEFAULT_BUDGET,
+    MAX_STREAM_WAIT,
+    MessageWindow,
+    Outbox,
+    Pacer,
+    PageText,
+    Rates,
+)
 
 CELL = "cell-1"
 

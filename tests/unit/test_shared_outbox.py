@@ -17,7 +17,7 @@ import zmq.asyncio
 
 from harness.polling import wait_until
 from ipykernel_ext.endpoints import connect_channel
-from ipykernel_ext.server.outbox import Outbox
+from ipykernel_ext.server.websocket import Outbox
 
 #: How long a wait may take before the test fails: a hang guard only, never a measure.
 HANG_MS = 30_000

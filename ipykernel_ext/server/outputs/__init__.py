@@ -10,7 +10,7 @@ it from here only. The parts, each its own module:
 * :mod:`.feed`: what hears a kernel for its owner, one per transport (:class:`Feed`;
   :class:`ChannelsFeed` for a kernel of this server, which holds its shared channels open
   while a followed cell runs and no tab is; the gateway's is in
-  :mod:`ipykernel_ext.server.gateway_link`);
+  :mod:`ipykernel_ext.server.gateway.gateway_link`);
 * :mod:`.heard`: what the owner hears (kernel messages from the channels or a gateway, a
   client's messages) and how it reads them, decoding no more than it needs;
 * :mod:`.writer`: :class:`~.writer.OutputsWriter`, where and when the owned cells are

@@ -6,7 +6,7 @@
   (a new set of the kernel gets it too), and while a followed cell runs and no websocket is
   open, a client of the feed's own holds the set open (without jupyter_server's offline
   buffer it would close under the cell);
-* a kernel behind a gateway: :class:`~ipykernel_ext.server.gateway_link.GatewayFeed`, the
+* a kernel behind a gateway: :class:`~ipykernel_ext.server.gateway.gateway_link.GatewayFeed`, the
   server's own websocket to the gateway (it needs jupyter_server's gateway classes, so it
   lives beside them).
 """

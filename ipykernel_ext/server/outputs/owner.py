@@ -51,7 +51,7 @@ class OutputsOwner:
     ``settings`` is the server's ``web_app.settings`` (``contents_manager``,
     ``session_manager``, and ``jupyter_server_ydoc`` when collaboration is on); ``make_feed``
     makes the feed that hears the kernel (:class:`~.feed.ChannelsFeed` for a kernel of this
-    server, :class:`~ipykernel_ext.server.gateway_link.GatewayFeed` behind a gateway).
+    server, :class:`~ipykernel_ext.server.gateway.gateway_link.GatewayFeed` behind a gateway).
     """
 
     def __init__(

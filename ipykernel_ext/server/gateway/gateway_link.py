@@ -3,7 +3,7 @@
 In gateway mode the kernels' ZMQ channels are on the gateway's side; jupyter_server's
 ``GatewayWebSocketConnection`` proxies each tab's websocket to a websocket of its own to the
 gateway, in the legacy JSON protocol. This module is what the outputs owner needs of those
-links (:mod:`.gateway` is the tab's connection class):
+links (:mod:`.gateway_connection` is the tab's connection class):
 
 * :class:`GatewayMessage` and :func:`decode`: one message from the gateway, as the owner
   reads it;
@@ -39,7 +39,7 @@ from jupyter_client.session import json_packer
 from jupyter_server.gateway.connections import GatewayWebSocketConnection
 from jupyter_server.services.kernels.connection.base import deserialize_binary_message
 
-from .outputs import OutputsOwner
+from ..outputs import OutputsOwner
 
 #: The longest a tab's messages wait for the feed to become live (seconds).
 FEED_READY_TIMEOUT = 10.0
@@ -51,7 +51,7 @@ KERNEL_ENDED_STATES = {"restarting": "restart", "dead": "dead"}
 
 class GatewayMessage:
     """One kernel message from the gateway's websocket (legacy JSON, decoded), as the owner
-    reads a message (:class:`~.outputs.HeardMessage`)."""
+    reads a message (:class:`~..outputs.HeardMessage`)."""
 
     __slots__ = ("channel", "msg")
 
@@ -165,7 +165,7 @@ class FeedSocket(GatewayLink):
 class GatewayFeed:
     """The server's own websocket to one gateway kernel, for its owner (module docstring):
     open while a tab of the kernel is or a followed cell runs; the gateway's
-    :class:`~.outputs.Feed`."""
+    :class:`~..outputs.Feed`."""
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ the page (JupyterLab renders a stream output again on each message, so 200000 li
 
 * a message goes to the outbox at once while nothing waits, the outbox is not behind, the
   :class:`MessageWindow` has room and, for a stream, the :class:`StreamBudget` allows it;
-* otherwise it waits in the tab's :class:`~.merging.Line`, where the merge rules fold it
+* otherwise it waits in the tab's :class:`~.line.Line`, where the merge rules fold it
   into what already waits (:mod:`.merging`); the line is sent in order as the window, the
   budget and the outbox allow (a timer, or the outbox's drain);
 * a stream that could still grow waits for the stream budget, at most
@@ -43,7 +43,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .budgets import MIN_WAIT, MessageWindow, Rates, StreamBudget
-from .merging import STATE_KINDS, STREAM, Entry, Line, Message
+from .line import Line
+from .merging import STATE_KINDS, STREAM, Entry, Message
 from .outbox import Outbox
 
 #: What stock's limiter never counts (and never drops): they are not counted here either.

@@ -3,7 +3,7 @@
 Stock jupyter_server (``ZMQChannelsWebsocketConnection``) opens four sockets per websocket:
 twenty tabs are eighty sockets at the kernel, each IOPub message encrypted, sent, received and
 decrypted twenty times. This class attaches every websocket of a kernel to its one
-:class:`~ipykernel_ext.shared_channels.SharedChannels` (:data:`.kernels.channel_sets`)::
+:class:`~ipykernel_ext.shared_channels.SharedChannels` (:data:`..kernels.channel_sets`)::
 
     jupyter server \\
       --ServerApp.kernel_websocket_connection_class=ipykernel_ext.server.SharedChannelsConnection
@@ -38,7 +38,7 @@ signed by its connection's Session). What changes:
   drains the kernel whatever the loop does); each websocket writes through its own ordered
   :class:`~.outbox.Outbox`: a slow one holds only itself, and one past
   ``websocket_buffer_limit`` bytes is closed with code 1013, logged, and reconnects;
-* with ``keep_outputs`` (:class:`~.keep_outputs.KeepOutputs`) the kernel's outputs owner
+* with ``keep_outputs`` (:class:`~..keep_outputs.KeepOutputs`) the kernel's outputs owner
   watches the channels, is told when this websocket opens and closes, and what it hides from
   this websocket's session is left out, live or replayed.
 """
@@ -50,12 +50,11 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
-from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from traitlets import Bool, Float, Int
 
-from ..protocol import CONTENT, MESSAGE_PARTS
-from ..shared_channels import (
+from ...protocol import CONTENT
+from ...shared_channels import (
     DEFAULT_GRACE_PERIOD,
     IOPUB_RCVHWM,
     RECV_BATCH,
@@ -65,21 +64,20 @@ from ..shared_channels import (
     SharedChannels,
     SharedClient,
 )
-from .keep_outputs import KeepOutputs
-from .kernels import channel_sets, server_context, status_rule
+from ..keep_outputs import KeepOutputs
+from ..kernels import channel_sets, server_context, status_rule
+from ..outputs import ChannelsFeed
 from .merging import Entry
 from .outbox import DEFAULT_BUDGET, Outbox, close_too_slow, close_websocket
-from .outputs import ChannelsFeed
 from .paced_iopub import PacedIOPub
-from .pacer import Message, Pacer
-
-V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
+from .pacer import Pacer
+from .wire import WebsocketWire
 
 #: The websocket close code for "the server hit an unexpected condition" (RFC 6455).
 CLOSE_INTERNAL_ERROR = 1011
 
 
-class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, PacedIOPub):
+class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
     """A kernel websocket connection that shares one set of ZMQ channels per kernel."""
 
     shared_channels_grace_period = Float(
@@ -135,10 +133,6 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
     _outbox: Outbox | None = None
     _outbox_reported = False
     _pacer: Pacer | None = None
-
-    @property
-    def _v1(self) -> bool:
-        return self.subprotocol == V1_PROTOCOL
 
     # --- this websocket's outgoing queue ---------------------------------------------------
 
@@ -236,20 +230,6 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
             if callback is None:
                 return
             callback(kmsg)
-
-    def _as_kernel_message(self, entry: KernelMessage | Entry) -> KernelMessage:
-        """A waiting entry as the kernel message a websocket's replay takes: as it came, or,
-        merged, the message that stands for several, signed by this connection's session
-        (the kernel's key), as the kernel's would be."""
-        if isinstance(entry, KernelMessage):
-            return entry
-        if not entry.merged:
-            original: KernelMessage = entry.original
-            return original
-        msg = entry.message()
-        parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
-        frames = [self.session.sign(parts), *parts, *msg["buffers"]]
-        return KernelMessage("iopub", frames, self.session.unpack)
 
     # --- the shared set ------------------------------------------------------------------
 
@@ -385,51 +365,6 @@ class SharedChannelsConnection(ZMQChannelsWebsocketConnection, KeepOutputs, Pace
             if self._limit_rate(channel, msg, kmsg.parts):
                 return
         self.pace_send(kmsg)
-
-    # --- the pacer's wire (:class:`~.pacer.Wire`) ---------------------------------------
-
-    def pace_send(self, original: KernelMessage) -> None:
-        """Encode one kernel message for this websocket (once per message) and queue it."""
-        kmsg = original
-        try:
-            if self._v1:
-                data = kmsg.memo("ws:v1", lambda: self._encode_v1(kmsg))
-            else:
-                data = kmsg.memo("ws:legacy", lambda: self._encode_legacy(kmsg))
-        except Exception:
-            self.log.critical("Malformed message: %r", kmsg.frames, exc_info=True)
-            return
-        self.outbox.put(data, isinstance(data, bytes), kmsg)
-
-    def pace_decode(self, original: KernelMessage) -> Message:
-        return original.as_dict()
-
-    def pace_send_merged(self, msg: Message) -> None:
-        """A message that stands for several waiting ones: encoded anew (no signature: a
-        websocket message carries none)."""
-        if self._v1:
-            parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
-            data: bytes | str = serialize_msg_to_ws_v1([*parts, *msg["buffers"]], "iopub")
-        else:
-            # The legacy protocol's messages carry msg_id and msg_type at the top too
-            # (Session.deserialize puts them there), a merged one as well.
-            header = msg["header"]
-            legacy = {**msg, "msg_id": header.get("msg_id"), "msg_type": header.get("msg_type")}
-            data = self._reserialize_reply(legacy, channel="iopub")
-        self.outbox.put(data, isinstance(data, bytes))
-
-    def _encode_v1(self, kmsg: KernelMessage) -> bytes:
-        parts = kmsg.parts
-        redact = not self.multi_kernel_manager.allow_tracebacks
-        if redact and kmsg.channel == "iopub" and kmsg.msg_type == "error":
-            parts = list(parts)  # _on_error rewrites the content frame in place
-            self._on_error(kmsg.channel, {"header": kmsg.header, "content": None}, parts)
-        return serialize_msg_to_ws_v1(parts, kmsg.channel)
-
-    def _encode_legacy(self, kmsg: KernelMessage) -> str | bytes:
-        msg = self.session.deserialize(list(kmsg.frames))  # verifies, as the stock class
-        self._on_error(kmsg.channel, msg, kmsg.parts)
-        return self._reserialize_reply(msg, channel=kmsg.channel)
 
     # --- websocket -> kernel -------------------------------------------------------------
 

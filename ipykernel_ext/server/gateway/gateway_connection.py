@@ -4,7 +4,7 @@ In gateway mode the kernels' ZMQ channels are on the gateway's side (Jupyter Ent
 Gateway, a Kernel Gateway): jupyter_server's ``GatewayWebSocketConnection`` proxies each
 tab's websocket to a websocket of its own to the gateway, in the legacy JSON protocol. Every
 message a tab sends and gets still passes through the notebook server, which is where the
-notebook and its live document are, so the same :class:`~.outputs.OutputsOwner` as for local
+notebook and its live document are, so the same :class:`~..outputs.OutputsOwner` as for local
 kernels can keep a departed tab's outputs (docs/PROTOCOL.md section 6) if it hears them:
 
 * :class:`GatewayOutputsConnection` (the tab's side; a subclass of jupyter_server's class,
@@ -14,7 +14,7 @@ kernels can keep a departed tab's outputs (docs/PROTOCOL.md section 6) if it hea
   opens and closes, and leaves out what the owner wrote into the live document for it;
 * the server's own websocket to the gateway (:class:`~.gateway_link.GatewayFeed`, one per
   kernel, :mod:`.gateway_link`) hears the IOPub of every cell, whichever tabs are open;
-* its IOPub is merged and paced as for local kernels (:mod:`.pacer`): jupyter_server's
+* its IOPub is merged and paced as for local kernels (:mod:`..websocket.pacer`): jupyter_server's
   gateway websocket has no rate limit at all, so a flood would reach the page unshielded.
 
 A restart or shutdown through the server's API ends the running cells as for local kernels
@@ -32,6 +32,9 @@ from typing import Any, NamedTuple
 from jupyter_client.jsonutil import json_default
 from jupyter_server.services.kernels.connection.base import serialize_binary_message
 
+from ..keep_outputs import KeepOutputs
+from ..outputs import OutputsOwner
+from ..websocket import DEFAULT_BUDGET, Message, Outbox, PacedIOPub, Pacer, close_too_slow
 from .gateway_link import (
     FEED_READY_TIMEOUT,
     FeedSocket,
@@ -40,11 +43,6 @@ from .gateway_link import (
     GatewayMessage,
     decode,
 )
-from .keep_outputs import KeepOutputs
-from .outbox import DEFAULT_BUDGET, Outbox, close_too_slow
-from .outputs import OutputsOwner
-from .paced_iopub import PacedIOPub
-from .pacer import Message, Pacer
 
 
 class FromGateway(NamedTuple):
@@ -189,8 +187,8 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
                 elif owner.hides(heard, self.session.session):
                     return
         if not self.paces_iopub:
-            # stock's handler writes bytes as a binary frame: the gateway's binary messages
-            super().handle_outgoing_message(incoming_msg, *args)  # type: ignore[arg-type]
+            # Stock's handler writes bytes as a binary frame (the gateway's messages with buffers).
+            super().handle_outgoing_message(incoming_msg, *args)  # type: ignore[arg-type]  # typed str; takes bytes too
             return
         msg = decode(incoming_msg)
         channel = msg_type = ""
@@ -204,7 +202,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         original = FromGateway(incoming_msg, msg)
         self.pacer.put(original, channel, msg_type, len(incoming_msg), text_bytes)
 
-    # --- IOPub paced and merged (:mod:`.pacer`), as for kernels of this server -----------
+    # --- IOPub paced and merged (:mod:`..websocket.pacer`), as for this server's kernels ---
 
     @property
     def pacer(self) -> Pacer:

@@ -1,0 +1,92 @@
+"""How a tab's kernel messages are written for its websocket: :class:`WebsocketWire`.
+
+jupyter_server's two kernel websocket protocols (``v1.kernel.websocket.jupyter.org``, and the
+legacy JSON one with buffers in its binary form), each message encoded once however many
+websockets get it (``KernelMessage.cache``), a merged message encoded anew, and a merged
+message made a kernel message again for jupyter_server's offline buffer. The pacer's
+:class:`~.pacer.Wire` is this class's three ``pace_*`` methods.
+"""
+
+from __future__ import annotations
+
+from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
+from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
+
+from ...protocol import MESSAGE_PARTS
+from ...shared_channels import KernelMessage
+from .merging import Entry, Message
+from .outbox import Outbox
+
+V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
+
+
+class WebsocketWire(ZMQChannelsWebsocketConnection):
+    """jupyter_server's kernel websocket, writing kernel messages to an :class:`Outbox`."""
+
+    @property
+    def outbox(self) -> Outbox:
+        """The websocket's outgoing queue (the connection class makes it)."""
+        raise NotImplementedError
+
+    @property
+    def _v1(self) -> bool:
+        return self.subprotocol == V1_PROTOCOL
+
+    # --- the pacer's wire (:class:`~.pacer.Wire`) ---------------------------------------
+
+    def pace_send(self, original: KernelMessage) -> None:
+        """Encode one kernel message for this websocket (once per message) and queue it."""
+        kmsg = original
+        try:
+            if self._v1:
+                data = kmsg.memo("ws:v1", lambda: self._encode_v1(kmsg))
+            else:
+                data = kmsg.memo("ws:legacy", lambda: self._encode_legacy(kmsg))
+        except Exception:
+            self.log.critical("Malformed message: %r", kmsg.frames, exc_info=True)
+            return
+        self.outbox.put(data, isinstance(data, bytes), kmsg)
+
+    def pace_decode(self, original: KernelMessage) -> Message:
+        return original.as_dict()
+
+    def pace_send_merged(self, msg: Message) -> None:
+        """A message that stands for several waiting ones: encoded anew (no signature: a
+        websocket message carries none)."""
+        if self._v1:
+            parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
+            data: bytes | str = serialize_msg_to_ws_v1([*parts, *msg["buffers"]], "iopub")
+        else:
+            # The legacy protocol's messages carry msg_id and msg_type at the top too
+            # (Session.deserialize puts them there), a merged one as well.
+            header = msg["header"]
+            legacy = {**msg, "msg_id": header.get("msg_id"), "msg_type": header.get("msg_type")}
+            data = self._reserialize_reply(legacy, channel="iopub")
+        self.outbox.put(data, isinstance(data, bytes))
+
+    def _encode_v1(self, kmsg: KernelMessage) -> bytes:
+        parts = kmsg.parts
+        redact = not self.multi_kernel_manager.allow_tracebacks
+        if redact and kmsg.channel == "iopub" and kmsg.msg_type == "error":
+            parts = list(parts)  # _on_error rewrites the content frame in place
+            self._on_error(kmsg.channel, {"header": kmsg.header, "content": None}, parts)
+        return serialize_msg_to_ws_v1(parts, kmsg.channel)
+
+    def _encode_legacy(self, kmsg: KernelMessage) -> str | bytes:
+        msg = self.session.deserialize(list(kmsg.frames))  # verifies, as the stock class
+        self._on_error(kmsg.channel, msg, kmsg.parts)
+        return self._reserialize_reply(msg, channel=kmsg.channel)
+
+    def _as_kernel_message(self, entry: KernelMessage | Entry) -> KernelMessage:
+        """A waiting entry as the kernel message a websocket's replay takes: as it came, or,
+        merged, the message that stands for several, signed by this connection's session
+        (the kernel's key), as the kernel's would be."""
+        if isinstance(entry, KernelMessage):
+            return entry
+        if not entry.merged:
+            original: KernelMessage = entry.original
+            return original
+        msg = entry.message()
+        parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
+        frames = [self.session.sign(parts), *parts, *msg["buffers"]]
+        return KernelMessage("iopub", frames, self.session.unpack)

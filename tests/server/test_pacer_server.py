@@ -1,0 +1,172 @@
+"""The pacer holds nothing hostage: through a real jupyter_server as installed.
+
+``SharedChannelsConnection`` with jupyter_server's default rates, CurveZMQ kernels (ours and
+stock ipykernel), v1 websocket clients as JupyterLab's. Each case failed on the main before
+issue 46 (said per test); verdicts go by content, counts and order; a time appears only as a
+hang guard far from what the case takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client import BlockingKernelClient
+
+from harness.kernel_websocket import KernelWebsocket
+from harness.polling import wait_until
+from harness.server import JupyterServer
+from harness.tab_view import TabView
+
+pytestmark = pytest.mark.timeout(300)
+
+KERNELS = ["python3-ext", "python3"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[JupyterServer]:
+    with JupyterServer(ipykernel_ext=None) as srv:  # as installed
+        yield srv
+
+
+@pytest.fixture(params=KERNELS)
+def kernel(request: pytest.FixtureRequest, server: JupyterServer) -> Iterator[str]:
+    kernel_id = server.start_kernel(request.param)
+    yield kernel_id
+    with contextlib.suppress(Exception):
+        server.shutdown_kernel(kernel_id)
+
+
+#: 6 MB of log as 300 stream messages of 20 kB (within stock ipykernel's own IOPub limit,
+#: tests/server/test_iopub_merge.py's STOCK_CELL, so any loss would be the server's).
+LOG_CODE = (
+    "import sys\n"
+    "for i in range(300):\n"
+    "    print(''.join(f'line {i:03d} {j:03d} ' + 'x' * 86 + '\\n' for j in range(200)), end='')\n"
+    "    sys.stdout.flush()\n"
+)
+LOGGED = "".join(f"line {i:03d} {j:03d} " + "x" * 86 + "\n" for i in range(300) for j in range(200))
+
+
+def stdout_of(messages: list[dict[str, Any]]) -> str:
+    return "".join(
+        m["content"]["text"]
+        for m in messages
+        if m.get("msg_type") == "stream" and m["content"]["name"] == "stdout"
+    )
+
+
+def kernel_client(server: JupyterServer, kernel_id: str) -> BlockingKernelClient:
+    """A client of the kernel itself (not through the server: not paced)."""
+    kc = BlockingKernelClient(connection_file=str(server.runtime_dir / f"kernel-{kernel_id}.json"))
+    kc.load_connection_file()
+    kc.start_channels(shell=False, stdin=False, hb=False, control=False)
+    return kc
+
+
+def test_a_dead_kernels_last_lines_arrive_before_restarting(
+    server: JupyterServer, kernel: str, tmp_path: Path
+) -> None:
+    """A cell prints 6 MB and ``LAST LINE``, then its kernel process dies: the tab gets every
+    line before the server's ``restarting`` status (on the old main that status went straight
+    to the websocket, past what waited in the pacer). The process dies once a client of the
+    kernel itself has seen ``LAST LINE`` (a marker file the cell waits for)."""
+    marker = tmp_path / "die"
+    witness = kernel_client(server, kernel)
+    try:
+        with KernelWebsocket(server, kernel) as tab:
+            tab.execute(
+                LOG_CODE + "print('LAST LINE', flush=True)\nimport os, pathlib, time\n"
+                f"while not pathlib.Path({str(marker)!r}).exists(): time.sleep(0.01)\n"
+                "os._exit(1)\n"
+            )
+            seen: list[str] = []
+
+            def last_line_published() -> bool:
+                with contextlib.suppress(Exception):
+                    while True:
+                        msg = witness.get_iopub_msg(timeout=0.05)
+                        if msg["msg_type"] == "stream":
+                            seen.append(msg["content"]["text"])
+                return "LAST LINE" in "".join(seen[-2:])
+
+            wait_until(last_line_published, timeout=240, what="LAST LINE from the kernel")
+            marker.write_text("")
+            before: list[dict[str, Any]] = list(tab.backlog)
+            while True:
+                msg = tab.recv(240)
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] in (
+                    "restarting",
+                    "dead",
+                ):
+                    break
+                before.append(msg)
+            assert stdout_of(before) == LOGGED + "LAST LINE\n"
+    finally:
+        witness.stop_channels()
+
+
+def test_a_progress_bar_beside_a_long_log_moves_while_the_cell_runs(
+    server: JupyterServer, kernel: str, tmp_path: Path
+) -> None:
+    """After 6 MB of log, a bar moves 40 steps beside a short print a step, each step only
+    once the tab has the bar at the step before (a marker file per step): all 40 come while
+    the cell runs, as the bar's updates cross the log's stream that waits for its budget (on
+    the old main they waited behind it, seconds a step: 2 bar updates in 6 s)."""
+    with KernelWebsocket(server, kernel) as tab:
+        tab.run("import ipywidgets as w\nbar = w.IntProgress(max=40); display(bar)")
+        _, iopub = tab.run("print(bar.comm.comm_id)")
+        comm_id = TabView(iopub).text().strip()
+        msg_id = tab.execute(
+            LOG_CODE + "import pathlib, time\n"
+            "for step in range(40):\n"
+            "    bar.value = step + 1  # 0 is the bar's value already: no update\n"
+            "    print(f'step {step}', flush=True)\n"
+            f"    while not pathlib.Path({str(tmp_path)!r}, f'{{step + 1}}').exists():"
+            " time.sleep(0.01)\n"
+        )
+        got: list[dict[str, Any]] = []
+
+        def on_message(msg: dict[str, Any]) -> None:
+            got.append(msg)
+            content = msg["content"]
+            if msg["msg_type"] == "comm_msg" and content.get("comm_id") == comm_id:
+                step = content["data"]["state"].get("value")
+                if step is not None:
+                    (tmp_path / str(step)).write_text("")
+
+        reply, _ = tab.collect_execution(msg_id, timeout=120, on_message=on_message)
+        assert reply["content"]["status"] == "ok"
+        assert TabView(got).widgets[comm_id]["value"] == 40
+        assert stdout_of(got) == LOGGED + "".join(f"step {s}\n" for s in range(40))
+
+
+def test_a_websocket_closed_mid_flood_hands_what_waited_to_its_session(
+    server: JupyterServer, kernel: str
+) -> None:
+    """A tab closes its websocket mid-flood and its session comes back (a page's reconnect):
+    between the two websockets it gets every line, in order, once (on the old main what
+    waited in the closed websocket's pacer and outbox was dropped)."""
+    tab = KernelWebsocket(server, kernel)
+    session = tab.session_id
+    n = 200_000
+    msg_id = tab.execute(
+        "import sys\n"
+        f"for i in range({n}):\n"
+        "    print(f'line {i:07d} ' + 'x' * 34)\n"
+        "    if i % 1000 == 999: sys.stdout.flush()\n"
+    )
+    first: list[dict[str, Any]] = []
+    while "line 0020000" not in stdout_of(first[-3:]):
+        first.append(tab.recv(120))
+    tab.close()
+    with contextlib.suppress(ConnectionError):
+        while True:
+            first.append(tab.recv(30))
+    with KernelWebsocket(server, kernel, session_id=session, ready_on="control") as back:
+        _, rest = back.collect_execution(msg_id, timeout=240)
+        ours = [m for m in [*first, *rest] if m.get("parent_header", {}).get("msg_id") == msg_id]
+        assert stdout_of(ours) == "".join(f"line {i:07d} " + "x" * 34 + "\n" for i in range(n))
