@@ -223,13 +223,24 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
         started it, so the buffer is empty and these go first): the session's next websocket
         gets them, in order, before what came since. Otherwise they go where every message
         for a closed websocket goes (the outputs owner heard them already)."""
+        handed = 0
         for entry in waiting:
             kmsg = self._as_kernel_message(entry)
             stream = self.channels.get(kmsg.channel) if self.channels else None
             callback = getattr(stream, "recv_callback", None)
             if callback is None:
-                return
+                break
             callback(kmsg)
+            handed += 1
+        if waiting:
+            self.log.info(
+                "Websocket %s of kernel %s closed with %d messages waiting: %d handed to the "
+                "buffer of its session",
+                self.session.session,
+                self.kernel_id,
+                len(waiting),
+                handed,
+            )
 
     # --- the shared set ------------------------------------------------------------------
 
