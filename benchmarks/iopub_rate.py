@@ -11,8 +11,10 @@ fast as it can (:mod:`harness.kernel_websocket`):
 * **ours**: the defaults (docs/PROTOCOL.md section 8).
 
 The cells: ``print`` (200000 lines of 48 bytes, 9.6 MB), ``slider`` (an ``IntSlider`` set
-20001 times), ``display`` (a display updated 20000 times). Per cell and mode, medians over
-trials (modes and cells interleaved):
+20001 times), ``display`` (a display updated 20000 times), ``rows`` (20000 rows of
+``display(i); bar.value = i``: an output and a progress bar's update each, the case a line
+that scanned back through what waited made O(n^2)). Per cell and mode, medians over trials
+(modes and cells interleaved):
 
 * ``exact``: trials whose tab ended exactly as the kernel's output (the folded outputs,
   the slider's last value: :class:`harness.tab_view.TabView`);
@@ -22,6 +24,9 @@ trials (modes and cells interleaved):
   output of the cell is before it, so this is when the tab's view is final;
 * ``server CPU``: the server process's user+system seconds for the cell; ``RSS``: its
   resident set after the cell (MB).
+
+Then, in process, the cost of one message added to a waiting line (``Line.add``, the real
+one) with 1000, 10000 and 100000 rows waiting (the ``rows`` cell's messages): flat, O(1).
 
     python -m benchmarks iopub_rate            # 3 trials
     python -m benchmarks iopub_rate --quick    # 1 trial
@@ -38,9 +43,11 @@ from typing import Any
 import psutil
 
 from benchmarks.trials import EXT, fmt, median, print_table
+from harness.cell_messages import display, widget_update
 from harness.kernel_websocket import KernelWebsocket
 from harness.server import JupyterServer
 from harness.tab_view import TabView
+from ipykernel_ext.server.websocket import Line
 
 TRIALS, QUICK_TRIALS = 3, 1
 
@@ -49,18 +56,24 @@ MODES = {
     "limit off": ["--ZMQChannelsWebsocketConnection.limit_rate=False"],
     "ours": [],
 }
-LINES, SETS, UPDATES = 200_000, 20_001, 20_000
+LINES, SETS, UPDATES, ROWS = 200_000, 20_001, 20_000, 20_000
 SETUP = "import ipywidgets as w\ns = w.IntSlider(max=30000)\ndisplay(s)\nprint(s.comm.comm_id)"
 CELLS = {
     "print": f"for i in range({LINES}): print(f'line {{i:07d}} ' + 'x' * 34)",
     "slider": f"for i in range({SETS}): s.value = i",
     "display": f"h = display('v', display_id=True)\nfor i in range({UPDATES}): h.update(f'v{{i}}')",
+    "rows": f"for i in range({ROWS}):\n    display(i)\n    s.value = i % 30000",
 }
 UNCOUNTED = {"status", "comm_open", "execute_input"}
 WINDOW = 3.0
 
 
 def exact(cell: str, view: TabView, slider: str) -> bool:
+    if cell == "rows":
+        shown = [o.get("data", {}).get("text/plain") for o in view.outputs]
+        return shown == [str(i) for i in range(ROWS)] and (
+            view.widgets.get(slider, {}).get("value") == ROWS - 1
+        )
     if cell == "print":
         return view.text() == "".join(f"line {i:07d} " + "x" * 34 + "\n" for i in range(LINES))
     if cell == "slider":
@@ -148,4 +161,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print_table(
         ["cell", "server", "exact", "msgs", "peak/3s", "idle->tab", "server CPU", "RSS"], rows
     )
-    return {"results": results}
+    costs = line_costs()
+    print_table(
+        ["rows waiting", "Line.add per message"],
+        [[f"{n}", f"{cost * 1e6:.2f} us"] for n, cost in costs.items()],
+    )
+    return {"results": results, "line_add": costs}
+
+
+def line_costs(added: int = 20_000) -> dict[int, float]:
+    """Seconds per message added to a :class:`Line` with ``n`` rows waiting (a row: an output
+    and the bar's update, which folds into the bar's waiting update wherever it stands)."""
+    costs = {}
+    for n in (1_000, 10_000, 100_000):
+        line = Line()
+        rows = [row_messages(i) for i in range(n + added // 2)]
+        for output, update in rows[:n]:
+            line.add(output, output, 100, True)
+            line.add(update, update, 100, True)
+        start = time.perf_counter()
+        for output, update in rows[n:]:
+            line.add(output, output, 100, True)
+            line.add(update, update, 100, True)
+        costs[n] = (time.perf_counter() - start) / added
+    return costs
+
+
+def row_messages(i: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    return display(str(i), parent="cell"), widget_update("bar", {"value": i}, parent="cell")

@@ -1,0 +1,146 @@
+"""The pacer holds nothing hostage, in a real page (issue 46).
+
+A ``jupyter lab`` server as installed (``SharedChannelsConnection`` with jupyter_server's
+default rates), Debian's Chromium driven by Playwright, JupyterLab 4.6 and Notebook 7 as they
+ship, our kernel. The verdicts are what the page shows and what its websocket received; the
+waits are barriers on the page, the kernel or marker files, with hang guards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client import BlockingKernelClient
+
+from harness.browser import wait_for
+from harness.browser_subshell import FRONTENDS, open_notebook, run_cell
+from harness.kernels import EXT_KERNEL
+from harness.polling import wait_until
+from harness.server import JupyterServer
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
+
+#: 6 MB of log as 300 stream messages of 20 kB.
+LOG = (
+    "import sys, pathlib, time\n"
+    "for i in range(300):\n"
+    "    print(''.join(f'line {i:03d} {j:03d} ' + 'x' * 86 + '\\n' for j in range(200)), end='')\n"
+    "    sys.stdout.flush()\n"
+)
+
+#: Whether cell ``index``'s output area holds the text (read in the page: it is 6 MB).
+HOLDS_JS = """([index, text]) => {
+  const cell = document.querySelectorAll('.jp-Notebook .jp-CodeCell')[index];
+  const area = cell && cell.querySelector('.jp-OutputArea');
+  return Boolean(area && area.textContent.includes(text));
+}"""
+#: The width (percent) of the progress bar in cell ``index``'s output.
+BAR_JS = """(index) => {
+  const cell = document.querySelectorAll('.jp-Notebook .jp-CodeCell')[index];
+  const bar = cell && cell.querySelector('.progress-bar');
+  return bar ? parseFloat(bar.style.width || '0') : -1;
+}"""
+
+
+def kernel_of(lab: JupyterServer, name: str) -> str:
+    session = next(s for s in lab.api("GET", "api/sessions") if s["path"] == f"{name}.ipynb")
+    return str(session["kernel"]["id"])
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_a_dead_kernels_last_line_shows_in_its_cell(
+    lab: JupyterServer, page: Any, frontend: str
+) -> None:
+    """A cell prints a long log, then its last line, then its kernel process dies (once a
+    client of the kernel itself has that line): the cell shows the last line."""
+    name = f"dies-{frontend}"
+    marker = lab.root_dir / f"{name}.die"
+    cell = (
+        LOG + "print('THE LAST LINE', flush=True)\n"
+        f"while not pathlib.Path({str(marker)!r}).exists(): time.sleep(0.01)\n"
+        "import os; os._exit(1)\n"
+    )
+    open_notebook(page, lab, frontend, name, [cell], EXT_KERNEL, run_all=False)
+    kernel_id = kernel_of(lab, name)
+    witness = BlockingKernelClient(
+        connection_file=str(lab.runtime_dir / f"kernel-{kernel_id}.json")
+    )
+    witness.load_connection_file()
+    witness.start_channels(shell=False, stdin=False, hb=False, control=False)
+    seen: list[str] = []
+
+    def last_line_published() -> bool:
+        with contextlib.suppress(Exception):
+            while True:
+                msg = witness.get_iopub_msg(timeout=0.05)
+                if msg["msg_type"] == "stream":
+                    seen.append(msg["content"]["text"])
+        return "THE LAST LINE" in "".join(seen[-2:])
+
+    try:
+        run_cell(page, 0)
+        wait_until(last_line_published, timeout=240, what="the last line from the kernel")
+    finally:
+        witness.stop_channels()
+    restarts = lab.log_text().count("restarting kernel")
+    marker.write_text("")
+    wait_until(
+        lambda: lab.log_text().count("restarting kernel") > restarts,
+        timeout=120,
+        what="the server restarting the dead kernel",
+    )
+    wait_for(
+        lambda: page.evaluate(HOLDS_JS, [0, "THE LAST LINE"]),
+        120,
+        what="the dead cell's last line in the page",
+        page=page,
+    )
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_a_progress_bar_beside_a_long_log_moves_while_the_cell_runs(
+    lab: JupyterServer, page: Any, frontend: str, tmp_path: Path
+) -> None:
+    """After 6 MB of log, a progress bar moves 40 steps, a short print each, each step once
+    the page shows the bar at the step before (a marker file per step): the bar moves in the
+    page while the cell runs, and the steps' prints reach the page in a few stream messages
+    (the bar's updates cross the log's stream, which waits for its budget; on the old main
+    each update waited behind it, and the bar moved twice in 6 s)."""
+    name = f"progress-{frontend}"
+    cells = [
+        "import ipywidgets as w\nbar = w.IntProgress(max=40)\nbar",
+        LOG + "for step in range(40):\n"
+        "    bar.value = step + 1\n"
+        "    print(f'step {step}', flush=True)\n"
+        f"    while not pathlib.Path({str(tmp_path)!r}, str(step + 1)).exists():\n"
+        "        time.sleep(0.01)\n",
+    ]
+    log, _ = open_notebook(page, lab, frontend, name, cells, EXT_KERNEL, run_all=False)
+    run_cell(page, 0)
+    wait_for(lambda: page.evaluate(BAR_JS, 0) == 0, 120, what="the bar, empty", page=page)
+    run_cell(page, 1)
+    for step in range(1, 41):
+        width = step * 100 / 40
+
+        def shown(width: float = width) -> bool:
+            return bool(page.evaluate(BAR_JS, 0) >= width - 0.01)
+
+        wait_for(shown, 120, what=f"the bar at step {step} in the page", page=page)
+        (tmp_path / str(step)).write_text("")
+    wait_for(
+        lambda: page.evaluate(HOLDS_JS, [1, "step 39"]),
+        120,
+        what="the last step's print in the page",
+        page=page,
+    )
+    step_streams = [
+        f
+        for f in log.frames()
+        if f.direction == "received"
+        and f.msg_type == "stream"
+        and "step " in str(f.content.get("text", ""))
+    ]
+    assert len(step_streams) <= 20, len(step_streams)
