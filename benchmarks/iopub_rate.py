@@ -23,7 +23,10 @@ that scanned back through what waited made O(n^2)). Per cell and mode, medians o
 * ``idle->tab``: from the kernel's ``idle`` (its header's date) to the tab receiving it; every
   output of the cell is before it, so this is when the tab's view is final;
 * ``server CPU``: the server process's user+system seconds for the cell; ``RSS``: its
-  resident set after the cell (MB).
+  resident set after the cell (MB);
+* ``other kernel``: while the cell runs, a second kernel of the same server answers
+  ``kernel_info`` round trips through its own websocket, one after another: their median and
+  slowest (one tab's flood must not hold the server's other kernels).
 
 Then, in process, the cost of one message added to a waiting line (``Line.add``, the real
 one) with 1000, 10000 and 100000 rows waiting (the ``rows`` cell's messages): flat, O(1).
@@ -35,6 +38,8 @@ one) with 1000, 10000 and 100000 rows waiting (the ``rows`` cell's messages): fl
 from __future__ import annotations
 
 import argparse
+import gc
+import threading
 import time
 from collections import deque
 from datetime import datetime
@@ -92,9 +97,24 @@ def peak_in_window(times: list[float]) -> int:
     return peak
 
 
-def one_cell(ws: KernelWebsocket, proc: psutil.Process, cell: str, slider: str) -> dict[str, Any]:
+def round_trips(probe: KernelWebsocket, until: threading.Event) -> list[float]:
+    """``kernel_info`` round trips on ``probe``, one after another, until ``until`` is set."""
+    times: list[float] = []
+    while not until.is_set():
+        start = time.perf_counter()
+        probe.request("shell", "kernel_info_request", timeout=120)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def one_cell(
+    ws: KernelWebsocket, probe: KernelWebsocket, proc: psutil.Process, cell: str, slider: str
+) -> dict[str, Any]:
     counted: list[float] = []
     idle_at: list[float] = []
+    done = threading.Event()
+    probed: list[float] = []
+    prober = threading.Thread(target=lambda: probed.extend(round_trips(probe, done)))
 
     def seen(msg: dict[str, Any]) -> None:
         now = time.time()
@@ -105,7 +125,12 @@ def one_cell(ws: KernelWebsocket, proc: psutil.Process, cell: str, slider: str) 
 
     cpu = proc.cpu_times()
     msg_id = ws.execute(CELLS[cell])
-    _, iopub = ws.collect_execution(msg_id, timeout=900, on_message=seen)
+    prober.start()
+    try:
+        _, iopub = ws.collect_execution(msg_id, timeout=900, on_message=seen)
+    finally:
+        done.set()
+        prober.join()
     cpu_after = proc.cpu_times()
     idle = next(m for m in reversed(iopub) if m["msg_type"] == "status")
     kernel_idle = datetime.fromisoformat(str(idle["header"]["date"]).replace("Z", "+00:00"))
@@ -117,6 +142,8 @@ def one_cell(ws: KernelWebsocket, proc: psutil.Process, cell: str, slider: str) 
         "idle_to_tab": idle_at[-1] - kernel_idle.timestamp() if idle_at else None,
         "cpu": (cpu_after.user + cpu_after.system) - (cpu.user + cpu.system),
         "rss": proc.memory_info().rss / 1e6,
+        "probe": median(probed) if probed else None,
+        "probe_max": max(probed) if probed else None,
     }
 
 
@@ -130,15 +157,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ws = KernelWebsocket(server, kernel_id)
             _, iopub = ws.run(SETUP)
             slider = TabView(iopub).text().strip()
+            probe = KernelWebsocket(server, server.start_kernel(EXT))
             assert server.proc is not None
-            tabs[mode] = (ws, psutil.Process(server.proc.pid), slider)
+            tabs[mode] = (ws, probe, psutil.Process(server.proc.pid), slider)
         for trial in range(args.trials):
             for cell in CELLS:
-                for mode, (ws, proc, slider) in tabs.items():
-                    results[mode][cell].append(one_cell(ws, proc, cell, slider))
+                for mode, (ws, probe, proc, slider) in tabs.items():
+                    results[mode][cell].append(one_cell(ws, probe, proc, cell, slider))
             print(f"trial {trial + 1}/{args.trials} done", flush=True)
-        for ws, _, _ in tabs.values():
+        for ws, probe, _, _ in tabs.values():
             ws.close()
+            probe.close()
     finally:
         for server in servers.values():
             server.stop()
@@ -156,10 +185,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     fmt(median(r["idle_to_tab"] for r in rs), 2, " s"),
                     fmt(median(r["cpu"] for r in rs), 2, " s"),
                     fmt(median(r["rss"] for r in rs), 0, " MB"),
+                    f"{fmt(median(r['probe'] for r in rs), 3, ' s')}"
+                    f" / {fmt(median(r['probe_max'] for r in rs), 3, ' s')}",
                 ]
             )
     print_table(
-        ["cell", "server", "exact", "msgs", "peak/3s", "idle->tab", "server CPU", "RSS"], rows
+        [
+            "cell",
+            "server",
+            "exact",
+            "msgs",
+            "peak/3s",
+            "idle->tab",
+            "server CPU",
+            "RSS",
+            "other kernel (median / max)",
+        ],
+        rows,
     )
     costs = line_costs()
     print_table(
@@ -179,11 +221,15 @@ def line_costs(added: int = 20_000) -> dict[int, float]:
         for output, update in rows[:n]:
             line.add(output, output, 100, True)
             line.add(update, update, 100, True)
-        start = time.perf_counter()
-        for output, update in rows[n:]:
-            line.add(output, output, 100, True)
-            line.add(update, update, 100, True)
-        costs[n] = (time.perf_counter() - start) / added
+        gc.disable()  # as timeit does: a collection's cost grows with the heap, not the line
+        try:
+            start = time.perf_counter()
+            for output, update in rows[n:]:
+                line.add(output, output, 100, True)
+                line.add(update, update, 100, True)
+            costs[n] = (time.perf_counter() - start) / added
+        finally:
+            gc.enable()
     return costs
 
 

@@ -16,6 +16,8 @@ module:
 * :mod:`.widget_control`: ipywidgets' control comm, as its manager drives it;
 * :mod:`.bursts`: the IOPub bursts (cells, collection, settings);
 * :mod:`.raw_subscriber`: a bare ``zmq.SUB`` on a kernel's IOPub;
+* :mod:`.iopub_witness`: a client of a server's kernel itself, to wait until the kernel has
+  published a text (what the server holds back from a tab is then known);
 * :mod:`.inproc`: kernel pieces in the test process (a frontend, our IOPub socket and thread);
 * :mod:`.netns`: a network namespace behind a veth pair, and a rate limit on it;
 * :mod:`.burst_reader`: a burst read in a process of its own (a script);

@@ -8,15 +8,14 @@ waits are barriers on the page, the kernel or marker files, with hang guards.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client import BlockingKernelClient
 
 from harness.browser import wait_for
 from harness.browser_subshell import FRONTENDS, open_notebook, run_cell
+from harness.iopub_witness import IOPubWitness
 from harness.kernels import EXT_KERNEL
 from harness.polling import wait_until
 from harness.server import JupyterServer
@@ -65,26 +64,9 @@ def test_a_dead_kernels_last_line_shows_in_its_cell(
     )
     open_notebook(page, lab, frontend, name, [cell], EXT_KERNEL, run_all=False)
     kernel_id = kernel_of(lab, name)
-    witness = BlockingKernelClient(
-        connection_file=str(lab.runtime_dir / f"kernel-{kernel_id}.json")
-    )
-    witness.load_connection_file()
-    witness.start_channels(shell=False, stdin=False, hb=False, control=False)
-    seen: list[str] = []
-
-    def last_line_published() -> bool:
-        with contextlib.suppress(Exception):
-            while True:
-                msg = witness.get_iopub_msg(timeout=0.05)
-                if msg["msg_type"] == "stream":
-                    seen.append(msg["content"]["text"])
-        return "THE LAST LINE" in "".join(seen[-2:])
-
-    try:
+    with IOPubWitness(lab.runtime_dir / f"kernel-{kernel_id}.json") as kernel_iopub:
         run_cell(page, 0)
-        wait_until(last_line_published, timeout=240, what="the last line from the kernel")
-    finally:
-        witness.stop_channels()
+        kernel_iopub.wait_published("THE LAST LINE")
     restarts = lab.log_text().count("restarting kernel")
     marker.write_text("")
     wait_until(

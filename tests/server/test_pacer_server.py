@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client import BlockingKernelClient
 
+from harness.iopub_witness import IOPubWitness
 from harness.kernel_websocket import KernelWebsocket
-from harness.polling import wait_until
 from harness.server import JupyterServer
 from harness.tab_view import TabView
 
@@ -59,12 +58,9 @@ def stdout_of(messages: list[dict[str, Any]]) -> str:
     )
 
 
-def kernel_client(server: JupyterServer, kernel_id: str) -> BlockingKernelClient:
+def witness(server: JupyterServer, kernel_id: str) -> IOPubWitness:
     """A client of the kernel itself (not through the server: not paced)."""
-    kc = BlockingKernelClient(connection_file=str(server.runtime_dir / f"kernel-{kernel_id}.json"))
-    kc.load_connection_file()
-    kc.start_channels(shell=False, stdin=False, hb=False, control=False)
-    return kc
+    return IOPubWitness(server.runtime_dir / f"kernel-{kernel_id}.json")
 
 
 def test_a_dead_kernels_last_lines_arrive_before_restarting(
@@ -75,38 +71,24 @@ def test_a_dead_kernels_last_lines_arrive_before_restarting(
     to the websocket, past what waited in the pacer). The process dies once a client of the
     kernel itself has seen ``LAST LINE`` (a marker file the cell waits for)."""
     marker = tmp_path / "die"
-    witness = kernel_client(server, kernel)
-    try:
-        with KernelWebsocket(server, kernel) as tab:
-            tab.execute(
-                LOG_CODE + "print('LAST LINE', flush=True)\nimport os, pathlib, time\n"
-                f"while not pathlib.Path({str(marker)!r}).exists(): time.sleep(0.01)\n"
-                "os._exit(1)\n"
-            )
-            seen: list[str] = []
-
-            def last_line_published() -> bool:
-                with contextlib.suppress(Exception):
-                    while True:
-                        msg = witness.get_iopub_msg(timeout=0.05)
-                        if msg["msg_type"] == "stream":
-                            seen.append(msg["content"]["text"])
-                return "LAST LINE" in "".join(seen[-2:])
-
-            wait_until(last_line_published, timeout=240, what="LAST LINE from the kernel")
-            marker.write_text("")
-            before: list[dict[str, Any]] = list(tab.backlog)
-            while True:
-                msg = tab.recv(240)
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] in (
-                    "restarting",
-                    "dead",
-                ):
-                    break
-                before.append(msg)
-            assert stdout_of(before) == LOGGED + "LAST LINE\n"
-    finally:
-        witness.stop_channels()
+    with witness(server, kernel) as kernel_iopub, KernelWebsocket(server, kernel) as tab:
+        tab.execute(
+            LOG_CODE + "print('LAST LINE', flush=True)\nimport os, pathlib, time\n"
+            f"while not pathlib.Path({str(marker)!r}).exists(): time.sleep(0.01)\n"
+            "os._exit(1)\n"
+        )
+        kernel_iopub.wait_published("LAST LINE")
+        marker.write_text("")
+        before: list[dict[str, Any]] = list(tab.backlog)
+        while True:
+            msg = tab.recv(240)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] in (
+                "restarting",
+                "dead",
+            ):
+                break
+            before.append(msg)
+        assert stdout_of(before) == LOGGED + "LAST LINE\n"
 
 
 def test_a_progress_bar_beside_a_long_log_moves_while_the_cell_runs(
@@ -117,7 +99,8 @@ def test_a_progress_bar_beside_a_long_log_moves_while_the_cell_runs(
     cross the log's stream, which waits for its budget and gathers the steps' prints: the
     steps' 40 prints reach the tab in a few stream messages (at most one per 2 s of steps;
     the steps take milliseconds each). On the old main each update waited behind the stream,
-    so every step cost a stream message and a wait of seconds (2 bar updates in 6 s)."""
+    so steps cost a stream message each and a wait of seconds (2 bar updates in 6 s; 21 step
+    streams for 40 steps here)."""
     with KernelWebsocket(server, kernel) as tab:
         tab.run("import ipywidgets as w\nbar = w.IntProgress(max=40); display(bar)")
         _, iopub = tab.run("print(bar.comm.comm_id)")
@@ -161,29 +144,16 @@ def test_a_websocket_closed_mid_flood_hands_what_waited_to_its_session(
     pacer holds: after 6 MB on the page a stream waits up to 2 s, and the websocket closes as
     soon as a client of the kernel itself has the lines, which then wait for it."""
     marker = tmp_path / "go on"
-    witness = kernel_client(server, kernel)
     tab = KernelWebsocket(server, kernel)
     session = tab.session_id
-    msg_id = tab.execute(
-        LOG_CODE + "import pathlib, time\n"
-        "for i in range(1000): print(f'held {i}', flush=i == 999)\n"
-        f"while not pathlib.Path({str(marker)!r}).exists(): time.sleep(0.01)\n"
-        "for i in range(1000): print(f'after {i}')\n"
-    )
-    seen: list[str] = []
-
-    def held_published() -> bool:
-        with contextlib.suppress(Exception):
-            while True:
-                msg = witness.get_iopub_msg(timeout=0.05)
-                if msg["msg_type"] == "stream":
-                    seen.append(msg["content"]["text"])
-        return "held 999" in "".join(seen[-2:])
-
-    try:
-        wait_until(held_published, timeout=240, what="the held lines from the kernel")
-    finally:
-        witness.stop_channels()
+    with witness(server, kernel) as kernel_iopub:
+        msg_id = tab.execute(
+            LOG_CODE + "import pathlib, time\n"
+            "for i in range(1000): print(f'held {i}', flush=i == 999)\n"
+            f"while not pathlib.Path({str(marker)!r}).exists(): time.sleep(0.01)\n"
+            "for i in range(1000): print(f'after {i}')\n"
+        )
+        kernel_iopub.wait_published("held 999")
     first: list[dict[str, Any]] = list(tab.backlog)
     tab.close()
     with contextlib.suppress(ConnectionError):
