@@ -468,7 +468,8 @@ CONTRACT: list[Row] = [
     Row(
         f"{KERNEL}.should_handle", [Function("self", "stream", "msg", "idents")], (MAIN_SHELL_PY,)
     ).because(
-        "overridden: a comm message handled mid-cell publishes its busy there, once verified"
+        "overridden: a comm message handled mid-cell publishes its busy there, once verified, "
+        "and a reply to a comm request consumes ipykernel's note of it there"
     ),
     Row(
         "ipykernel.comm.comm:BaseComm._reply_subshell_for",
@@ -477,7 +478,9 @@ CONTRACT: list[Row] = [
             Source(r"self\._reply_subshell_ids\.pop\(request_id\)"),
         ],
         (COMM_ROUTING_PY,),
-    ).because("consumes the note of a comm request's subshell when its reply is routed"),
+    ).because(
+        "consumes the note of a comm request's subshell when its reply is dispatched, verified"
+    ),
     Row(
         "ipykernel.comm.comm:BaseComm.__init__",
         [Source(r"self\._reply_subshell_ids = \{\}")],
@@ -1006,6 +1009,14 @@ CONTRACT: list[Row] = [
         [Trait("Bool"), Attribute(bool, _new_kernel_client)],
         ("benchmarks/many_kernels.py",),
     ).because("whether the client owns its context, so the benchmark may destroy it"),
+    Row(
+        "jupyter_client.session:Session.digest_history",
+        [Trait("Set")],
+        (MAIN_SHELL_PY,),
+    ).because(
+        "a comm message put back in the inbox after its signature was checked (an interrupt "
+        "before its busy) has the signature forgotten, else its dispatch is refused as a replay"
+    ),
     Row(
         "jupyter_client.session:json_packer",
         [Source(r"allow_nan=False", r"json_clean")],
