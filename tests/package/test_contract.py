@@ -1022,6 +1022,20 @@ CONTRACT: list[Row] = [
         [Source(r"allow_nan=False", r"json_clean")],
         ("ipykernel_ext/kernel/widgets/buffers.py",),
     ).because("check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
+    # matplotlib (the test extra; imported only if the user's code imported it) ---------------
+    Row(
+        "matplotlib._pylab_helpers:Gcf.get_all_fig_managers",
+        [Function(kind="classmethod")],
+        (CELL_EVENTS_PY,),
+    ).because(
+        "the open figures before and after a comm callback handled mid-cell: those it opened "
+        "are shown under its comm message, as matplotlib-inline's own flush reads them"
+    ),
+    Row(
+        "matplotlib_inline.backend_inline:InlineBackend.close_figures",
+        [Trait("Bool")],
+        (CELL_EVENTS_PY,),
+    ).because("a callback's figure shown mid-cell is closed after, as the inline flush does"),
     # pyzmq -----------------------------------------------------------------------------------
     Row(
         "zmq:Context._sockets",

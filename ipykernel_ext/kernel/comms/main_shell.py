@@ -26,7 +26,7 @@ from ipykernel.ipkernel import IPythonKernel
 from ipykernel.subshell import SubshellThread
 
 from ...protocol import frame_bytes, split_frames
-from .cell_events import held_cell_events
+from .cell_events import callback_figures, held_cell_events
 from .comm_routing import CommInbox, CommRouting, OnSubshell, Routed, Waiting, forget_reply_route
 from .mid_cell import MidCellComm, handling_mid_cell, run_now
 from .mid_cell import current as current_mid_cell_comm
@@ -276,7 +276,9 @@ class CommsOnMainShell(IPythonKernel):
             msg, subshell_id = self._as_main_shell_message(waiting.msg, waiting.routed)
             with held_cell_events(), handling_mid_cell(mid):
                 try:
-                    await self.dispatch_shell(msg, subshell_id=subshell_id, concurrent=True)
+                    # Its own figures under it, the cell's left for the cell (.cell_events).
+                    with callback_figures():
+                        await self.dispatch_shell(msg, subshell_id=subshell_id, concurrent=True)
                 finally:
                     if mid.parent is not None:
                         # Its outputs before its idle, as dispatch_shell flushes at rest.
