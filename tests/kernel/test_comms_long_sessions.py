@@ -307,3 +307,37 @@ def test_a_forged_reply_leaves_the_note_of_the_request_it_names(
     assert evaluate(kernel, noted) == 1
     wait_idles(kernel, [send_on(kernel, subshell, "comm_msg", reply)], [])
     assert evaluate(kernel, noted) == 0
+
+
+def test_a_comm_message_whose_mid_cell_handling_is_cancelled_before_it_began_is_kept(
+    kernel: BlockingKernelClient,
+) -> None:
+    """An async cell's ``do_one_iteration()`` task cancelled after it took a waiting message
+    and before its handling began: the message goes back to the inbox and is handled (its
+    busy/idle, its callback), not dropped.
+
+    Deterministic: the cell holds the loop until the message waits, then lets the task take it
+    (one loop turn, ``sleep(0)``: the task runs first) and cancels it before its dispatch ran.
+    Fails on the old main: the message taken was dropped, with no busy/idle and no callback."""
+    run(kernel, SLIDER)
+    model_id = evaluate(kernel, "s.model_id")
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    cell = start_cell(
+        kernel,
+        "import asyncio, time as _time\n_k = get_ipython().kernel\n"
+        f"print({START_MARKER!r}, flush=True)\n"
+        # Blocking: the loop does not turn, so nothing but this cell takes the message.
+        "_deadline = _time.monotonic() + 60\n"
+        "while not len(_k.comm_inbox) and _time.monotonic() < _deadline:\n"
+        "    _time.sleep(0.01)\n"
+        "_t = asyncio.ensure_future(_k.do_one_iteration())\n"
+        "await asyncio.sleep(0)\n"
+        "_t.cancel()\n"
+        "try:\n    await _t\nexcept asyncio.CancelledError:\n    print('CANCELLED')\n",
+        seen,
+    )
+    moved = update(kernel, subshell, model_id, value=9)
+    wait_idles(kernel, [cell, moved], seen)
+    assert "CANCELLED" in printed(seen, cell), printed(seen, cell)
+    assert evaluate(kernel, "log") == [(9, "MainThread")]
