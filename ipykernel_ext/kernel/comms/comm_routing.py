@@ -26,6 +26,7 @@ The markers are ours: they never leave the kernel, and a stock handler never see
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import threading
@@ -263,7 +264,7 @@ class CommInbox:
         self._waiting: deque[Waiting] = deque()
         self._lock = threading.Lock()
         self._numbers = itertools.count()
-        #: the first number of each batch whose marker the main shell has not met yet
+        #: the first number of each batch whose marker the main shell has not met yet, sorted
         self._unmet: list[int] = []
         #: whether the last batch of ``_unmet`` still takes the messages that arrive
         self._open = False
@@ -282,8 +283,9 @@ class CommInbox:
 
     @property
     def batch_open(self) -> bool:
-        """Whether a message put now would join a queued marker's batch (read, unlocked: a
-        stale False only costs :meth:`passed_to_main_shell` a call)."""
+        """Whether a message put now would join a queued marker's batch. Read unlocked by the
+        shell-channel thread, the only one that opens a batch: a stale True (the main shell
+        just met the marker) only costs :meth:`passed_to_main_shell` a call."""
         return self._open
 
     def passed_to_main_shell(self) -> None:
@@ -323,7 +325,7 @@ class CommInbox:
         with self._lock:
             if not self._waiting:
                 return None
-            if met_only and self._unmet and self._waiting[0].number >= min(self._unmet):
+            if met_only and self._unmet and self._waiting[0].number >= self._unmet[0]:
                 return None
             return self._waiting.popleft()
 
@@ -333,9 +335,9 @@ class CommInbox:
         nobody would come for it); None if a queued marker will reach it."""
         with self._lock:
             self._waiting.appendleft(waiting)
-            if self._unmet and min(self._unmet) <= waiting.number:
+            if self._unmet and self._unmet[0] <= waiting.number:
                 return None
-            self._unmet.append(waiting.number)
+            bisect.insort(self._unmet, waiting.number)
         return _marker(waiting.number)
 
     def __len__(self) -> int:
