@@ -95,3 +95,23 @@ def test_a_message_put_back_goes_first_and_is_reached() -> None:
     assert again_number is not None
     inbox.met(again_number)
     assert drain(inbox) == ["a", "b"]
+
+
+def test_messages_left_after_a_pass_that_stopped_get_a_marker() -> None:
+    """The main shell's pass over a met run stopped (``SystemExit`` from a handler): the rest
+    gets a marker of its own; none while a queued marker will reach them."""
+    inbox = CommInbox()
+    marker = put(inbox, "a")
+    assert marker is not None and put(inbox, "b") is None
+    assert inbox.mark_leftovers() is None  # its marker is still queued
+    number = CommInbox.marker_number(marker)
+    assert number is not None
+    inbox.met(number)
+    assert names([inbox.take_next(met_only=True)]) == ["a"]
+    again = inbox.mark_leftovers()
+    assert again is not None
+    assert drain(inbox) == []
+    again_number = CommInbox.marker_number(again)
+    assert again_number is not None
+    inbox.met(again_number)
+    assert drain(inbox) == ["b"]

@@ -340,6 +340,19 @@ class CommInbox:
             bisect.insort(self._unmet, waiting.number)
         return _marker(waiting.number)
 
+    def mark_leftovers(self) -> list[bytes] | None:
+        """A marker for the messages whose marker was met but that are still waiting (the
+        main shell's pass over them stopped: ``SystemExit`` from a handler), or None if there
+        are none or a queued marker will reach them."""
+        with self._lock:
+            if not self._waiting:
+                return None
+            number = self._waiting[0].number
+            if self._unmet and self._unmet[0] <= number:
+                return None
+            bisect.insort(self._unmet, number)
+        return _marker(number)
+
     def __len__(self) -> int:
         return len(self._waiting)  # (one read of a deque's length: atomic)
 

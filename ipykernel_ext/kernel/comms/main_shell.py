@@ -112,6 +112,12 @@ class CommsOnMainShell(IPythonKernel):
                         # At rest (SIGINT is ignored outside a handler): nothing can stop it
                         # between the take and the dispatch.
                         await self.dispatch_shell(msg, subshell_id=subshell_id)
+                except BaseException:
+                    # A handler raised past dispatch_shell (SystemExit): the rest of the run
+                    # still waits, and a marker of its own comes for it.
+                    if (marker := self.comm_inbox.mark_leftovers()) is not None:
+                        self._queue_marker(marker)
+                    raise
                 finally:
                     lock.release()
                 return
