@@ -371,10 +371,10 @@ def handle_waiting_comms(kernel: Any = None) -> int:
     so the cell's figures stay the cell's; what they schedule on the event loop runs once the
     cell awaits or ends. An interrupt that reaches a callback stops the cell too. From an async
     cell, ``await kernel.do_one_iteration()`` instead (or just ``await`` something: an awaiting
-    async cell lets them through by itself). From any thread but the main shell's (a subshell
-    console's cell, a thread of the user's): nothing is handled, 0; the messages wait for the
-    main shell. Outside a kernel of ours (stock ipykernel, ``comms_on_subshells`` set): returns
-    0, nothing is waiting here.
+    async cell lets them through by itself). Only the main cell lets them through: from a
+    subshell console's cell (its jupyter-ui-poll loop included) or a thread of the user's,
+    nothing is handled, 0; the messages wait for the main shell. Outside a kernel of ours
+    (stock ipykernel, ``comms_on_subshells`` set): returns 0, nothing is waiting here.
     """
     if kernel is None:
         from IPython import get_ipython
