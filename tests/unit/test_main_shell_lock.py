@@ -4,6 +4,8 @@
 the lock was just handed to (queued before the marker) keeps its place, and once it holds the
 lock and awaits (an async cell) the marker's messages are handled mid-cell instead of waiting
 behind it, out of its reach. Order is the verdict: each step runs when the loop gets to it.
+``CommsOnMainShell._put_back`` with a real ``Session``: a message stopped before its ``busy``
+goes back first and is accepted when dispatched again; one whose handling began never does.
 """
 
 from __future__ import annotations
@@ -12,7 +14,11 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any, cast
 
+from jupyter_client.session import Session
+
+from ipykernel_ext.kernel.comms.comm_routing import CommInbox, Routed, Waiting
 from ipykernel_ext.kernel.comms.main_shell import CommsOnMainShell
+from ipykernel_ext.kernel.comms.mid_cell import MidCellComm
 
 
 def hold_unless_awaiting(lock: asyncio.Lock, tasks: int) -> Any:
@@ -77,3 +83,50 @@ def test_a_request_the_lock_was_handed_to_keeps_it_and_its_await_lets_the_marker
         "second holds the lock",
         "marker: held=False",
     ]
+
+
+class PutBackMainShell:
+    """What ``CommsOnMainShell._put_back`` uses: the inbox, the session, where markers go."""
+
+    def __init__(self) -> None:
+        self.comm_inbox = CommInbox()
+        self.session = Session(key=b"put-back")
+        self.queued: list[list[bytes]] = []
+
+    def _queue_marker(self, marker: list[bytes]) -> None:
+        self.queued.append(marker)
+
+    def put_back(self, waiting: Waiting, mid: MidCellComm, seen_before: bool) -> None:
+        CommsOnMainShell._put_back(cast(Any, self), waiting, mid, seen_before)
+
+
+def test_a_message_put_back_after_its_signature_was_checked_is_accepted_again() -> None:
+    """Stopped between its verification and its busy (an interrupt mid-cell): back at the
+    inbox's front, its signature forgotten, so that its dispatch is not refused as a replay;
+    its marker, met already, is queued again."""
+    main_shell = PutBackMainShell()
+    session = main_shell.session
+    frames = session.serialize(session.msg("comm_msg", {"comm_id": "c"}))  # [DELIM, sig, ...]
+    marker = main_shell.comm_inbox.put(frames, Routed(None))
+    assert marker is not None
+    number = CommInbox.marker_number(marker)
+    assert number is not None
+    main_shell.comm_inbox.met(number)
+    waiting = main_shell.comm_inbox.take_next(met_only=True)
+    assert waiting is not None
+    session.deserialize(frames[1:])  # verified, as dispatch_shell does, then stopped
+    main_shell.put_back(waiting, MidCellComm(), seen_before=False)
+    again = main_shell.comm_inbox.take_next()
+    assert again is waiting
+    assert session.deserialize(frames[1:])["header"]["msg_type"] == "comm_msg"
+    assert len(main_shell.queued) == 1
+
+
+def test_a_message_whose_handling_began_is_never_put_back() -> None:
+    main_shell = PutBackMainShell()
+    main_shell.comm_inbox.put([b"m"], Routed(None))
+    waiting = main_shell.comm_inbox.take_next()
+    assert waiting is not None
+    mid = MidCellComm(parent={"header": {}})  # its busy was published
+    main_shell.put_back(waiting, mid, seen_before=False)
+    assert main_shell.comm_inbox.take_next() is None and main_shell.queued == []
