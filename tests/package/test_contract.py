@@ -422,9 +422,9 @@ CONTRACT: list[Row] = [
         ],
         (MAIN_SHELL_PY,),
     ).because(
-        "overridden: the main shell meets a comm marker here and handles its comm message; "
-        "_main_asyncio_lock is held while the main shell runs a request: locked means a cell "
-        "awaits"
+        "overridden: the main shell meets a comm marker here and handles the comm messages of "
+        "its run under _main_asyncio_lock, which is held while the main shell runs a request: "
+        "locked while this task runs means its holder (an async cell) awaits"
     ),
     Row(
         f"{KERNEL}.start",
