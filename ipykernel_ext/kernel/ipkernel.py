@@ -212,12 +212,14 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
 
     def _comm_idle_mid_cell(self, parent: dict[str, Any]) -> None:
         """After a mid-cell comm's idle (.comms.main_shell): its sender has finished, and
-        ``busy`` again for the running cell, as after any idle beside it (.busy)."""
+        ``busy`` again for the running cell, always (a ``comm_info_request`` from the inbox
+        too, whichever client sent it): the cell still runs on the main shell itself."""
         self.busy_answers.finished(parent)
         publish = super()._publish_status
-        self.main_shell_status.idle_published_beside(
-            parent, "shell", lambda running: publish("busy", "shell", running)
-        )
+        self.main_shell_status.busy_again_now(lambda running: publish("busy", "shell", running))
+
+    def _main_shell_running(self) -> dict[str, Any] | None:
+        return self.main_shell_status.running
 
     def start(self) -> None:
         """Start as stock does, noting which thread is the main shell's."""
@@ -275,6 +277,9 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
                 return
             if self.route_comm(msg, frames, routed):
                 return
+            if self.comm_inbox.batch_open and self.comm_routing.to_main_shell(frames):
+                # Comm messages that come after it wait behind it (their own marker).
+                self.comm_inbox.passed_to_main_shell()
         await super().shell_channel_thread_main(msg)
 
     # --- the IOPub socket's parts the missed-messages notice needs -------------------------

@@ -546,3 +546,43 @@ def test_comm_info_after_a_comm_open_on_one_subshell_lists_the_comm(
     reply = get_reply(kernel, asked)
     assert reply["content"]["status"] == "ok", reply["content"]
     assert "listed-1" in reply["content"]["comms"], reply["content"]
+
+
+DRAWER = """
+%matplotlib inline
+import matplotlib.pyplot as plt, ipywidgets as _w
+b = _w.Button()
+def _draw(_):
+    plt.figure()
+    plt.plot([3, 1, 2])
+b.on_click(_draw)
+log = []
+b.on_click(lambda _: log.append(1))
+"""
+
+
+def test_a_figure_a_callback_opens_mid_cell_is_shown_under_its_comm_message(
+    kernel: BlockingKernelClient,
+) -> None:
+    """A callback handled mid-cell that opens a pyplot figure (inline backend): the figure is
+    shown under the comm message, as its ``post_execute`` shows it at rest; the cell's own
+    figure is still shown in the cell, once, at its end.
+
+    Fails on the old main: the callback's figure waited for the cell's flush and was shown in
+    the cell."""
+    pytest.importorskip("matplotlib", reason="the figure test needs matplotlib (test extra)")
+    model_id, subshell = widget_and_subshell(kernel, DRAWER, "b")
+    seen: list[Message] = []
+    cell = start_cell(
+        kernel,
+        "plt.figure()\nplt.plot([1, 2, 3])\n" + waiting_cell("handle_waiting_comms", 1),
+        seen,
+    )
+    clicked = click(kernel, subshell, model_id)
+    wait_idles(kernel, [cell, clicked], seen)
+    figures = [
+        m["parent_header"].get("msg_id")
+        for m in seen
+        if m["msg_type"] == "display_data" and "image/png" in m["content"]["data"]
+    ]
+    assert sorted(figures) == sorted([clicked, cell]), (figures, clicked, cell)

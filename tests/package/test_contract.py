@@ -423,9 +423,9 @@ CONTRACT: list[Row] = [
         ],
         (MAIN_SHELL_PY,),
     ).because(
-        "overridden: the main shell meets a comm marker here and handles its comm message; "
-        "_main_asyncio_lock is held while the main shell runs a request: locked means a cell "
-        "awaits"
+        "overridden: the main shell meets a comm marker here and handles the comm messages of "
+        "its run under _main_asyncio_lock, which is held while the main shell runs a request: "
+        "locked while this task runs means its holder (an async cell) awaits"
     ),
     Row(
         f"{KERNEL}.start",
@@ -469,7 +469,8 @@ CONTRACT: list[Row] = [
     Row(
         f"{KERNEL}.should_handle", [Function("self", "stream", "msg", "idents")], (MAIN_SHELL_PY,)
     ).because(
-        "overridden: a comm message handled mid-cell publishes its busy there, once verified"
+        "overridden: a comm message handled mid-cell publishes its busy there, once verified, "
+        "and a reply to a comm request consumes ipykernel's note of it there"
     ),
     Row(
         "ipykernel.comm.comm:BaseComm._reply_subshell_for",
@@ -478,7 +479,9 @@ CONTRACT: list[Row] = [
             Source(r"self\._reply_subshell_ids\.pop\(request_id\)"),
         ],
         (COMM_ROUTING_PY,),
-    ).because("consumes the note of a comm request's subshell when its reply is routed"),
+    ).because(
+        "consumes the note of a comm request's subshell when its reply is dispatched, verified"
+    ),
     Row(
         "ipykernel.comm.comm:BaseComm.__init__",
         [Source(r"self\._reply_subshell_ids = \{\}")],
@@ -1008,10 +1011,32 @@ CONTRACT: list[Row] = [
         ("benchmarks/many_kernels.py",),
     ).because("whether the client owns its context, so the benchmark may destroy it"),
     Row(
+        "jupyter_client.session:Session.digest_history",
+        [Trait("Set")],
+        (MAIN_SHELL_PY,),
+    ).because(
+        "a comm message put back in the inbox after its signature was checked (an interrupt "
+        "before its busy) has the signature forgotten, else its dispatch is refused as a replay"
+    ),
+    Row(
         "jupyter_client.session:json_packer",
         [Source(r"allow_nan=False", r"json_clean")],
         ("ipykernel_ext/kernel/widgets/buffers.py",),
     ).because("check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
+    # matplotlib (the test extra; imported only if the user's code imported it) ---------------
+    Row(
+        "matplotlib._pylab_helpers:Gcf.get_all_fig_managers",
+        [Function(kind="classmethod")],
+        (CELL_EVENTS_PY,),
+    ).because(
+        "the open figures before and after a comm callback handled mid-cell: those it opened "
+        "are shown under its comm message, as matplotlib-inline's own flush reads them"
+    ),
+    Row(
+        "matplotlib_inline.backend_inline:InlineBackend.close_figures",
+        [Trait("Bool")],
+        (CELL_EVENTS_PY,),
+    ).because("a callback's figure shown mid-cell is closed after, as the inline flush does"),
     # pyzmq -----------------------------------------------------------------------------------
     Row(
         "zmq:Context._sockets",

@@ -59,6 +59,15 @@ class MainShellStatus:
             if running is not None:
                 publish_busy(running)
 
+    def busy_again_now(self, publish_busy: Callable[[dict[str, Any]], None]) -> None:
+        """``busy`` for the running request, if any, whoever ended (a comm message handled
+        mid-cell by the main shell itself), as one step with the main shell's own
+        publish-and-record."""
+        with self._lock:
+            running = self.running
+            if running is not None:
+                publish_busy(running)
+
     def is_main_thread(self) -> bool:
         return threading.current_thread() is self.thread
 

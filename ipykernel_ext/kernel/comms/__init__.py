@@ -7,9 +7,10 @@
   shell-channel thread, :class:`~.comm_routing.CommInbox` for the main shell,
   :func:`~.comm_routing.handle_waiting_comms`);
 * :mod:`.main_shell`: :class:`~.main_shell.CommsOnMainShell`, the kernel mixin that holds the
-  path together: one routing decision per message, the marker, the main shell meeting it;
+  path together: one routing decision per message, the markers (one per run of messages), the
+  main shell meeting one and taking its messages under its lock, who may handle them mid-cell;
 * :mod:`.mid_cell`: a comm message handled while the cell waits (its own busy/idle, on the
   main thread from a blocking cell, an interrupt stops the cell);
 * :mod:`.cell_events`: a cell's ``pre_execute``/``post_execute`` held while a comm message is
-  handled in the middle of it.
+  handled in the middle of it, and the figures its callback opened shown under it.
 """

@@ -14,10 +14,16 @@ it) it skips ``pre_execute`` and ``post_execute``; the cell's own ``post_execute
 then shows its figures in the cell, as it would have without the comm message. Every other
 event, and both of them everywhere else, run as stock runs them. The shell that uses it is
 ``ExtShell`` (:mod:`ipykernel_ext.kernel.zmqshell`).
+
+Held, ``post_execute`` would also leave a figure the *callback* opened (pyplot's inline backend)
+for the cell's own flush, which would show it in the cell at its end. :func:`callback_figures`
+shows those, and only those, as the callback's ``post_execute`` would have at rest: under the
+comm message, closed after (``InlineBackend.close_figures``); the cell's figures stay the cell's.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -48,3 +54,45 @@ class CellEvents(EventManager):
         if event in CELL_EVENTS and _held.get():
             return
         super().trigger(event, *args, **kwargs)
+
+
+@contextmanager
+def callback_figures() -> Iterator[None]:
+    """Show the pyplot figures opened within this block (a comm callback handled mid-cell) at
+    its end, under the current parent, when pyplot draws inline; figures open before it are
+    left alone. Without pyplot imported: nothing (matplotlib is not imported for it)."""
+    helpers = sys.modules.get("matplotlib._pylab_helpers")
+    before = set(helpers.Gcf.get_all_fig_managers()) if helpers is not None else set()
+    try:
+        yield
+    finally:
+        helpers = sys.modules.get("matplotlib._pylab_helpers")
+        opened = (
+            [m for m in helpers.Gcf.get_all_fig_managers() if m not in before]
+            if helpers is not None
+            else []
+        )
+        if opened and _draws_inline():
+            _show(opened)
+
+
+def _draws_inline() -> bool:
+    """Whether pyplot's backend is matplotlib-inline's (asked once a figure exists: resolved)."""
+    matplotlib = sys.modules.get("matplotlib")
+    return matplotlib is not None and "inline" in str(matplotlib.get_backend()).lower()
+
+
+def _show(managers: list[Any]) -> None:
+    """Display each manager's figure (as matplotlib-inline's flush does), then close it if the
+    inline backend closes figures after they are shown. The modules are the ones the user's
+    code imported (neither is a dependency of ours)."""
+    from IPython.display import display
+
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    inline = sys.modules.get("matplotlib_inline.backend_inline")
+    close = inline is not None and inline.InlineBackend.instance().close_figures
+    for manager in managers:
+        figure = manager.canvas.figure
+        display(figure)
+        if close and pyplot is not None:
+            pyplot.close(figure)

@@ -10,10 +10,11 @@ the one place that knows which code is the user's, so by default it routes them 
   shell whatever subshell they name (all of them, but those of a comm target declared safe to
   run concurrently; none with ``ExtKernel.comms_on_subshells``, stock's routing).
 * :class:`CommInbox` holds each such message for the main shell. The shell-channel thread puts
-  the message here and sends a one-frame *marker* down the main shell's own queue in its place,
-  so the main shell reaches it in arrival order among its other requests (a slider moved, then
-  a cell that reads it: the cell sees the move). A marker whose message was already taken is
-  passed over.
+  the message here and sends a one-frame *marker* down the main shell's own queue in its place
+  (one marker for a run of comm messages with nothing else for the main shell between them),
+  so the main shell reaches them in arrival order among its other requests (a slider moved,
+  then a cell that reads it: the cell sees the move). A marker whose messages were already
+  taken is passed over.
 * Before the main shell reaches the marker, the message may be handled in mid-cell, where it is
   safe because the cell is waiting: when an async cell awaits (as stock handles comm messages
   on the main shell then), and when a blocking loop asks for it (:func:`handle_waiting_comms`,
@@ -25,19 +26,17 @@ The markers are ours: they never leave the kernel, and a stock handler never see
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import threading
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, frame_bytes, peek
 from .owners import owner_subshell
-
-#: A comm message waiting for the main shell (its frames as received) and how to dispatch it.
-InboxEntry = tuple[list[Any], "Routed"]
 
 #: A marker is this prefix and the sequence number of the message it stands for.
 MARKER_PREFIX = b"ipykernel_ext:comm-waiting:"
@@ -61,6 +60,16 @@ class OnSubshell:
 
     subshell_id: str
     or_main_shell: bool = False
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A comm message waiting for the main shell: its arrival number, its frames as received
+    and how to dispatch it."""
+
+    number: int
+    msg: list[Any]
+    routed: Routed
 
 
 class CommRouting:
@@ -100,8 +109,9 @@ class CommRouting:
         subshell is the main shell's anyway; it comes through the inbox too, so that a blocking
         loop can let it through mid-cell whichever frontend sent it. The content is read at
         most once per message, and only for a ``comm_msg``/``comm_close`` or a concurrent
-        target; a reply this routes consumes ipykernel's note of its request
-        (``BaseComm._reply_subshell_for``), as stock's routing does when it routes it.
+        target. ipykernel's note of the request a reply answers
+        (``BaseComm._reply_subshell_for``) is only read here; :func:`forget_reply_route`
+        consumes it once the message is verified.
         """
         enabled = self.enabled() or (self.inbox is not None and len(self.inbox) > 0)
         header = peek(self.session, frames, HEADER)
@@ -110,17 +120,25 @@ class CommRouting:
         msg_type = header.get("msg_type")
         subshell_id = header.get("subshell_id")
         subshell_id = subshell_id if isinstance(subshell_id, str) and subshell_id else None
-        if msg_type == "comm_info_request" and subshell_id is not None and self.enabled():
-            # Behind the comm messages waiting for the main shell, if any: its reply then
-            # lists the comms they open (stock answers on the subshell, after its comm_open).
+        if msg_type == "comm_info_request" and subshell_id is not None and enabled:
+            # Behind the comm messages waiting for the main shell, if any (even just after
+            # comms_on_subshells was switched on): its reply then lists the comms they open
+            # (stock answers on the subshell, after its comm_open).
             return Routed(None, resign=True) if self.inbox is not None and len(self.inbox) else None
         if msg_type not in COMM_MSG_TYPES:
             return None
         message = _Peeked(self.session, frames, self.comm_manager)
-        routed = self._route(message, msg_type, subshell_id, enabled)
-        if routed is not None and msg_type != "comm_open":
-            message.forget_reply_route()
-        return routed
+        return self._route(message, msg_type, subshell_id, enabled)
+
+    def to_main_shell(self, frames: list[Any]) -> bool:
+        """Whether stock's routing may send this message (one not routed here) to the main
+        shell: it names no subshell, or it is a comm message that ipykernel's reply routing
+        may send there; an unreadable header counts as the main shell's."""
+        header = peek(self.session, frames, HEADER)
+        if not isinstance(header, dict):
+            return True
+        subshell_id = header.get("subshell_id")
+        return not subshell_id or header.get("msg_type") in COMM_MSG_TYPES
 
     def _route(
         self, message: _Peeked, msg_type: str, subshell_id: str | None, enabled: bool
@@ -208,33 +226,73 @@ class _Peeked:
             return False
         return request_id in noted and noted.get(request_id) is None
 
-    def forget_reply_route(self) -> None:
-        """Consume what ipykernel 7.4 noted for a reply to a comm request, as its own routing
-        does when the reply comes: ours routes the reply itself, and an entry never consumed
-        stays for the comm's lifetime."""
-        comm = self.comm
-        if comm is not None and getattr(comm, "_reply_subshell_ids", None):
-            comm._reply_subshell_for(self.content.get("data"), None)
+
+def forget_reply_route(comm_manager: Any, msg: dict[str, Any]) -> None:
+    """Consume what ipykernel 7.4 noted on a comm for a reply to one of its requests, as its
+    own routing does when the reply comes. Called with the verified message (a forged one must
+    not consume the note of a real request): ours routes the reply itself, and an entry never
+    consumed stays for the comm's lifetime. A note stock's routing consumed is gone already."""
+    content = msg.get("content")
+    if not isinstance(content, dict):
+        return
+    comm_id = content.get("comm_id")
+    if not isinstance(comm_id, str):
+        return
+    comm = comm_manager.comms.get(comm_id)
+    if comm is not None and getattr(comm, "_reply_subshell_ids", None):
+        comm._reply_subshell_for(content.get("data"), None)
 
 
 class CommInbox:
     """Comm messages waiting for the main shell, in arrival order; thread-safe.
 
-    Put by the shell-channel thread; taken by the main thread (at its marker, or mid-cell) or by
-    whichever thread a blocking loop polls from (jupyter-ui-poll's own). Each is taken once.
+    Put by the shell-channel thread; taken by the main thread (at a marker, or mid-cell) or by
+    the thread a blocking loop polls from (jupyter-ui-poll's own). Each is taken once.
+
+    Markers are coalesced: the messages that arrive one after another, with nothing else sent
+    to the main shell between them, form one *batch* behind a single marker, and the main
+    shell handles the whole batch when it meets that marker. So the main shell's queue (an
+    inproc PAIR that blocks the shell-channel thread when full) holds at most one marker per
+    other message sent to the main shell, however many comm messages wait or were handled
+    mid-cell, and a UI loop that lets thousands through mid-cell leaves one marker behind.
+    A batch is closed once its marker is met or once anything else is queued for the main
+    shell (:meth:`passed_to_main_shell`): the next message then gets a marker of its own, behind
+    that request, which keeps arrival order.
     """
 
     def __init__(self) -> None:
-        self._waiting: OrderedDict[int, InboxEntry] = OrderedDict()
+        self._waiting: deque[Waiting] = deque()
         self._lock = threading.Lock()
         self._numbers = itertools.count()
+        #: the first number of each batch whose marker the main shell has not met yet, sorted
+        self._unmet: list[int] = []
+        #: whether the last batch of ``_unmet`` still takes the messages that arrive
+        self._open = False
 
-    def put(self, msg: list[Any], routed: Routed) -> list[bytes]:
-        """Keep ``msg`` (its frames as received); return the marker to queue in its place."""
+    def put(self, msg: list[Any], routed: Routed) -> list[bytes] | None:
+        """Keep ``msg`` (its frames as received); the marker to queue for it, or None if it
+        joins the batch whose marker is queued already."""
         with self._lock:
             number = next(self._numbers)
-            self._waiting[number] = (msg, routed)
-        return [MARKER_PREFIX + str(number).encode("ascii")]
+            self._waiting.append(Waiting(number, msg, routed))
+            if self._open:
+                return None
+            self._unmet.append(number)
+            self._open = True
+        return _marker(number)
+
+    @property
+    def batch_open(self) -> bool:
+        """Whether a message put now would join a queued marker's batch. Read unlocked by the
+        shell-channel thread, the only one that opens a batch: a stale True (the main shell
+        just met the marker) only costs :meth:`passed_to_main_shell` a call."""
+        return self._open
+
+    def passed_to_main_shell(self) -> None:
+        """The shell-channel thread queued something else for the main shell: the messages
+        that come after it wait behind it (a marker of their own)."""
+        with self._lock:
+            self._open = False
 
     @staticmethod
     def marker_number(msg: list[Any]) -> int | None:
@@ -250,22 +308,57 @@ class CommInbox:
         except ValueError:
             return None
 
-    def take(self, number: int) -> InboxEntry | None:
-        """The message marker ``number`` stands for, unless it was taken already."""
+    def met(self, number: int) -> None:
+        """The main shell met marker ``number``: its batch takes no more messages, and
+        :meth:`take_next` (``met_only``) hands out its messages."""
         with self._lock:
-            return self._waiting.pop(number, None)
+            if number in self._unmet:
+                self._unmet.remove(number)
+                if not self._unmet:
+                    self._open = False
 
-    def take_next(self) -> InboxEntry | None:
+    def take_next(self, met_only: bool = False) -> Waiting | None:
         """The oldest waiting message, or None. One at a time: a callback that takes more
-        itself goes on from the next, and whatever stops one leaves the rest waiting."""
+        itself goes on from the next, and whatever stops one leaves the rest waiting.
+        ``met_only``: only a message whose batch's marker was met (the main shell at a marker
+        never takes one that arrived after a request still queued before its own marker)."""
         with self._lock:
             if not self._waiting:
                 return None
-            return self._waiting.popitem(last=False)[1]
+            if met_only and self._unmet and self._waiting[0].number >= self._unmet[0]:
+                return None
+            return self._waiting.popleft()
+
+    def put_back(self, waiting: Waiting) -> list[bytes] | None:
+        """Return ``waiting``, taken but never dispatched (an interrupt, a cancelled task), to
+        the front. The marker to queue for it if its batch's marker was met already (else
+        nobody would come for it); None if a queued marker will reach it."""
+        with self._lock:
+            self._waiting.appendleft(waiting)
+            if self._unmet and self._unmet[0] <= waiting.number:
+                return None
+            bisect.insort(self._unmet, waiting.number)
+        return _marker(waiting.number)
+
+    def mark_leftovers(self) -> list[bytes] | None:
+        """A marker for the messages whose marker was met but that are still waiting (the
+        main shell's pass over them stopped: ``SystemExit`` from a handler), or None if there
+        are none or a queued marker will reach them."""
+        with self._lock:
+            if not self._waiting:
+                return None
+            number = self._waiting[0].number
+            if self._unmet and self._unmet[0] <= number:
+                return None
+            bisect.insort(self._unmet, number)
+        return _marker(number)
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._waiting)
+        return len(self._waiting)  # (one read of a deque's length: atomic)
+
+
+def _marker(number: int) -> list[bytes]:
+    return [MARKER_PREFIX + str(number).encode("ascii")]
 
 
 def handle_waiting_comms(kernel: Any = None) -> int:
@@ -278,10 +371,10 @@ def handle_waiting_comms(kernel: Any = None) -> int:
     so the cell's figures stay the cell's; what they schedule on the event loop runs once the
     cell awaits or ends. An interrupt that reaches a callback stops the cell too. From an async
     cell, ``await kernel.do_one_iteration()`` instead (or just ``await`` something: an awaiting
-    async cell lets them through by itself). From any thread but the main shell's (a subshell
-    console's cell, a thread of the user's): nothing is handled, 0; the messages wait for the
-    main shell. Outside a kernel of ours (stock ipykernel, ``comms_on_subshells`` set): returns
-    0, nothing is waiting here.
+    async cell lets them through by itself). Only the main cell lets them through: from a
+    subshell console's cell (its jupyter-ui-poll loop included) or a thread of the user's,
+    nothing is handled, 0; the messages wait for the main shell. Outside a kernel of ours
+    (stock ipykernel, ``comms_on_subshells`` set): returns 0, nothing is waiting here.
     """
     if kernel is None:
         from IPython import get_ipython

@@ -25,9 +25,9 @@ import zmq
 from ipykernel.ipkernel import IPythonKernel
 from ipykernel.subshell import SubshellThread
 
-from ...protocol import split_frames
-from .cell_events import held_cell_events
-from .comm_routing import CommInbox, CommRouting, InboxEntry, OnSubshell, Routed
+from ...protocol import frame_bytes, split_frames
+from .cell_events import callback_figures, held_cell_events
+from .comm_routing import CommInbox, CommRouting, OnSubshell, Routed, Waiting, forget_reply_route
 from .mid_cell import MidCellComm, handling_mid_cell, run_now
 from .mid_cell import current as current_mid_cell_comm
 
@@ -65,45 +65,146 @@ class CommsOnMainShell(IPythonKernel):
                 socket.send_multipart(msg, copy=False)
                 return True
         marker = self.comm_inbox.put(msg, routed)
-        manager.get_shell_channel_to_subshell_socket(None).send_multipart(marker)
+        if marker is not None:  # (else it joins the batch whose marker is queued already)
+            manager.get_shell_channel_to_subshell_socket(None).send_multipart(marker)
         return True
 
+    def _queue_marker(self, marker: list[bytes]) -> None:
+        """Queue a marker for the main shell from any thread: the shell-channel thread is the
+        only one that sends on that socket."""
+        manager = self.shell_channel_thread.manager
+        self.shell_channel_thread.io_loop.add_callback(
+            lambda: manager.get_shell_channel_to_subshell_socket(None).send_multipart(marker)
+        )
+
+    #: the main shell's messages being handled or waiting for its lock (tasks of shell_main)
+    _main_shell_tasks = 0
+
     async def shell_main(self, subshell_id: str | None, msg: list[Any]) -> None:
-        """Handle a shell message as stock does; at a marker, the comm message it stands for."""
-        number = CommInbox.marker_number(msg) if subshell_id is None else None
-        if number is None:
+        """Handle a shell message as stock does; at a marker, the comm messages of its batch."""
+        if subshell_id is not None:
             await super().shell_main(subshell_id, msg)
             return
-        waiting = self.comm_inbox.take(number)
-        if waiting is None:
-            return  # handled mid-cell already
-        lock = self._main_asyncio_lock
-        if not isinstance(lock, asyncio.Lock) or lock.locked():
+        number = CommInbox.marker_number(msg)
+        self._main_shell_tasks += 1
+        try:
+            if number is None:
+                await super().shell_main(subshell_id, msg)
+            else:
+                self.comm_inbox.met(number)
+                await self._handle_met_comms()
+        finally:
+            self._main_shell_tasks -= 1
+
+    async def _handle_met_comms(self) -> None:
+        """At a marker: handle every waiting comm message whose marker was met, oldest first.
+
+        Each is taken from the inbox only once the main shell's lock is held (or its holder
+        awaits), so one never waits, out of the inbox, behind a request that came after it:
+        an async cell that awaits, or calls ``handle_waiting_comms()``, still finds it.
+        """
+        while True:
+            lock = self._main_asyncio_lock
+            if isinstance(lock, asyncio.Lock) and await self._hold_unless_awaiting(lock):
+                try:
+                    while (waiting := self.comm_inbox.take_next(met_only=True)) is not None:
+                        msg, subshell_id = self._as_main_shell_message(waiting.msg, waiting.routed)
+                        # At rest (SIGINT is ignored outside a handler): nothing can stop it
+                        # between the take and the dispatch.
+                        await self.dispatch_shell(msg, subshell_id=subshell_id)
+                except BaseException:
+                    # A handler raised past dispatch_shell (SystemExit): the rest of the run
+                    # still waits, and a marker of its own comes for it.
+                    if (marker := self.comm_inbox.mark_leftovers()) is not None:
+                        self._queue_marker(marker)
+                    raise
+                finally:
+                    lock.release()
+                return
             # An async cell is awaiting (or jupyter-ui-poll's async loop, which swaps the lock
             # out): handled now, as stock handles a comm message on the main shell then (a
-            # cell that awaits a widget change gets it).
+            # cell that awaits a widget change gets it). One at a time, the lock looked at
+            # again before each: the cell may have ended meanwhile.
+            waiting = self.comm_inbox.take_next(met_only=True)
+            if waiting is None:
+                return
             await self._handle_comm_mid_cell(waiting)
+
+    async def _hold_unless_awaiting(self, lock: asyncio.Lock) -> bool:
+        """Take the main shell's lock (True), or return False once its holder awaits.
+
+        Taken at once when nothing else of the main shell waits for it. Else it is asked for
+        in a task of its own, and looked at each time this task runs: a request queued before
+        this marker may take the lock first (it came first), and if it then awaits (an async
+        cell) this task runs while it holds the lock, and gives up its place to handle the
+        messages mid-cell, as stock does for a comm message that finds the lock held.
+        """
+        if lock.locked():
+            return False
+        if self._main_shell_tasks <= 1:
+            await lock.acquire()  # nobody else waits for it: at once
+            return True
+        acquiring = asyncio.ensure_future(lock.acquire())
+        try:
+            while not acquiring.done():
+                if lock.locked():
+                    acquiring.cancel()
+                    return False
+                # Between a release and its waiter's wake-up: a loop turn or two.
+                await asyncio.sleep(0)
+        except BaseException:
+            acquiring.cancel()
+            if acquiring.done() and not acquiring.cancelled():
+                lock.release()
+            raise
+        return True
+
+    def _put_back(self, waiting: Waiting, mid: MidCellComm, seen_before: bool) -> None:
+        """Return a message taken for mid-cell handling that was stopped (an interrupt, a
+        cancelled task) before it began (before its ``busy``): to the inbox's front, where
+        the next that asks finds it first. Its signature is forgotten if this attempt checked
+        it, so that it is accepted when dispatched again."""
+        if mid.began or mid.returned:
             return
-        async with lock:
-            msg, subshell_id = self._as_main_shell_message(*waiting)
-            await self.dispatch_shell(msg, subshell_id=subshell_id)
+        mid.returned = True
+        signature = _signature(waiting.msg)
+        if signature is not None and not seen_before:
+            assert self.session is not None
+            self.session.digest_history.discard(signature)
+        marker = self.comm_inbox.put_back(waiting)
+        if marker is not None:
+            self._queue_marker(marker)
+
+    def _seen_before(self, waiting: Waiting) -> bool:
+        signature = _signature(waiting.msg)
+        return (
+            signature is not None
+            and self.session is not None
+            and signature in self.session.digest_history
+        )
 
     def handle_waiting_comms_now(self) -> int:
-        """Handle the comm messages waiting for the main shell, on the main thread, now.
+        """Handle the comm messages waiting for the main shell, now, on this thread.
 
         :func:`~.comm_routing.handle_waiting_comms` from a blocking cell: one message at a
         time, oldest first, so a callback that calls it again goes on with the next one
         (arrival order holds), and whatever a callback raises past ``dispatch_shell``
         (``SystemExit``) leaves the rest waiting. An interrupt that reaches a callback stops
-        the cell too (``KeyboardInterrupt`` here); the rest wait for their markers.
-        From any other thread: nothing, 0 (a subshell's cell never runs the main shell's
-        callbacks beside the main cell).
+        the cell too (``KeyboardInterrupt`` here); the rest wait, and one it stopped before
+        it began goes back to the front. Only for the main cell: from the main shell's thread
+        or a thread in the main cell's context; else nothing, 0 (:meth:`_may_handle_comms`).
         """
-        if not self._on_main_shell_thread():
+        if not self._may_handle_comms():
             return 0
         handled = 0
         while (waiting := self.comm_inbox.take_next()) is not None:
-            mid = self._run_comm_mid_cell(waiting, run_now)
+            mid = MidCellComm()
+            seen_before = self._seen_before(waiting)
+            try:
+                self._run_comm_mid_cell(waiting, mid, run_now)
+            except BaseException:
+                self._put_back(waiting, mid, seen_before)
+                raise
             handled += 1
             if mid.interrupted:
                 raise KeyboardInterrupt("interrupted in a comm callback")
@@ -114,10 +215,11 @@ class CommsOnMainShell(IPythonKernel):
 
         ipykernel 6's name. Awaited on the main thread (an async cell): each is handled there,
         one at a time. jupyter-ui-poll's ``ui_events()`` awaits it on a thread of its own while
-        the blocked cell waits for it (a handoff, never two at once): handled there. From a
-        subshell's thread (or the kernel's other threads): nothing, 0.
+        the blocked cell waits for it (a handoff, never two at once): handled there if that
+        cell is the main shell's. From a subshell's thread, a subshell console's poll, or the
+        kernel's other threads: nothing, 0 (:meth:`_may_handle_comms`).
         """
-        if not self._on_main_shell_thread() and self._on_a_kernel_thread():
+        if not self._may_handle_comms():
             return 0
         handled = 0
         while (waiting := self.comm_inbox.take_next()) is not None:
@@ -125,37 +227,64 @@ class CommsOnMainShell(IPythonKernel):
             handled += 1
         return handled
 
+    def _may_handle_comms(self) -> bool:
+        """Whether the caller is the main cell (or the kernel at rest on the main thread).
+
+        On the main shell's thread: yes. On the kernel's own threads (a subshell's, control,
+        shell channel): no. On any other thread, yes only in the context of the request the
+        main shell runs: jupyter-ui-poll hands its poll to a thread of its own through
+        ``asyncio.run_coroutine_threadsafe``, which runs it in a copy of the calling cell's
+        context, so its parent is that cell's; a subshell console's poll has the console's
+        cell as parent, and a thread the user started has none.
+        """
+        if self._on_main_shell_thread():
+            return True
+        if self._on_a_kernel_thread():
+            return False
+        running = self._main_shell_running()
+        return running is not None and _msg_id(self.get_parent("shell")) == _msg_id(running)
+
     def _on_a_kernel_thread(self) -> bool:
         """Whether this thread is one of the kernel's own: a subshell's, control, shell channel."""
         thread = threading.current_thread()
         own = (getattr(self, "control_thread", None), getattr(self, "shell_channel_thread", None))
         return isinstance(thread, SubshellThread) or thread in own
 
-    async def _handle_comm_mid_cell(self, waiting: InboxEntry) -> MidCellComm:
+    async def _handle_comm_mid_cell(self, waiting: Waiting) -> MidCellComm:
         """Handle a comm message while an async cell awaits (or ui_events' thread waits)."""
-
-        async def in_a_task(dispatch: Coroutine[Any, Any, MidCellComm]) -> MidCellComm:
-            return await asyncio.create_task(dispatch, context=copy_context())
-
-        return await in_a_task(self._dispatch_mid_cell(*self._as_main_shell_message(*waiting)))
+        mid = MidCellComm()
+        seen_before = self._seen_before(waiting)
+        try:
+            dispatch = self._dispatch_mid_cell(waiting, mid)
+            await asyncio.create_task(dispatch, context=copy_context())
+        except BaseException:
+            # (cancelled before the task ran, or an interrupt before its busy)
+            self._put_back(waiting, mid, seen_before)
+            raise
+        return mid
 
     def _run_comm_mid_cell(
-        self, waiting: InboxEntry, run: Callable[[Coroutine[Any, Any, MidCellComm]], MidCellComm]
-    ) -> MidCellComm:
+        self,
+        waiting: Waiting,
+        mid: MidCellComm,
+        run: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> None:
         """Handle a comm message on this thread now, in a copy of the cell's context."""
-        dispatch = self._dispatch_mid_cell(*self._as_main_shell_message(*waiting))
-        return copy_context().run(run, dispatch)
+        copy_context().run(run, self._dispatch_mid_cell(waiting, mid))
 
-    async def _dispatch_mid_cell(self, msg: list[Any], subshell_id: str | None) -> MidCellComm:
+    async def _dispatch_mid_cell(self, waiting: Waiting, mid: MidCellComm) -> None:
         """Dispatch a comm message mid-cell (:mod:`.mid_cell`), then give the cell its
         parent back: its own ``busy`` (:meth:`should_handle`) and ``idle``, the cell's
         ``pre_execute``/``post_execute`` held."""
         parent = self.get_parent("shell")
         ident = self._get_shell_context_var(self._shell_parent_ident)
         try:
-            with held_cell_events(), handling_mid_cell() as mid:
+            msg, subshell_id = self._as_main_shell_message(waiting.msg, waiting.routed)
+            with held_cell_events(), handling_mid_cell(mid):
                 try:
-                    await self.dispatch_shell(msg, subshell_id=subshell_id, concurrent=True)
+                    # Its own figures under it, the cell's left for the cell (.cell_events).
+                    with callback_figures():
+                        await self.dispatch_shell(msg, subshell_id=subshell_id, concurrent=True)
                 finally:
                     if mid.parent is not None:
                         # Its outputs before its idle, as dispatch_shell flushes at rest.
@@ -165,7 +294,6 @@ class CommsOnMainShell(IPythonKernel):
                         self._publish_mid_cell_status("idle", mid.parent)
         finally:
             self.set_parent(ident, parent, channel="shell")
-        return mid
 
     def should_handle(self, stream: Any, msg: dict[str, Any], idents: list[Any]) -> Any:
         """As stock; a comm message handled mid-cell publishes its ``busy`` here, verified,
@@ -174,6 +302,8 @@ class CommsOnMainShell(IPythonKernel):
         if mid is not None and mid.parent is None:
             mid.parent = msg
             self._publish_mid_cell_status("busy", msg)
+        if msg["header"].get("msg_type") in ("comm_msg", "comm_close"):
+            forget_reply_route(self.comm_manager, msg)
         return super().should_handle(stream, msg, idents)
 
     def _publish_mid_cell_status(self, status: str, parent: dict[str, Any]) -> None:
@@ -192,6 +322,10 @@ class CommsOnMainShell(IPythonKernel):
 
     def _comm_idle_mid_cell(self, parent: dict[str, Any]) -> None:
         """After the ``idle`` of a comm message handled mid-cell: ``busy`` for the cell."""
+        raise NotImplementedError
+
+    def _main_shell_running(self) -> dict[str, Any] | None:
+        """The request the main shell runs (the main cell), or None at rest."""
         raise NotImplementedError
 
     def _as_main_shell_message(
@@ -223,3 +357,17 @@ class CommsOnMainShell(IPythonKernel):
         return [
             zmq.Frame(part) for part in self.session.serialize(request, ident=split.identities)
         ], None
+
+
+def _msg_id(msg: Any) -> str | None:
+    header = msg.get("header") if isinstance(msg, dict) else None
+    msg_id = header.get("msg_id") if isinstance(header, dict) else None
+    return msg_id if isinstance(msg_id, str) else None
+
+
+def _signature(msg: list[Any]) -> bytes | None:
+    """The HMAC signature frame of a framed message, as ``Session.digest_history`` keeps it."""
+    split = split_frames(msg)
+    if split is None or not split.parts:
+        return None
+    return frame_bytes(split.parts[0])

@@ -38,15 +38,22 @@ class MidCellComm:
     parent: dict[str, Any] | None = None
     #: an interrupt reached its callback (it stops the cell that let it through)
     interrupted: bool = False
+    #: stopped before it began, it went back to the inbox (once)
+    returned: bool = False
+
+    @property
+    def began(self) -> bool:
+        """Whether its handling began (verified, its ``busy`` published): from then on it is
+        handled, or stopped with its ``idle``, never put back."""
+        return self.parent is not None
 
 
 _current: ContextVar[MidCellComm | None] = ContextVar("ipykernel_ext_mid_cell_comm", default=None)
 
 
 @contextmanager
-def handling_mid_cell() -> Iterator[MidCellComm]:
-    """Note, in this context only, that a comm message is being handled mid-cell."""
-    noted = MidCellComm()
+def handling_mid_cell(noted: MidCellComm) -> Iterator[MidCellComm]:
+    """Note, in this context only, that the comm message ``noted`` is being handled mid-cell."""
     token = _current.set(noted)
     try:
         yield noted
