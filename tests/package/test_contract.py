@@ -357,6 +357,7 @@ WS = "jupyter_server.services.kernels.connection.channels:ZMQChannelsWebsocketCo
 MKM = "jupyter_server.services.kernels.kernelmanager:MappingKernelManager"
 GWS = "jupyter_server.gateway.connections:GatewayWebSocketConnection"
 GATEWAY_PY = "ipykernel_ext/server/gateway/gateway_connection.py"
+GATEWAY_LINK_PY = "ipykernel_ext/server/gateway/gateway_link.py"
 
 KERNEL_PY = "ipykernel_ext/kernel/ipkernel.py"
 APP_PY = "ipykernel_ext/kernel/kernelapp.py"
@@ -893,11 +894,21 @@ CONTRACT: list[Row] = [
     ).because("extended: the tab's replies are told to the owner; the feed's messages go to it"),
     Row(
         f"{GWS}._read_messages",
-        [Source(r"self\.handle_outgoing_message\(", r"loop\.spawn_callback\(self\.connect\)")],
-        (GATEWAY_PY,),
+        [
+            Function("self", kind="async function"),
+            Source(
+                r"while self\.ws is not None",
+                r"self\.ws\.read_message\(\)",
+                r"if message is None",
+                r"self\.handle_outgoing_message\(",
+                r"loop\.spawn_callback\(self\.connect\)",
+            ),
+        ],
+        (GATEWAY_PY, GATEWAY_LINK_PY),
     ).because(
-        "every gateway message reaches handle_outgoing_message; a lost connection reconnects "
-        "through connect() (which probes again)"
+        "every gateway message reaches handle_outgoing_message; overridden to pass binary frames "
+        "on, then called for its reconnect: with the websocket closed, read_message gives None "
+        "and the loop ends into the reconnect through connect() (which probes again)"
     ),
     Row(f"{GWS}.disconnected", [Trait("Bool")], (GATEWAY_PY,)).because(
         "set by disconnect(); a deferred connection sets it too"

@@ -25,12 +25,14 @@ the ``status`` ``restarting`` or ``dead`` it writes to its websockets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from jupyter_client.jsonutil import json_default
 from jupyter_server.services.kernels.connection.base import serialize_binary_message
+from tornado.websocket import WebSocketClosedError
 
 from ..keep_outputs import KeepOutputs
 from ..outputs import OutputsOwner
@@ -187,8 +189,11 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
                 elif owner.hides(heard, self.session.session):
                     return
         if not self.paces_iopub:
-            # Stock's handler writes bytes as a binary frame (the gateway's messages with buffers).
-            super().handle_outgoing_message(incoming_msg, *args)  # type: ignore[arg-type]  # typed str; takes bytes too
+            if isinstance(incoming_msg, bytes):  # stock would write it as a text frame
+                with contextlib.suppress(WebSocketClosedError):
+                    self.websocket_handler.write_message(incoming_msg, binary=True)
+                return
+            super().handle_outgoing_message(incoming_msg, *args)
             return
         msg = decode(incoming_msg)
         channel = msg_type = ""

@@ -90,18 +90,40 @@ def decode(message: str | bytes) -> dict[str, Any] | None:
 
 
 class GatewayLink(GatewayWebSocketConnection):
-    """jupyter_server's websocket to the gateway, which closes what it opened.
+    """jupyter_server's websocket to the gateway, which closes what it opened and passes
+    binary messages on.
 
     Stock leaves its websocket to the gateway open and unread when its tab closed before the
     gateway answered (``disconnect`` cannot cancel a tornado future, and ``_connection_done``
     only logs): the gateway keeps the kernel's channels for it and counts it as a connection
     (a connected kernel is not culled) until the server stops. This one closes it.
+
+    Stock also decodes every frame from the gateway as UTF-8, and a message with buffers comes
+    as a binary frame (jupyter_server's binary form): a widget with binary state (an ``Image``,
+    a ``FileUpload``, an ipympl figure) ends stock's reading loop with a ``UnicodeDecodeError``,
+    and the tab hears nothing more from its kernel until it reconnects. This one hands binary
+    frames on as they are (:func:`decode` reads them).
     """
 
     def _connection_done(self, fut: Any) -> None:
         super()._connection_done(fut)
         if self.disconnected and not fut.cancelled() and fut.exception() is None:
             fut.result().close()
+
+    async def _read_messages(self) -> None:
+        """Hand each message from the gateway on, text or binary, until the connection is lost
+        or this side disconnected; then stock's loop, which finds the connection closed
+        (tornado's ``read_message`` gives None) and reconnects as it does."""
+        while self.ws is not None and not self.disconnected:
+            try:
+                message = await self.ws.read_message()
+            except Exception as exc:
+                self.log.error("Exception reading message from websocket: %s", exc)
+                break
+            if message is None:
+                break
+            self.handle_outgoing_message(message)  # type: ignore[arg-type]  # typed str; bytes too
+        await super()._read_messages()
 
 
 class FeedSocket(GatewayLink):
