@@ -72,21 +72,19 @@ def configure_voila(config_dir: str | Path) -> VoilaConfigResult:
             return VoilaConfigResult(False, f"Voila already configured in {json_path}")
         return _left_alone(f"{json_path} sets Voila.{TRAIT} = {section[TRAIT]!r}", json_path)
     text = json_path.read_text()
-    json_path.write_text(_with_key(text, section))
+    json_path.write_text(_with_key(text, config))
     return VoilaConfigResult(True, f"Voila configured: added Voila.{TRAIT} to {json_path}")
 
 
-def _with_key(text: str, section: dict[str, Any] | None) -> str:
+def _with_key(text: str, config: dict[str, Any]) -> str:
     """``text`` (a JSON object whose ``Voila`` section, if any, lacks the trait) with the
     trait inserted as the section's first key, or a ``Voila`` section as the object's first:
-    every other byte stays as it was."""
+    every other byte stays as it was. ``config`` is ``text`` parsed."""
+    section = config.get("Voila")
     entry = f"{json.dumps(TRAIT)}: {json.dumps(CONNECTION_CLASS)}"
     if section is None:
         entry = f'"Voila": {{{entry}}}'
-        brace = _skip_space(text, 0)
-        empty = (
-            _skip_space(text, brace + 1) < len(text) and text[_skip_space(text, brace + 1)] == "}"
-        )
+        brace, empty = _skip_space(text, 0), not config
     else:
         brace = _voila_value_start(text)
         empty = not section
@@ -109,7 +107,7 @@ def _voila_value_start(text: str) -> int:
         index = _skip_space(text, index)
         if text[index] == "}":
             return found
-        key, index = json.decoder.scanstring(text, index + 1)
+        key, index = decoder.raw_decode(text, index)
         index = _skip_space(text, _skip_space(text, index) + 1)  # past the colon
         if key == "Voila":
             found = index

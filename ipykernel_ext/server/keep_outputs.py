@@ -16,9 +16,9 @@ once at INFO.
 
 from __future__ import annotations
 
-from jupyter_server.services.kernels.connection.base import BaseKernelWebsocketConnection
 from typing import ClassVar
 
+from jupyter_server.services.kernels.connection.base import BaseKernelWebsocketConnection
 from traitlets import Bool, Float, Int
 from traitlets.config import Configurable
 
