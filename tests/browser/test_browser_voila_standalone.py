@@ -10,8 +10,9 @@ server dropped past its IOPub rate). Here the page ends with both on the kernel'
 drop limit (``STOCK_SETS``), so any loss would be the server's. A user's class on the command
 line wins over the install's. Which class served is what Voila's log says: ours logs, at the
 first websocket, that it keeps no outputs in an app without a session manager (written before
-the page's widgets can show, so its absence once they show is a verdict). Every wait is a
-barrier on the page (its label's text), with a hang guard.
+the page's widgets can show, so its absence once they show is a verdict). A dashboard of 1000
+Buttons renders whole and answers a click, and again after a reload. Every wait is a barrier on
+the page (its buttons, its label's text), with a hang guard.
 """
 
 from __future__ import annotations
@@ -127,3 +128,42 @@ def test_a_class_on_the_command_line_wins(prefix: Path, page: Any, tmp_path: Pat
         log = v.log_text()
     assert label == f"kernel {STOCK_SETS}"
     assert OURS_SERVED not in log, log[-3000:]
+
+
+N_BUTTONS = 1000
+BUTTONS = [
+    "import ipywidgets as w\n"
+    "out = w.Label('none')\n"
+    f"buttons = [w.Button(description=f'b{{i}}') for i in range({N_BUTTONS})]\n"
+    "for b in buttons:\n"
+    "    b.on_click(lambda b: setattr(out, 'value', f'clicked {b.description}'))\n"
+    "w.VBox([out, *buttons])"
+]
+
+
+def buttons_answer(page: Any, load: str) -> None:
+    """Once the page shows every button, a click on the last one reaches the kernel, whose
+    callback's label shows."""
+    buttons = page.locator("button.jupyter-button")
+    wait_for(
+        lambda: buttons.count() == N_BUTTONS, 180, what=f"{N_BUTTONS} buttons ({load})", page=page
+    )
+    last = f"b{N_BUTTONS - 1}"
+    page.locator("button.jupyter-button", has_text=last).click()
+    label = page.locator(".widget-label", has_text=f"clicked {last}")
+    wait_for(lambda: label.count() == 1, 60, what=f"the click's label ({load})", page=page)
+
+
+def test_1000_buttons_render_answer_a_click_and_come_back_on_reload(
+    prefix: Path, page: Any, tmp_path: Path
+) -> None:
+    """(A Voila page load runs the notebook in a kernel of its own: the reload's widgets are a
+    new kernel's, rendered through a new websocket on the same server.)"""
+    write_notebook(tmp_path / "buttons.ipynb", BUTTONS, EXT_KERNEL)
+    with StandaloneVoila(tmp_path / "buttons.ipynb", config_path=prefix / "etc" / "jupyter") as v:
+        page.goto(v.url, wait_until="commit")
+        buttons_answer(page, "first load")
+        page.reload(wait_until="commit")
+        buttons_answer(page, "reload")
+        log = v.log_text()
+    assert OURS_SERVED in log and "Traceback" not in log, log[-3000:]
