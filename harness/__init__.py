@@ -22,6 +22,8 @@ module:
 * :mod:`.netns`: a network namespace behind a veth pair, and a rate limit on it;
 * :mod:`.burst_reader`: a burst read in a process of its own (a script);
 * :mod:`.server`: a real jupyter_server or JupyterLab in a subprocess, and pauses of it;
+* :mod:`.voila`: standalone ``voila NOTEBOOK`` in a subprocess, configured by
+  ``python -m ipykernel_ext install --prefix``;
 * :mod:`.gateway`: a real Jupyter Enterprise Gateway in a venv of its own, for gateway mode;
 * :mod:`.ws_protocol`: the kernel websocket protocol (v1 framing, legacy JSON, the message
   dict), one rule per fact for every client below;

@@ -4,7 +4,9 @@
 in the source tree, installed as package data into ``share/jupyter/kernels/``). This command
 installs it elsewhere: for one user, into another prefix, under another name or display name,
 with extra environment variables, or under the name ``python3`` (``--as-default``) so that
-every frontend that starts "Python 3" starts this kernel: the drop-in replacement.
+every frontend that starts "Python 3" starts this kernel: the drop-in replacement. It also
+sets standalone Voila's connection class in the matching Jupyter config dir's ``voila.json``
+(:mod:`.voila_config`; never overwriting, ``--no-voila`` skips it).
 
 The spec is ipykernel's own (same logos, ``"debugger": true``,
 ``"supported_encryption": ["curve"]``) with the launcher swapped for ``-m ipykernel_ext``.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import platform
 import shutil
 import sys
@@ -22,10 +25,12 @@ from typing import Any
 from ipykernel.kernelspec import KERNEL_NAME as STOCK_KERNEL_NAME
 from ipykernel.kernelspec import make_ipkernel_cmd, write_kernel_spec
 from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_core.paths import SYSTEM_CONFIG_PATH, jupyter_config_dir
 from traitlets import Unicode
 from traitlets.config import Application
 
 from . import KERNEL_NAME
+from .voila_config import configure_voila
 
 DISPLAY_NAME = "Python 3 (ipykernel_ext)"
 LAUNCHER_MODULE = "ipykernel_ext"
@@ -69,6 +74,17 @@ def install(
         shutil.rmtree(staged, ignore_errors=True)
 
 
+def voila_config_dir(*, user: bool = False, prefix: str | None = None) -> str:
+    """The Jupyter config dir matching the kernelspec's destination: the user's
+    (``--user``), ``PREFIX/etc/jupyter`` (``--prefix``, ``--sys-prefix``), else the first
+    system config dir (as the kernelspec goes to the first system data dir)."""
+    if user:
+        return jupyter_config_dir()
+    if prefix:
+        return os.path.join(prefix, "etc", "jupyter")
+    return SYSTEM_CONFIG_PATH[0]
+
+
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Install the ipykernel_ext kernelspec for Jupyter."
@@ -110,6 +126,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         action="store_true",
         help="Let Python use frozen stdlib modules (faster start, weaker debugging).",
     )
+    parser.add_argument(
+        "--no-voila",
+        action="store_true",
+        help="Do not set standalone Voila's kernel_websocket_connection_class in the "
+        "config dir's voila.json (by default it is set there unless something is set "
+        "already).",
+    )
     return parser
 
 
@@ -143,3 +166,9 @@ class InstallExtKernelSpecApp(Application):
             print(f"{e}\nPerhaps you want --user or --sys-prefix?", file=sys.stderr)
             self.exit(1)
         print(f"Installed kernelspec {name} in {dest}")
+        if not opts.no_voila:
+            where = voila_config_dir(user=opts.user, prefix=opts.prefix)
+            try:
+                print(configure_voila(where).message)
+            except OSError as e:
+                print(f"Voila not configured: {e}", file=sys.stderr)

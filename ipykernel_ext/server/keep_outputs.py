@@ -8,9 +8,15 @@ section, the class's own last). It is also where both classes find, open and clo
 kernel's :class:`~.outputs.OutputsOwner`, written once: the owner is made from these settings
 the first time a websocket of the kernel asks, and kept in the server process's registry
 (:data:`.kernels.outputs_owners`).
+
+In an app that is not a jupyter_server (standalone Voila: no session manager, no notebook to
+write into) the outputs keeping switches itself off (:meth:`KeepOutputs.keeps_outputs`), said
+once at INFO.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from jupyter_server.services.kernels.connection.base import BaseKernelWebsocketConnection
 from traitlets import Bool, Float, Int
@@ -59,6 +65,27 @@ class KeepOutputs(Configurable):
     owner: OutputsOwner | None = None
     #: the session the owner was told opened, until it is told it closed
     _owner_session: str | None = None
+
+    #: whether the switch-off in an app without a session manager was logged (once a process)
+    _told_off: ClassVar[bool] = False
+
+    def keeps_outputs(self) -> bool:
+        """``keep_outputs``, unless the app serving this websocket has no session manager in
+        its settings (standalone Voila): the owner finds a cell's notebook through it, so
+        there is nothing to keep outputs for; said once at INFO."""
+        if not self.keep_outputs:
+            return False
+        websocket = self._websocket()
+        if "session_manager" in websocket.websocket_handler.settings:
+            return True
+        if not KeepOutputs._told_off:
+            KeepOutputs._told_off = True
+            websocket.log.info(
+                "keep_outputs is off: this app (%s) has no session manager, so no notebook "
+                "to write a departed tab's outputs into",
+                type(websocket.websocket_handler.application).__name__,
+            )
+        return False
 
     def find_owner(self, make_feed: MakeFeed) -> OutputsOwner:
         """The kernel's owner, kept as :attr:`owner`: made from these settings, with its feed

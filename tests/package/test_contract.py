@@ -976,6 +976,14 @@ CONTRACT: list[Row] = [
         (EXTENSION_PY,),
     ).because("each websocket reads the class from the settings when it opens"),
     Row(
+        "jupyter_server.serverapp:ServerWebApplication.init_settings",
+        [Source(r'"session_manager": session_manager')],
+        ("ipykernel_ext/server/keep_outputs.py",),
+    ).because(
+        "a jupyter_server's settings hold its session manager; an app without one (standalone"
+        " Voila) gets no outputs keeping"
+    ),
+    Row(
         "jupyter_server.gateway.gateway_client:GatewayClient.gateway_enabled",
         [IsProperty()],
         (EXTENSION_PY,),

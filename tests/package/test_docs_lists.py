@@ -36,6 +36,7 @@ FOREIGN = {
     "jupyter_kernel_config.py",
     "ipython_kernel_config.py",
     "jupyter_server_config.py",
+    "voila.py",
     # gateway_provisioners' kernel launcher
     "launch_ipykernel.py",
     # the user's module that must not shadow pyzmq (tests/kernel/test_kernel.py)

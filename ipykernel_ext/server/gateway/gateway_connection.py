@@ -91,7 +91,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         await self._connect()
 
     async def _connect(self) -> None:
-        if self.keep_outputs:
+        if self.keeps_outputs():
             self.find_owner(self._make_feed)
             self.owner_opened()  # opens the feed if it is not
         await super().connect()

@@ -277,7 +277,7 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
         )
         # The offline buffer diverts them with on_recv (ChannelStream, as a ZMQStream).
         self.channels = {channel: self.client.stream(channel) for channel in RELAYED_CHANNELS}
-        if self.keep_outputs:
+        if self.keeps_outputs():
             owner = self.find_owner(ChannelsFeed)
             assert isinstance(owner.feed, ChannelsFeed)  # an owner of this class's kernels
             owner.feed.watch(self.shared)
