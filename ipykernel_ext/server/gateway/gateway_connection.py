@@ -25,14 +25,12 @@ the ``status`` ``restarting`` or ``dead`` it writes to its websockets.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from jupyter_client.jsonutil import json_default
 from jupyter_server.services.kernels.connection.base import serialize_binary_message
-from tornado.websocket import WebSocketClosedError
 
 from ..keep_outputs import KeepOutputs
 from ..outputs import OutputsOwner
@@ -190,7 +188,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
                     return
         if not self.paces_iopub:
             if isinstance(incoming_msg, bytes):  # stock would write it as a text frame
-                with contextlib.suppress(WebSocketClosedError):
+                if self.websocket_handler.ws_connection is not None:  # not closed yet
                     self.websocket_handler.write_message(incoming_msg, binary=True)
                 return
             super().handle_outgoing_message(incoming_msg, *args)
