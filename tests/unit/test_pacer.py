@@ -65,7 +65,7 @@ class Tab:
     def put(self, msg: dict[str, Any], size: int = 200) -> None:
         msg_type = msg["msg_type"]
         text = len(msg["content"]["text"]) if msg_type == "stream" else 0
-        self.pacer.put(msg, "iopub", msg_type, size + text, text)
+        self.pacer.put(msg, "iopub", msg_type, size + text)
         self.peak_held = max(self.peak_held, self.pacer.line.size)
 
     def times(self, msg_type: str, name: str | None = None) -> list[float]:

@@ -195,15 +195,12 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
             return
         msg = decode(incoming_msg)
         channel = msg_type = ""
-        text_bytes = 0
         if msg is not None:
             heard = GatewayMessage(msg)
             channel = heard.channel
             msg_type = heard.msg_type if channel == "iopub" else ""
-            if msg_type == "stream":
-                text_bytes = len(str(heard.content_once().get("text", "")))
         original = FromGateway(incoming_msg, msg)
-        self.pacer.put(original, channel, msg_type, len(incoming_msg), text_bytes)
+        self.pacer.put(original, channel, msg_type, len(incoming_msg))
 
     # --- IOPub paced and merged (:mod:`..websocket.pacer`), as for this server's kernels ---
 

@@ -53,7 +53,6 @@ from typing import Any, ClassVar
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from traitlets import Bool, Float, Int
 
-from ...protocol import CONTENT
 from ...shared_channels import (
     DEFAULT_GRACE_PERIOD,
     IOPUB_RCVHWM,
@@ -366,8 +365,7 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
         if self.paces_iopub:
             msg_type = kmsg.msg_type if channel == "iopub" else ""
             size = sum(len(frame) for frame in kmsg.frames)
-            text_bytes = len(kmsg.frames[CONTENT]) if msg_type == "stream" else 0
-            self.pacer.put(kmsg, channel, msg_type, size, text_bytes)
+            self.pacer.put(kmsg, channel, msg_type, size)
             return
         if channel == "iopub" and self.limit_rate:
             msg: dict[str, Any] = {"header": kmsg.header, "parent_header": None, "content": None}

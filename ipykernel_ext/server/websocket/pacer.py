@@ -155,8 +155,8 @@ class Pacer:
 
     # --- in ------------------------------------------------------------------------------
 
-    def put(self, original: Any, channel: str, msg_type: str, size: int, text_bytes: int) -> None:
-        """One message for the tab. ``text_bytes``: a stream's text size (its content frame)."""
+    def put(self, original: Any, channel: str, msg_type: str, size: int) -> None:
+        """One message for the tab (``size``: its bytes, as the byte budget counts them)."""
         if self.closed:
             return
         if channel != "iopub":
