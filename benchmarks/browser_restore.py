@@ -17,6 +17,10 @@ Debian Chromium driven by Playwright, one ``jupyter lab`` server with Voila's ex
 (c) **voila**: the same notebook opened with Voila (``/voila/render/``): Voila starts a kernel,
     runs the notebook, then the page's widget manager asks for every state on the control
     comm of the (idle) kernel. Time from ``page.goto`` until the N buttons are in the page.
+(d) **voila-standalone**: the same with ``voila NOTEBOOK`` (standalone Voila,
+    :mod:`harness.voila`): stock ipykernel with stock Voila (no config: jupyter_server's
+    connection class), ours with Voila as ``python -m ipykernel_ext install`` configures it
+    (``SharedChannelsConnection``). A fresh Voila per trial; time from ``page.goto``.
 
 For (b) and (c) the page's own websocket also gives the control comm's round trip as the page
 sees it: ``request_states`` sent to ``update_states`` received ("states").
@@ -28,6 +32,7 @@ Kernels alternate trial by trial. Prints medians, ratios (stock / ext) and write
     python -m benchmarks browser_restore               # 3 trials each, --window 30
     python -m benchmarks browser_restore --quick       # 1 trial each, --window 15, no plot
     python -m benchmarks browser_restore --scenario idle,voila --buttons 1000,10000 --trials 1
+    python -m benchmarks browser_restore --scenario voila-standalone --buttons 1000,10000
     python -m benchmarks browser_restore --trials 5 --json out.json --plot docs/browser_restore.png
 """
 
@@ -59,6 +64,7 @@ from harness.browser import (
 )
 from harness.page_websocket import WebsocketLog
 from harness.server import JupyterServer
+from harness.voila import StandaloneVoila, install_prefix
 
 TRIALS, QUICK_TRIALS = 3, 1
 LABELS = {STOCK: "stock ipykernel 7.4", EXT: "ipykernel_ext"}
@@ -71,7 +77,7 @@ SLIDERS_CELL = f"""\
 import ipywidgets as widgets
 sliders = [widgets.IntSlider(value=i, max=1000) for i in range({N_SLIDERS})]
 widgets.VBox(sliders)"""
-SCENARIOS = ("mid-cell", "idle", "voila")
+SCENARIOS = ("mid-cell", "idle", "voila", "voila-standalone")
 
 
 def grid_cell(buttons: int) -> str:
@@ -92,7 +98,7 @@ while not pathlib.Path({str(stop)!r}).exists() and time.monotonic() < deadline:
 
 @dataclass
 class Trial:
-    scenario: str  # "mid-cell", "idle" or "voila"
+    scenario: str  # "mid-cell", "idle", "voila" or "voila-standalone"
     kernel: str
     rendered_s: float | None  # reload (voila: page.goto) -> every view in the page
     busy_s: float | None  # reload -> status bar says Busy (mid-cell only)
@@ -125,6 +131,35 @@ def states_round_trip(log: WebsocketLog, since: float) -> float | None:
             ):
                 return f.t - sent.t
     return None
+
+
+def standalone_trial(browser: Any, folder: Path, prefix: Path, kernel: str, buttons: int) -> Trial:
+    """One standalone Voila page load: stock ipykernel with Voila unconfigured, ours with the
+    config ``python -m ipykernel_ext install --prefix prefix`` wrote."""
+    name = f"voila-standalone-{kernel}-{uuid.uuid4().hex[:8]}"
+    path = folder / f"{name}.ipynb"
+    write_notebook(path, [grid_cell(buttons)], kernel)
+    setup = 180 + 0.03 * buttons
+    config = prefix / "etc" / "jupyter" if kernel == EXT else None
+    with StandaloneVoila(path, config_path=config) as voila:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(setup * 1000)
+        log = WebsocketLog(page)
+        try:
+            started = time.perf_counter()
+            page.goto(voila.url, wait_until="commit")
+            wait_for(
+                lambda: page.locator(VOILA_BUTTON).count() == buttons,
+                setup,
+                what="views",
+                page=page,
+            )
+            rendered = time.perf_counter() - started
+            states = states_round_trip(log, started)
+            return Trial("voila-standalone", kernel, rendered, None, None, buttons, states)
+        finally:
+            context.close()
 
 
 def run_trial(
@@ -283,6 +318,7 @@ def draw(fig: Any, axes: list[Any], trials: list[Trial], groups: list[str], wind
         "mid-cell": f"reload mid-cell, {N_SLIDERS} IntSliders",
         "idle": "reload, idle kernel, {} Buttons",
         "voila": "Voila page load, {} Buttons",
+        "voila-standalone": "standalone Voila page load, {} Buttons",
     }
     colors = {STOCK: "#9e9e9e", EXT: "#1f77b4"}
     for ax, group in zip(axes, groups, strict=True):
@@ -365,11 +401,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     trials: list[Trial] = []
     with JupyterServer(app="lab", extra_args=LAB_ARGS) as lab:
         quiet_lab_settings(lab)
+        prefix = install_prefix(lab.root_dir / "voila-prefix")
         with chromium() as browser:
             for scenario, buttons in runs:
                 for i, kernel in alternate(args.trials, rotate=True):
                     try:
-                        trial = run_trial(browser, lab, scenario, kernel, window, buttons)
+                        if scenario == "voila-standalone":
+                            trial = standalone_trial(browser, lab.root_dir, prefix, kernel, buttons)
+                        else:
+                            trial = run_trial(browser, lab, scenario, kernel, window, buttons)
                     except Exception as exc:  # a page that never got ready: say so, go on
                         count = None if scenario == "mid-cell" else buttons
                         why = f"{type(exc).__name__}: {str(exc)[:200]}"
