@@ -11,6 +11,10 @@ message more per comm message: the routing's own cost is the second column).
   sends its data back, until that answer arrives on IOPub; the median of ``--messages`` round
   trips per trial, then the median over the trials (the kernels take turns, trial by trial).
   Ours goes through the main shell's queue instead of the subshell's thread: target <= 1.05x.
+* ``round trip mid-cell``: the same round trips while a cell waits in a jupyter-ui-poll loop
+  (``ui_events()``, polled every millisecond), as a dashboard cell waits for a click. Stock
+  runs them on the subshell's thread beside the loop; ours lets them through from the loop, on
+  the main shell (issue 44's target: at most 1.1x ours at rest).
 * ``wait behind a cell of S s``: a cell that runs S seconds; the ``comm_msg`` sent as soon as
   the cell has started; the time until its answer. Stock answers at once (beside the cell,
   which is what garbles figures); ours after the cell: the price of safety, about S.
@@ -23,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from jupyter_client import BlockingKernelClient
@@ -102,13 +108,44 @@ def round_trips(kc: BlockingKernelClient, subshell: str, comm_id: str, n: int) -
     return statistics.median(times)
 
 
-def wait_behind(kc: BlockingKernelClient, subshell: str, comm_id: str, seconds: float) -> float:
-    cell = kc.execute(f"print('STARTED', flush=True)\nimport time as _t\n_t.sleep({seconds})")
+#: A cell that waits in jupyter-ui-poll's loop until its release file exists.
+UI_LOOP = """
+import pathlib, time
+from jupyter_ui_poll import ui_events
+_release = pathlib.Path({release!r})
+print('STARTED', flush=True)
+with ui_events() as poll:
+    while not _release.exists():
+        poll(10)
+        time.sleep(0.001)
+"""
+
+
+def _started(kc: BlockingKernelClient, cell: str) -> None:
     deadline = time.monotonic() + TIMEOUT
     while True:
         msg = kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
         if msg["msg_type"] == "stream" and msg["parent_header"].get("msg_id") == cell:
-            break
+            return
+
+
+def round_trips_mid_cell(
+    kc: BlockingKernelClient, subshell: str, comm_id: str, n: int, release: Path
+) -> float:
+    """:func:`round_trips` while a cell waits in a ``ui_events()`` loop."""
+    release.unlink(missing_ok=True)
+    _started(kc, kc.execute(UI_LOOP.format(release=str(release))))
+    try:
+        return round_trips(kc, subshell, comm_id, n)
+    finally:
+        release.touch()
+        kc.get_shell_msg(timeout=TIMEOUT)  # the cell's reply, before the next figure
+
+
+def wait_behind(kc: BlockingKernelClient, subshell: str, comm_id: str, seconds: float) -> float:
+    _started(
+        kc, kc.execute(f"print('STARTED', flush=True)\nimport time as _t\n_t.sleep({seconds})")
+    )
     start = time.perf_counter()
     _send(kc, subshell, comm_id, -1)
     _answer(kc, comm_id, -1)
@@ -132,11 +169,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ):
         clients = {STOCK: stock, EXT: ext, NO_ECHO: no_echo}
         setups = {name: _setup(kc) for name, kc in clients.items()}
+        release = Path(tempfile.mkdtemp(prefix="subshell-comms-")) / "release"
         for _, name in alternate(args.trials, VARIANTS):
             kc, (subshell, comm_id) = clients[name], setups[name]
             rows = results[name]
             rows.setdefault("round trip", []).append(
                 round_trips(kc, subshell, comm_id, args.messages)
+            )
+            rows.setdefault("round trip mid-cell (ui_events)", []).append(
+                round_trips_mid_cell(kc, subshell, comm_id, args.messages, release)
             )
             for seconds in args.cells:
                 rows.setdefault(f"wait behind a cell of {seconds:g} s", []).append(
@@ -154,4 +195,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print_table(
         ["figure", "stock ipykernel", "ipykernel_ext", "ratio", "--no-comm-echo", "ratio"], table
     )
+    at_rest = median(results[EXT]["round trip"])
+    mid_cell = median(results[EXT]["round trip mid-cell (ui_events)"])
+    cost = fmt(ratio(mid_cell, at_rest), 2, "x")
+    print(f"ipykernel_ext: a round trip mid-cell costs {cost} one at rest")
     return {"trials": args.trials, "messages": args.messages, "results": results}
