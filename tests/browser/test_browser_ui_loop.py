@@ -1,0 +1,127 @@
+"""A widget moved thousands of times while a cell waits in a UI loop, in a real page (issue 44).
+
+A ``jupyter lab`` server as installed, Debian's Chromium driven by Playwright, JupyterLab 4.6
+and Notebook 7 as they ship, our kernel. A cell waits in jupyter-ui-poll's ``ui_events()``
+loop; the page moves a slider 3000 times through ipywidgets' own model (``set`` and
+``save_changes``, as a drag does), each move once the page has no message pending, as
+ipywidgets paces a drag. On the main before issue 44 the kernel's shell-channel thread blocked
+after about 2000 such messages: the page stopped, and so did every other channel. Here the
+kernel's callback sees every value while the cell waits, and the page and the kernel end on
+3000. The waits are barriers (the kernel's record file, what the page shows) with hang guards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from harness.browser import require_browser, wait_for
+from harness.browser_subshell import (
+    FRONTENDS,
+    RECORD_HELPER,
+    SLIDER_READOUT,
+    cell_output_text,
+    open_notebook,
+    read_records,
+    run_cell,
+    scenario_files,
+    wait_idle,
+)
+from harness.kernels import EXT_KERNEL
+from harness.server import JupyterServer
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
+
+MOVES = 3000
+
+#: Set the value of the slider shown by cell 0 from ``first`` to ``last`` through its model in
+#: the page's widget manager, one value once no message of the model is pending (as ipywidgets
+#: paces a drag). Returns the number of values set.
+MOVE_JS = """async ([first, last]) => {
+  const nb = window.jupyterapp.shell.currentWidget.content;
+  const area = nb.widgets[0].outputArea;
+  const view = area.model.get(0).data['application/vnd.jupyter.widget-view+json'];
+  // The widget renderer holds its manager as a promise (ipywidgets 8's jupyterlab-manager).
+  let renderer = null;
+  const find = (widget) => {
+    if (renderer || !widget) return;
+    if (widget._manager && widget._manager.promise) { renderer = widget; return; }
+    for (const child of (widget.widgets || [])) find(child);
+  };
+  find(area);
+  const manager = await renderer._manager.promise;
+  const model = await manager.get_model(view.model_id);
+  const idle = () => new Promise((resolve) => {
+    const check = () => (model._pending_msgs > 0 ? setTimeout(check, 1) : resolve());
+    check();
+  });
+  let moved = 0;
+  for (let value = first; value <= last; value++) {
+    await idle();
+    model.set('value', value);
+    model.save_changes();
+    moved++;
+  }
+  await idle();
+  return moved;
+}"""
+
+
+def cells(record: Any, started: Any, release: Any) -> list[str]:
+    setup = (
+        "import ipywidgets as widgets\nrunning = False\n"
+        + RECORD_HELPER
+        + f"""
+slider = widgets.IntSlider(value=0, min=0, max={MOVES})
+slider.observe(lambda change: _record({str(record)!r}, value=change["new"]), "value")
+slider"""
+    )
+    loop = (
+        f"import pathlib, time\nrunning = True\npathlib.Path({str(started)!r}).touch()\n"
+        f"release = pathlib.Path({str(release)!r})\ndeadline = time.monotonic() + 400\n"
+        "from jupyter_ui_poll import ui_events\n"
+        "with ui_events() as poll:\n"
+        "    while not release.exists() and time.monotonic() < deadline:\n"
+        "        poll(10)\n"
+        "        time.sleep(0.001)\n"
+        'running = False\nprint("RELEASED", release.exists())'
+    )
+    return [setup, loop]
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_3000_moves_during_a_ui_loop_end_where_the_page_is(
+    lab: JupyterServer, page: Any, frontend: str
+) -> None:
+    require_browser(("jupyter_ui_poll",))
+    name = f"ui-loop-{frontend}-{uuid.uuid4().hex[:8]}"
+    record, started, release = scenario_files(lab, name)
+    try:
+        _, status_js = open_notebook(
+            page, lab, frontend, name, cells(record, started, release), EXT_KERNEL, run_all=False
+        )
+        run_cell(page, 0)
+        wait_for(
+            lambda: page.locator(SLIDER_READOUT).count() == 1, 60, what="the slider", page=page
+        )
+        wait_idle(page, status_js)
+        run_cell(page, 1)
+        wait_for(started.exists, 60, what="the UI loop's cell started", page=page)
+        moved = page.evaluate(MOVE_JS, [1, MOVES])
+        wait_for(
+            lambda: bool(read_records(record)) and read_records(record)[-1]["value"] == MOVES,
+            120,
+            what=f"the kernel's callback for value {MOVES}",
+            page=page,
+        )
+        page_value = page.locator(SLIDER_READOUT).inner_text().strip()
+        records = read_records(record)
+    finally:
+        release.touch()
+    wait_for(lambda: "RELEASED True" in cell_output_text(page, 1), 120, what="cell 1's print")
+    assert moved == MOVES
+    assert [r["value"] for r in records] == list(range(1, MOVES + 1))
+    assert all(r["running"] for r in records)  # every move was handled while the cell waited
+    assert page_value == str(MOVES)
