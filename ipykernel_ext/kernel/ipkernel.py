@@ -47,6 +47,7 @@ from .comms.owners import create_owned_comm
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
+from .shell_handlers import ShellHandlers, dispatching_on
 from .widgets.snapshot import WidgetStateRequestError, build_widget_state_reply
 from .zmqshell import ExtShell
 
@@ -170,13 +171,17 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
             self.shell_handlers[msg_type] = interrupts_noted(
                 self.comm_echo_publisher.wrap(self.shell_handlers[msg_type])
             )
+        # A subshell console's cell runs while the main cell polls in a UI loop that swapped
+        # the table's execute_request (.shell_handlers).
+        self.shell_handlers = ShellHandlers(self.shell_handlers)
 
     async def dispatch_shell(
         self, msg: list[Any], /, subshell_id: str | None = None, *, concurrent: bool = False
     ) -> None:
         """Dispatch as stock does; a comm message's echo re-sends the frames received
-        (.comms.echo: cheaper than packing the client's content again)."""
-        with frames_received(msg):
+        (.comms.echo: cheaper than packing the client's content again); a subshell runs its
+        cells with the kernel's own handler (.shell_handlers)."""
+        with frames_received(msg), dispatching_on(subshell_id):
             await super().dispatch_shell(msg, subshell_id=subshell_id, concurrent=concurrent)
 
     @observe("echo_enabled")

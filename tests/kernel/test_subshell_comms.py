@@ -22,6 +22,7 @@ from harness.messages import control_request, printed
 from harness.subshells import (
     click,
     create_subshell,
+    execute_on,
     send_on,
     subshell_barrier,
     update,
@@ -226,6 +227,44 @@ def test_a_blocking_loop_sees_every_click(
         click(kernel, subshell, model_id)
     wait_idles(kernel, [cell], seen)
     assert "CLICKS 5" in printed(seen, cell), printed(seen, cell)
+
+
+def test_a_subshell_consoles_cell_runs_while_the_main_cell_polls_in_ui_events(
+    kernel: BlockingKernelClient,
+) -> None:
+    """jupyter-ui-poll's ``ui_events()`` swaps the kernel's ``execute_request`` handler so that
+    the main shell's cells wait for the loop. A subshell console's cell runs at once on its
+    own thread (JEP 91); here it is what releases the loop.
+
+    Fails on the old main and on stock ipykernel 7.4: the console's cell went through the
+    swapped handler, waited for the loop to end, and the loop waited for it until its guard
+    (RELEASED False)."""
+    pytest.importorskip("jupyter_ui_poll", reason="needs jupyter-ui-poll (test extra)")
+    console = create_subshell(kernel)
+    seen: list[Message] = []
+    cell = start_cell(
+        kernel,
+        "import time as _time\nfrom jupyter_ui_poll import ui_events\nrelease = False\n"
+        "print('CELL STARTED', flush=True)\n"
+        # A hang guard, not a verdict: the console's cell releases the loop long before.
+        "deadline = _time.monotonic() + 60\n"
+        "with ui_events() as _poll:\n"
+        "    while not release and _time.monotonic() < deadline:\n"
+        "        _poll(10)\n        _time.sleep(0.001)\n"
+        "print('RELEASED', release)\n",
+        seen,
+    )
+    answered = execute_on(
+        kernel,
+        console,
+        "import threading as _threading\nconsole_thread = _threading.current_thread().name\n"
+        "release = True",
+    )
+    wait_idles(kernel, [answered, cell], seen)
+    assert "RELEASED True" in printed(seen, cell), printed(seen, cell)
+    assert evaluate(kernel, "console_thread") != "MainThread"
+    # The loop put the table back: the main shell's next cell runs as usual.
+    assert evaluate(kernel, "1 + 1") == 2
 
 
 def test_a_comm_open_whose_subshell_was_deleted_while_it_waited_is_still_handled(

@@ -381,6 +381,7 @@ ZMQSHELL_PY = "ipykernel_ext/kernel/zmqshell.py"
 MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
 COMM_ROUTING_PY = "ipykernel_ext/kernel/comms/comm_routing.py"
 COMM_OWNERS_PY = "ipykernel_ext/kernel/comms/owners.py"
+SHELL_HANDLERS_PY = "ipykernel_ext/kernel/shell_handlers.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -455,9 +456,10 @@ CONTRACT: list[Row] = [
                 r"except KeyboardInterrupt:",
                 r'_publish_status\("busy", "shell"\)',
                 r'_publish_status_and_flush\(\s*"idle"',
+                r"self\.shell_handlers\.get\(msg_type",
             ),
         ],
-        (MAIN_SHELL_PY, KERNEL_PY),
+        (MAIN_SHELL_PY, KERNEL_PY, SHELL_HANDLERS_PY),
     ).because(
         "comm messages dispatched on the main shell; a comm_open must be given its subshell id;"
         " concurrent=True publishes no status (ours publishes the mid-cell comm's own); "
@@ -465,7 +467,8 @@ CONTRACT: list[Row] = [
         "swallowed (the comm handlers note it mid-cell, comms/mid_cell.py); the main shell "
         "publishes its busy/idle through _publish_status: how the kernel knows which request "
         "the main shell is running; overridden: the frames it is given are what comm_echo "
-        "re-sends"
+        "re-sends; it looks the handler up with shell_handlers.get (a subshell reads the "
+        "kernel's own execute_request there, shell_handlers.py)"
     ),
     Row(
         f"{KERNEL}.should_handle", [Function("self", "stream", "msg", "idents")], (MAIN_SHELL_PY,)

@@ -3,10 +3,11 @@
 A package per side, rooms inside a side, and leaves at the top:
 
 * ``kernel/`` runs in the kernel process. It never imports ``client/``, ``shared_channels/``
-  nor ``server/``. Its rooms (``iopub/``, ``comms/``, ``widgets/``, ``busy/``) and
-  ``router_identity`` import only themselves and the shared leaves, except the room-on-room
-  edges of ``ROOM_EDGES`` (each a design decision), and never the wiring (``ipkernel``,
-  ``kernelapp``); only ``__main__`` and the kernel's face import the launcher.
+  nor ``server/``. Its rooms (``iopub/``, ``comms/``, ``widgets/``, ``busy/``),
+  ``router_identity`` and ``shell_handlers`` import only themselves and the shared leaves,
+  except the room-on-room edges of ``ROOM_EDGES`` (each a design decision), and never the
+  wiring (``ipkernel``, ``kernelapp``); only ``__main__`` and the kernel's face import the
+  launcher.
 * ``shared_channels/`` (the relay for servers) and ``client/`` (helpers for frontends and
   scripts) never import the kernel side nor ``server/``; ``shared_channels/`` never imports
   jupyter_server (``server/`` puts jupyter_server's websockets on it) nor ``client/``.
@@ -49,7 +50,7 @@ LEAF_EDGES = {
 KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp", "kernel.zmqshell"}
 #: The kernel's rooms (a subpackage each) and its one-module features.
 KERNEL_ROOMS = {"kernel.iopub", "kernel.comms", "kernel.widgets", "kernel.busy"}
-KERNEL_LEAF_MODULES = {"kernel.router_identity"}
+KERNEL_LEAF_MODULES = {"kernel.router_identity", "kernel.shell_handlers"}
 #: The rooms built on another room (importer -> what it may import).
 ROOM_EDGES = {
     # the mid-cell answers send the widget snapshot, and compare it after the cell
