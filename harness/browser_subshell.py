@@ -19,7 +19,8 @@ with pyplot's one global state. ipykernel_ext runs them on the main shell, after
 * what the page showed and the kernel recorded (:class:`SliderRun`), without verdicts.
 
 Also the page helpers the other subshell browser tests share (:func:`open_notebook`,
-:func:`run_cell`, :func:`comm_msgs_sent`, :func:`read_records`, :data:`RECORD_HELPER`).
+:func:`run_cell`, :func:`comm_msgs_sent`, :func:`read_records`, :data:`RECORD_HELPER`, and a
+subshell console: :func:`open_subshell_console`, :func:`run_in_console`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ SLIDER_HANDLE = ".jp-OutputArea .widget-slider .noUi-handle"
 SLIDER_TRACK = ".jp-OutputArea .widget-slider .noUi-base"
 SLIDER_READOUT = ".jp-OutputArea .widget-slider .widget-readout"
 CODE_CELL = ".jp-Notebook .jp-CodeCell"
+CONSOLE_INPUT = ".jp-CodeConsole-input .cm-content"
+CONSOLE_OUTPUT = ".jp-CodeConsole-content .jp-OutputArea"
 FRONTENDS = ("lab", "notebook7")
 
 
@@ -117,6 +120,30 @@ def comm_msgs_sent(log: WebsocketLog, method: str) -> list[Any]:
 def cell_output_text(page: Any, index: int) -> str:
     """The text of cell ``index``'s output area."""
     return "\n".join(page.locator(CODE_CELL).nth(index).locator(".jp-OutputArea").all_inner_texts())
+
+
+def open_subshell_console(page: Any) -> Any:
+    """Open a subshell console of the current notebook as a user would ("New Subshell Console
+    for Notebook", JEP 91), and return its input editor once it is in the page."""
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute("
+        "'notebook:create-subshell-console', {activate: true})"
+    )
+    editor = page.locator(CONSOLE_INPUT)
+    wait_for(lambda: editor.count() == 1, 60, what="the subshell console", page=page)
+    return editor
+
+
+def run_in_console(page: Any, editor: Any, code: str) -> None:
+    """Type ``code`` into the console's ``editor`` and run it (Shift+Enter), without waiting."""
+    editor.click()
+    page.keyboard.insert_text(code)
+    page.keyboard.press("Shift+Enter")
+
+
+def console_output_text(page: Any) -> str:
+    """The text of every output the page's consoles show."""
+    return "\n".join(page.locator(CONSOLE_OUTPUT).all_inner_texts())
 
 
 def drag_slider(page: Any, start: int, steps: int) -> None:

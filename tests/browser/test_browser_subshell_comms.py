@@ -42,8 +42,10 @@ from harness.browser_subshell import (
     last_recorded,
     move_during_the_cell,
     open_notebook,
+    open_subshell_console,
     read_records,
     run_cell,
+    run_in_console,
     run_slider_scenario,
     scenario_files,
     sent_and_detail,
@@ -331,9 +333,6 @@ def test_slider_dragged_while_a_cell_waits_reaches_the_kernel_every_time(
 
 # --- 5. a slider made in a subshell console answers while the main cell runs (JEP 91) -------------
 
-CONSOLE_INPUT = ".jp-CodeConsole-input .cm-content"
-
-
 def test_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
     lab: JupyterServer, page: Any
 ) -> None:
@@ -358,15 +357,7 @@ def test_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
         log, _ = open_notebook(page, lab, "lab", name, [main_cell], KERNEL, run_all=False)
         run_cell(page, 0)
         wait_for(started.exists, 60, what="the notebook's cell started", page=page)
-        page.evaluate(
-            "() => window.jupyterapp.commands.execute("
-            "'notebook:create-subshell-console', {activate: true})"
-        )
-        editor = page.locator(CONSOLE_INPUT)
-        wait_for(lambda: editor.count() == 1, 60, what="the subshell console", page=page)
-        editor.click()
-        page.keyboard.insert_text(console_code)
-        page.keyboard.press("Shift+Enter")
+        run_in_console(page, open_subshell_console(page), console_code)
         handle = page.locator(SLIDER_HANDLE)
         wait_for(lambda: handle.count() == 1, 60, what="the console's slider", page=page)
         drag_slider(page, 0, 3)

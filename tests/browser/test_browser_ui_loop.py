@@ -7,7 +7,9 @@ loop; the page moves a slider 3000 times through ipywidgets' own model (``set`` 
 ipywidgets paces a drag. On the main before issue 44 the kernel's shell-channel thread blocked
 after about 2000 such messages: the page stopped, and so did every other channel. Here the
 kernel's callback sees every value while the cell waits, and the page and the kernel end on
-3000. The waits are barriers (the kernel's record file, what the page shows) with hang guards.
+3000; and a subshell console (JupyterLab's and Notebook 7's "New Subshell Console for
+Notebook") answers while the loop runs. The waits are barriers (the kernel's record file,
+what the page shows) with hang guards.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from harness.browser_subshell import (
     RECORD_HELPER,
     SLIDER_READOUT,
     cell_output_text,
+    console_output_text,
     open_notebook,
+    open_subshell_console,
     read_records,
     run_cell,
+    run_in_console,
     scenario_files,
     wait_idle,
 )
@@ -118,6 +123,16 @@ def test_3000_moves_during_a_ui_loop_end_where_the_page_is(
         )
         page_value = page.locator(SLIDER_READOUT).inner_text().strip()
         records = read_records(record)
+        # A subshell console answers while the loop still runs (jupyter-ui-poll holds the
+        # main shell's cells back; on stock and the old main it held the console's too).
+        run_in_console(page, open_subshell_console(page), 'print("CONSOLE", running)')
+        wait_for(
+            lambda: "CONSOLE" in console_output_text(page),
+            60,
+            what="the subshell console's answer while the UI loop runs",
+            page=page,
+        )
+        console = console_output_text(page)
     finally:
         release.touch()
     wait_for(lambda: "RELEASED True" in cell_output_text(page, 1), 120, what="cell 1's print")
@@ -125,3 +140,4 @@ def test_3000_moves_during_a_ui_loop_end_where_the_page_is(
     assert [r["value"] for r in records] == list(range(1, MOVES + 1))
     assert all(r["running"] for r in records)  # every move was handled while the cell waited
     assert page_value == str(MOVES)
+    assert "CONSOLE True" in console, console
