@@ -333,6 +333,7 @@ def test_slider_dragged_while_a_cell_waits_reaches_the_kernel_every_time(
 
 # --- 5. a slider made in a subshell console answers while the main cell runs (JEP 91) -------------
 
+
 def test_slider_made_in_a_subshell_console_answers_while_the_main_cell_runs(
     lab: JupyterServer, page: Any
 ) -> None:
