@@ -15,6 +15,11 @@ message more per comm message: the routing's own cost is the second column).
   (``ui_events()``, polled every millisecond), as a dashboard cell waits for a click. Stock
   runs them on the subshell's thread beside the loop; ours lets them through from the loop, on
   the main shell (issue 44's target: at most 1.1x ours at rest).
+* ``kernel CPU per round trip, by thread``: for both round trips, the kernel process's CPU
+  time thread by thread (``harness.thread_cpu``, from ``/proc``), summed over the trials and
+  divided by the round trips: a profile that sees every thread, where cProfile sees the main
+  one only (ours handles a message at rest on the main thread, mid-cell on
+  jupyter-ui-poll's; stock on the subshell's; CurveZMQ is libzmq's I/O threads).
 * ``wait behind a cell of S s``: a cell that runs S seconds; the ``comm_msg`` sent as soon as
   the cell has started; the time until its answer. Stock answers at once (beside the cell,
   which is what garbles figures); ours after the cell: the price of safety, about S.
@@ -29,10 +34,11 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from jupyter_client import BlockingKernelClient
+from jupyter_client import BlockingKernelClient, KernelManager
 
 from benchmarks.trials import (
     EXT,
@@ -46,6 +52,7 @@ from benchmarks.trials import (
     ratio,
 )
 from harness.messages import control_request
+from harness.thread_cpu import named, since, thread_names, thread_times
 
 TRIALS, QUICK_TRIALS = 9, 3
 TIMEOUT = 60.0
@@ -158,31 +165,44 @@ def wait_behind(kc: BlockingKernelClient, subshell: str, comm_id: str, seconds: 
 #: routing itself costs, apart from that feature.
 NO_ECHO = f"{EXT} --no-comm-echo"
 VARIANTS = (*KERNELS, NO_ECHO)
+AT_REST, MID_CELL = "round trip", "round trip mid-cell (ui_events)"
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, dict[str, list[float]]] = {k: {} for k in VARIANTS}
+    # Kernel CPU seconds by variant, figure and thread id, summed over the trials.
+    spent: dict[str, dict[str, Counter[int]]] = {k: {} for k in VARIANTS}
     with (
-        kernel(STOCK) as (_, stock),
-        kernel(EXT) as (_, ext),
-        kernel(EXT, ["--no-comm-echo"]) as (_, no_echo),
+        kernel(STOCK) as (stock_km, stock),
+        kernel(EXT) as (ext_km, ext),
+        kernel(EXT, ["--no-comm-echo"]) as (no_echo_km, no_echo),
     ):
         clients = {STOCK: stock, EXT: ext, NO_ECHO: no_echo}
+        pids = {STOCK: _pid(stock_km), EXT: _pid(ext_km), NO_ECHO: _pid(no_echo_km)}
         setups = {name: _setup(kc) for name, kc in clients.items()}
         release = Path(tempfile.mkdtemp(prefix="subshell-comms-")) / "release"
         for _, name in alternate(args.trials, VARIANTS):
             kc, (subshell, comm_id) = clients[name], setups[name]
             rows = results[name]
-            rows.setdefault("round trip", []).append(
-                round_trips(kc, subshell, comm_id, args.messages)
-            )
-            rows.setdefault("round trip mid-cell (ui_events)", []).append(
-                round_trips_mid_cell(kc, subshell, comm_id, args.messages, release)
-            )
+            for figure in (AT_REST, MID_CELL):
+                before = thread_times(pids[name])
+                if figure == AT_REST:
+                    median_s = round_trips(kc, subshell, comm_id, args.messages)
+                else:
+                    median_s = round_trips_mid_cell(kc, subshell, comm_id, args.messages, release)
+                rows.setdefault(figure, []).append(median_s)
+                spent[name].setdefault(figure, Counter()).update(
+                    since(before, thread_times(pids[name]))
+                )
             for seconds in args.cells:
                 rows.setdefault(f"wait behind a cell of {seconds:g} s", []).append(
                     wait_behind(kc, subshell, comm_id, seconds)
                 )
+        # Names after the trials: jupyter-ui-poll's thread starts with the first loop.
+        by_thread = {
+            name: {figure: named(cpu, thread_names(clients[name])) for figure, cpu in figs.items()}
+            for name, figs in spent.items()
+        }
     table = []
     for figure in results[EXT]:
         theirs = median(results[STOCK][figure])
@@ -195,8 +215,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print_table(
         ["figure", "stock ipykernel", "ipykernel_ext", "ratio", "--no-comm-echo", "ratio"], table
     )
-    at_rest = median(results[EXT]["round trip"])
-    mid_cell = median(results[EXT]["round trip mid-cell (ui_events)"])
+    print_thread_cpu(by_thread, args.trials * args.messages)
+    at_rest = median(results[EXT][AT_REST])
+    mid_cell = median(results[EXT][MID_CELL])
     cost = fmt(ratio(mid_cell, at_rest), 2, "x")
     print(f"ipykernel_ext: a round trip mid-cell costs {cost} one at rest")
-    return {"trials": args.trials, "messages": args.messages, "results": results}
+    return {
+        "trials": args.trials,
+        "messages": args.messages,
+        "results": results,
+        "kernel_cpu_s_by_thread": by_thread,
+    }
+
+
+def _pid(km: KernelManager) -> int:
+    process = km.provisioner.process  # type: ignore[union-attr]
+    return int(process.pid)
+
+
+def print_thread_cpu(by_thread: dict[str, dict[str, dict[str, float]]], trips: int) -> None:
+    """Kernel CPU per round trip, µs, by thread: one column per kernel and figure (threads
+    under 5 µs in every column left out, but counted in "all threads")."""
+    columns = [by_thread[name][figure] for name in VARIANTS for figure in (AT_REST, MID_CELL)]
+    threads = sorted({t for c in columns for t, s in c.items() if s * 1e6 / trips >= 5})
+    table = [[t, *(fmt(c.get(t, 0.0) * 1e6 / trips, 0, " µs") for c in columns)] for t in threads]
+    table.append(["all threads", *(fmt(sum(c.values()) * 1e6 / trips, 0, " µs") for c in columns)])
+    print(f"kernel CPU per round trip, by thread ({trips} round trips each)")
+    heads = [f"{name}, {where}" for name in VARIANTS for where in ("rest", "mid-cell")]
+    print_table(["thread", *heads], table)
