@@ -105,14 +105,18 @@ def _setup(kc: BlockingKernelClient) -> tuple[str, str]:
     return subshell, _comm_id(kc)
 
 
-def round_trips(kc: BlockingKernelClient, subshell: str, comm_id: str, n: int) -> float:
+def round_trips(
+    kc: BlockingKernelClient, subshell: str, comm_id: str, n: int, pid: int
+) -> tuple[float, dict[int, float]]:
+    """The median of ``n`` round trips, and the kernel's CPU seconds by thread id meanwhile."""
     times = []
+    before = thread_times(pid)
     for i in range(n):
         start = time.perf_counter()
         _send(kc, subshell, comm_id, i)
         _answer(kc, comm_id, i)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(times), since(before, thread_times(pid))
 
 
 #: A cell that waits in jupyter-ui-poll's loop until its release file exists.
@@ -137,13 +141,14 @@ def _started(kc: BlockingKernelClient, cell: str) -> None:
 
 
 def round_trips_mid_cell(
-    kc: BlockingKernelClient, subshell: str, comm_id: str, n: int, release: Path
-) -> float:
-    """:func:`round_trips` while a cell waits in a ``ui_events()`` loop."""
+    kc: BlockingKernelClient, subshell: str, comm_id: str, n: int, pid: int, release: Path
+) -> tuple[float, dict[int, float]]:
+    """:func:`round_trips` while a cell waits in a ``ui_events()`` loop (measured before the
+    loop ends: jupyter-ui-poll's thread, which handles ours, ends with it)."""
     release.unlink(missing_ok=True)
     _started(kc, kc.execute(UI_LOOP.format(release=str(release))))
     try:
-        return round_trips(kc, subshell, comm_id, n)
+        return round_trips(kc, subshell, comm_id, n, pid)
     finally:
         release.touch()
         kc.get_shell_msg(timeout=TIMEOUT)  # the cell's reply, before the next figure
@@ -184,23 +189,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for _, name in alternate(args.trials, VARIANTS):
             kc, (subshell, comm_id) = clients[name], setups[name]
             rows = results[name]
+            pid = pids[name]
             for figure in (AT_REST, MID_CELL):
-                before = thread_times(pids[name])
                 if figure == AT_REST:
-                    median_s = round_trips(kc, subshell, comm_id, args.messages)
+                    median_s, cpu = round_trips(kc, subshell, comm_id, args.messages, pid)
                 else:
-                    median_s = round_trips_mid_cell(kc, subshell, comm_id, args.messages, release)
+                    median_s, cpu = round_trips_mid_cell(
+                        kc, subshell, comm_id, args.messages, pid, release
+                    )
                 rows.setdefault(figure, []).append(median_s)
-                spent[name].setdefault(figure, Counter()).update(
-                    since(before, thread_times(pids[name]))
-                )
+                spent[name].setdefault(figure, Counter()).update(cpu)
             for seconds in args.cells:
                 rows.setdefault(f"wait behind a cell of {seconds:g} s", []).append(
                     wait_behind(kc, subshell, comm_id, seconds)
                 )
         # Names after the trials: jupyter-ui-poll's thread starts with the first loop.
         by_thread = {
-            name: {figure: named(cpu, thread_names(clients[name])) for figure, cpu in figs.items()}
+            name: {
+                figure: named(cpu, thread_names(clients[name]), thread_times(pids[name]))
+                for figure, cpu in figs.items()
+            }
             for name, figs in spent.items()
         }
     table = []
@@ -229,7 +237,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _pid(km: KernelManager) -> int:
-    process = km.provisioner.process  # type: ignore[union-attr]
+    process = km.provisioner.process  # type: ignore[union-attr]  # a started kernel's
     return int(process.pid)
 
 

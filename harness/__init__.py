@@ -9,6 +9,8 @@ module:
 * :mod:`.polling`: waiting until something holds (the one polling loop; a hang guard, never
   a verdict), which the named waits of the modules below are built on;
 * :mod:`.kernels`: kernels started and shut down, their clients, their IOPub counters;
+* :mod:`.thread_cpu`: a kernel process's CPU time thread by thread (where a request's cost
+  goes);
 * :mod:`.messages`: requests and replies on a client, and waiting on IOPub (barriers);
 * :mod:`.cells`: running a cell: to its idle and collected (``run_cell``, the one runner of
   the tests, the benchmarks and the demo), to completion, for a value, or held running;

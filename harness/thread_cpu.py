@@ -9,7 +9,7 @@ is not a Python thread (libzmq's I/O threads, which do CurveZMQ's encryption) is
     before = thread_times(pid)
     ...  # the requests
     spent = since(before, thread_times(pid))   # {tid: seconds}
-    by_name = named(spent, thread_names(kc))    # {"Shell channel": seconds, ...}
+    by_name = named(spent, thread_names(kc), thread_times(pid))  # {"IOPub": seconds, ...}
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from .cells import evaluate
 
 #: Where the threads that are not Python threads are counted (libzmq's I/O threads).
 NATIVE = "not Python (libzmq I/O)"
+#: Where the threads that ended before the names were asked are counted (jupyter-ui-poll's
+#: loop thread lives as long as its ``with ui_events()``).
+ENDED = "ended since (jupyter-ui-poll's)"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -54,11 +57,14 @@ def thread_names(kc: BlockingKernelClient) -> dict[int, str]:
     return names
 
 
-def named(spent: Mapping[int, float], names: dict[int, str]) -> dict[str, float]:
-    """``spent`` summed by thread name; every subshell's thread under ``subshell``."""
+def named(
+    spent: Mapping[int, float], names: dict[int, str], alive: Mapping[int, float]
+) -> dict[str, float]:
+    """``spent`` summed by thread name (``names`` and ``alive``, the :func:`thread_times`, taken
+    together); every subshell's thread under ``subshell``."""
     totals: dict[str, float] = {}
     for tid, seconds in spent.items():
-        name = names.get(tid, NATIVE)
+        name = names.get(tid, NATIVE if tid in alive else ENDED)
         key = "subshell" if name.startswith("subshell") else name
         totals[key] = totals.get(key, 0.0) + seconds
     return totals
