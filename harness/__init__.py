@@ -23,6 +23,8 @@ module:
 * :mod:`.inproc`: kernel pieces in the test process (a frontend, our IOPub socket and thread);
 * :mod:`.netns`: a network namespace behind a veth pair, and a rate limit on it;
 * :mod:`.burst_reader`: a burst read in a process of its own (a script);
+* :mod:`.logged_process`: a subprocess with its log in a temporary folder of its own,
+  started, waited for and stopped (the base of the three below);
 * :mod:`.server`: a real jupyter_server or JupyterLab in a subprocess, and pauses of it;
 * :mod:`.voila`: standalone ``voila NOTEBOOK`` in a subprocess, configured by
   ``python -m ipykernel_ext install --prefix``;

@@ -24,11 +24,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .kernels import EXT_KERNEL_CLASS, install_ssh_spec
+from .logged_process import LoggedProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,25 +86,33 @@ def make_kernelspecs(prefix: Path) -> Path:
     return prefix / "share" / "jupyter" / "kernels"
 
 
-class EnterpriseGateway:
+class EnterpriseGateway(LoggedProcess):
     """``jupyter enterprisegateway`` on a free port of 127.0.0.1, with the two kernelspecs.
 
     ``EG_LIST_KERNELS=True`` (JupyterLab lists the gateway's kernels), no unauthorized user
     (CI runs as root, which Enterprise Gateway refuses by default), the kernels' response
-    address on 127.0.0.1. Its log is ``self.log_path``.
+    address on 127.0.0.1. Its log is ``self.log_path``; stopped by SIGTERM (it shuts its
+    kernels down), killed after 30 s.
     """
 
     def __init__(self, startup_timeout: float = 90) -> None:
-        command = gateway_command()
-        if isinstance(command, str):
-            raise RuntimeError(command)
-        self.command = command
+        executable = gateway_command()
+        if isinstance(executable, str):
+            raise RuntimeError(executable)
+        super().__init__(tmp_prefix="ipykernel-ext-eg-", log_name="gateway.log", stop_timeout=30)
+        self.executable = executable
         self.startup_timeout = startup_timeout
-        self._tmp = Path(tempfile.mkdtemp(prefix="ipykernel-ext-eg-"))
-        self.log_path = self._tmp / "gateway.log"
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        return [
+            *self.executable,
+            "--EnterpriseGatewayApp.ip=127.0.0.1",
+            f"--EnterpriseGatewayApp.port={self.port}",
+            "--EnterpriseGatewayApp.port_retries=0",
+            "--EnterpriseGatewayApp.remote_hosts=localhost",
+        ]
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PYTHON"))}
@@ -126,23 +132,9 @@ class EnterpriseGateway:
         )
         return env
 
-    def start(self) -> EnterpriseGateway:
-        log = open(self.log_path, "wb")  # noqa: SIM115 (the child keeps it)
-        self.proc = subprocess.Popen(
-            [
-                *self.command,
-                "--EnterpriseGatewayApp.ip=127.0.0.1",
-                f"--EnterpriseGatewayApp.port={self.port}",
-                "--EnterpriseGatewayApp.port_retries=0",
-                "--EnterpriseGatewayApp.remote_hosts=localhost",
-            ],
-            cwd=self._tmp,
-            env=self.environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
+    def wait_until_up(self) -> None:
+        """Until it lists both kernelspecs."""
+        assert self.proc is not None
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if self.proc.poll() is not None:
@@ -151,11 +143,10 @@ class EnterpriseGateway:
                 with urllib.request.urlopen(f"{self.url}/api/kernelspecs", timeout=5) as r:
                     specs = json.load(r)["kernelspecs"]
                 if {EG_EXT, EG_STOCK} <= specs.keys():
-                    return self
+                    return
             except (OSError, urllib.error.URLError, ValueError, KeyError):
                 pass
             if time.monotonic() > deadline:
-                self.stop()
                 raise RuntimeError(f"Enterprise Gateway not up in {self.startup_timeout} s")
             time.sleep(0.2)
 
@@ -164,29 +155,3 @@ class EnterpriseGateway:
         with urllib.request.urlopen(f"{self.url}/api/kernels/{kernel_id}", timeout=30) as r:
             model: dict[str, Any] = json.load(r)
         return model
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # it shuts its kernels down
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if os.environ.get("IPYKERNEL_EXT_KEEP_SERVER_DIRS") != "1":
-            shutil.rmtree(self._tmp, ignore_errors=True)
-
-    def __enter__(self) -> EnterpriseGateway:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

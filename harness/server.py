@@ -14,10 +14,12 @@ user would run it, and kernels are started through the REST API. It can also be 
 real (:meth:`JupyterServer.block_event_loop`, :meth:`JupyterServer.stop_process`).
 
 Every directory Jupyter reads or writes (config, data, runtime, IPython, root_dir) is a fresh
-temporary one, so a developer's own configuration never leaks into a test. Kernelspecs are
-still found in ``sys.prefix`` (where ``python3`` and ``python3-ext`` are installed). The
-server extensions of ``harness/server_extensions/`` are importable in the server by their
-module names (that folder is on its ``PYTHONPATH``); none is loaded unless asked for.
+temporary one (the folder of :class:`harness.logged_process.LoggedProcess`, which also holds
+the server's log and starts and stops it), so a developer's own configuration never leaks
+into a test. Kernelspecs are still found in ``sys.prefix`` (where ``python3`` and
+``python3-ext`` are installed). The server extensions of ``harness/server_extensions/`` are
+importable in the server by their module names (that folder is on its ``PYTHONPATH``); none
+is loaded unless asked for.
 
 The package's own server extension (``ipykernel_ext``, enabled by the
 ``jupyter_server_config.d`` file the install puts into ``sys.prefix``) makes
@@ -35,11 +37,8 @@ import ast
 import http.client
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -50,6 +49,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .logged_process import LoggedProcess
 from .polling import wait_until
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class ServerError(RuntimeError):
     """The server did not start, or answered a REST call with an error."""
 
 
-class JupyterServer:
+class JupyterServer(LoggedProcess):
     """A ``jupyter_server`` (``app="server"``) or JupyterLab (``app="lab"``) subprocess.
 
     ``encryption=True`` starts every kernel with ``--KernelManager.transport_encryption=
@@ -110,6 +110,9 @@ class JupyterServer:
     ) -> None:
         if app not in ("server", "lab"):
             raise ValueError(f"app must be 'server' or 'lab', not {app!r}")
+        super().__init__(
+            tmp_prefix="ipykernel-ext-server-", log_name="server.log", stop_timeout=stop_timeout
+        )
         self.app = app
         self.encryption = encryption
         self.extra_args = list(extra_args)
@@ -117,21 +120,16 @@ class JupyterServer:
         #: variables of this process the server must not inherit
         self.drop_env = drop_env
         self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
         self.pause_extension = pause_extension
         self.ipykernel_ext = ipykernel_ext
         self.token = uuid.uuid4().hex
-        self._tmp = Path(tempfile.mkdtemp(prefix="ipykernel-ext-server-"))
         self.root_dir = Path(root_dir) if root_dir is not None else self._tmp / "root"
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.runtime_dir = self._tmp / "runtime"
         #: JupyterLab reads user settings from here (``<plugin package>/<plugin>.jupyterlab-
         #: settings`` files); write them before a page loads.
         self.lab_settings_dir = self._tmp / "lab-settings"
-        self.log_path = self._tmp / "server.log"
         self.url = ""  # http://127.0.0.1:PORT/ once started
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._log_file: Any = None
 
     # lifecycle ----------------------------------------------------------------------
 
@@ -192,24 +190,10 @@ class JupyterServer:
         env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         return env
 
-    def start(self) -> JupyterServer:
-        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
-        self.proc = subprocess.Popen(
-            self.command(),
-            cwd=self.root_dir,
-            env=self.environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            self._wait_until_up()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def working_dir(self) -> Path:
+        return self.root_dir
 
-    def _wait_until_up(self) -> None:
+    def wait_until_up(self) -> None:
         assert self.proc is not None
         deadline = time.monotonic() + self.startup_timeout
         info_file = self.runtime_dir / f"jpserver-{self.proc.pid}.json"
@@ -236,40 +220,15 @@ class JupyterServer:
         )
 
     def stop(self) -> None:
-        """Shut kernels down through the server, then stop it; remove the temp dirs."""
-        if self.proc is not None and self.proc.poll() is None:
-            if self.url:
-                try:
-                    for kernel in self.api("GET", "api/kernels", timeout=10):
-                        self.shutdown_kernel(kernel["id"])
-                except (OSError, ServerError):
-                    pass
-            self.proc.terminate()  # SIGTERM: the server shuts its kernels down too
+        """Shut kernels down through the server, then stop it (SIGTERM: the server shuts its
+        kernels down too); remove the temp dirs."""
+        if self.running and self.url:
             try:
-                self.proc.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        if os.environ.get("IPYKERNEL_EXT_KEEP_SERVER_DIRS") != "1":
-            shutil.rmtree(self._tmp, ignore_errors=True)
-
-    def __enter__(self) -> JupyterServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+                for kernel in self.api("GET", "api/kernels", timeout=10):
+                    self.shutdown_kernel(kernel["id"])
+            except (OSError, ServerError):
+                pass
+        super().stop()
 
     # pauses -------------------------------------------------------------------------
 

@@ -5,7 +5,9 @@
 ``update`` and ``click`` are ipywidgets' frontend messages, ``widget_and_subshell`` makes the
 widget they go to; ``subshell_barrier`` returns once a
 subshell answered a request sent after everything before it; ``wait_idles`` waits for the
-``idle`` of each request.
+``idle`` of each request. ``cell_until_released`` is a main cell held until a subshell
+console's cell releases it, and ``assert_the_cell_stays_busy`` what IOPub must show of comm
+messages handled while such a cell runs.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient
 
-from .cells import evaluate, run
+from .cells import START_MARKER, evaluate, run, start_cell
 from .messages import control_request, get_reply, is_status, wait_iopub
 
 Message = dict[str, Any]
@@ -73,3 +75,31 @@ def wait_idles(kc: BlockingKernelClient, msg_ids: list[str], seen: list[Message]
     for msg_id in msg_ids:
         if not any(is_status("idle", msg_id)(m) for m in seen):
             wait_iopub(kc, is_status("idle", msg_id), what=f"the idle of {msg_id}", seen=seen)
+
+
+def cell_until_released(kc: BlockingKernelClient, seen: list[Message], then: str = "") -> str:
+    """A main cell that lets nothing through until a subshell console's cell sets
+    ``release`` (``execute_on(kc, console, "release = True")``), then runs ``then``; its
+    msg_id once it runs. ``then`` and the wait itself let nothing through but what ``then``
+    asks for; ``seen`` collects the IOPub messages read meanwhile."""
+    return start_cell(
+        kc,
+        f"import time as _time\nrelease = False\nprint({START_MARKER!r}, flush=True)\n"
+        f"while not release:\n    _time.sleep(0.01)\n{then}\n",
+        seen,
+    )
+
+
+def assert_the_cell_stays_busy(seen: list[Message], handled: list[str], cell: str) -> None:
+    """Each of ``handled`` (comm messages handled while ``cell`` ran) has its ``idle`` followed
+    by ``busy`` for ``cell``, which still runs: the kernel never looks idle mid-cell; the
+    cell's own ``idle`` is the last status of ``seen``."""
+    statuses = [
+        (m["parent_header"].get("msg_id"), m["content"]["execution_state"])
+        for m in seen
+        if m["msg_type"] == "status"
+    ]
+    for msg_id in handled:
+        after = statuses[statuses.index((msg_id, "idle")) + 1]
+        assert after == (cell, "busy"), statuses
+    assert statuses[-1] == (cell, "idle"), statuses

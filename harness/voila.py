@@ -5,8 +5,10 @@ traitlets application and tornado app, no jupyter_server extension loaded), and 
 written by ``python -m ipykernel_ext install --prefix PREFIX`` (:func:`install_prefix`), found
 through ``JUPYTER_CONFIG_PATH=PREFIX/etc/jupyter`` as Voila finds a ``{sys.prefix}/etc/jupyter``.
 Every other directory Jupyter reads or writes (config, data, runtime, IPython) is a fresh
-temporary one, as in :mod:`.server`; kernelspecs are still found in ``sys.prefix``. The working
-directory is the notebook's folder (Voila reads a ``voila.json`` there too)::
+temporary one, as in :mod:`.server` (the folder of :class:`.logged_process.LoggedProcess`,
+which also holds Voila's log and starts and stops it); kernelspecs are still found in
+``sys.prefix``. The working directory is the notebook's folder (Voila reads a ``voila.json``
+there too)::
 
     prefix = install_prefix(tmp_path / "prefix")
     with StandaloneVoila(notebook, config_path=prefix / "etc" / "jupyter") as voila:
@@ -16,14 +18,13 @@ directory is the notebook's folder (Voila reads a ``voila.json`` there too)::
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from .logged_process import LoggedProcess
 from .polling import wait_until
 
 #: What Voila logs once it listens ("Voilà is running at:", then the address).
@@ -49,9 +50,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class StandaloneVoila:
+class StandaloneVoila(LoggedProcess):
     """``voila NOTEBOOK`` on 127.0.0.1, its config path ``config_path`` (None: none added),
-    with ``extra_args`` on its command line."""
+    with ``extra_args`` on its command line. Stopped by SIGTERM (Voila shuts its kernels
+    down), killed after 60 s."""
 
     def __init__(
         self,
@@ -60,14 +62,12 @@ class StandaloneVoila:
         extra_args: Iterable[str] = (),
         startup_timeout: float = 120,
     ) -> None:
+        super().__init__(tmp_prefix="ipykernel-ext-voila-", log_name="voila.log", stop_timeout=60)
         self.notebook = notebook
         self.config_path = config_path
         self.extra_args = list(extra_args)
         self.startup_timeout = startup_timeout
         self.port = free_port()
-        self._tmp = Path(tempfile.mkdtemp(prefix="ipykernel-ext-voila-"))
-        self.log_path = self._tmp / "voila.log"
-        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -103,49 +103,14 @@ class StandaloneVoila:
             env["JUPYTER_CONFIG_PATH"] = str(self.config_path)
         return env
 
-    def start(self) -> StandaloneVoila:
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                self.command(),
-                cwd=self.notebook.parent,
-                env=self.environment(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            wait_until(self._running, self.startup_timeout, "Voila listening", interval=0.2)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def working_dir(self) -> Path:
+        return self.notebook.parent
 
-    def _running(self) -> bool:
+    def wait_until_up(self) -> None:
+        wait_until(self._listening, self.startup_timeout, "Voila listening", interval=0.2)
+
+    def _listening(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise RuntimeError(f"voila exited with {self.proc.returncode}:\n{self.log_text()}")
         return RUNNING in self.log_text()
-
-    def stop(self) -> None:
-        """SIGTERM (Voila shuts its kernels down), then remove the temp dirs."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if os.environ.get("IPYKERNEL_EXT_KEEP_SERVER_DIRS") != "1":
-            shutil.rmtree(self._tmp, ignore_errors=True)
-
-    def __enter__(self) -> StandaloneVoila:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +92,19 @@ def browser(lab: JupyterServer) -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any, lab: JupyterServer, request: pytest.FixtureRequest) -> Iterator[Any]:
+def after_page(lab: JupyterServer) -> Callable[[], None]:
+    """What :func:`page` does once its context is closed: shut the sessions and kernels of the
+    module's ``lab`` down (a frontend that finds kernels running asks which one to use). A
+    module whose pages are served by no ``lab`` overrides it."""
+    return lambda: shut_down_everything(lab)
+
+
+@pytest.fixture
+def page(
+    browser: Any, after_page: Callable[[], None], request: pytest.FixtureRequest
+) -> Iterator[Any]:
     """A fresh browser context; a screenshot of the page as the test left it goes to
-    ``artifacts/``; the kernels it started are shut down afterwards."""
+    ``artifacts/``; then :func:`after_page` (the kernels it started are shut down)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     new_page = context.new_page()
     new_page.set_default_timeout(120_000)
@@ -105,4 +115,4 @@ def page(browser: Any, lab: JupyterServer, request: pytest.FixtureRequest) -> It
         with contextlib.suppress(Exception):
             new_page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
         context.close()
-        shut_down_everything(lab)
+        after_page()

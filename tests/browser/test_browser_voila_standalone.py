@@ -17,14 +17,13 @@ the page (its buttons, its label's text), with a hang guard.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.browser import ARTIFACTS, chromium, require_browser, wait_for, write_notebook
+from harness.browser import chromium, require_browser, wait_for, write_notebook
 from harness.kernels import EXT_KERNEL, STOCK_KERNEL
 from harness.voila import StandaloneVoila, install_prefix
 
@@ -63,22 +62,15 @@ def prefix(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(prefix: Path) -> Iterator[Any]:
+    """tests/conftest.py's ``page`` on this browser: no ``lab`` (skips as ``prefix`` says)."""
     with chromium() as chromium_browser:
         yield chromium_browser
 
 
 @pytest.fixture
-def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    new_page = context.new_page()
-    new_page.set_default_timeout(120_000)
-    try:
-        yield new_page
-    finally:
-        ARTIFACTS.mkdir(exist_ok=True)
-        with contextlib.suppress(Exception):
-            new_page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"))
-        context.close()
+def after_page() -> Callable[[], None]:
+    """Nothing after a page: each test's Voila, stopped in the test, shut its kernels down."""
+    return lambda: None
 
 
 def click_and_read(page: Any, voila: StandaloneVoila, sets: int) -> tuple[str, str]:

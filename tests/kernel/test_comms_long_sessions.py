@@ -12,7 +12,6 @@ shell-channel thread still routes. Timeouts are hang guards only.
 from __future__ import annotations
 
 import queue
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,24 +19,22 @@ from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.session import Session
 
 from harness.cells import START_MARKER, evaluate, run, start_cell
-from harness.kernels import EXT_KERNEL, new_client, running_kernel
+from harness.kernels import new_client
 from harness.messages import get_reply, printed
-from harness.subshells import click, create_subshell, execute_on, send_on, update, wait_idles
+from harness.subshells import (
+    assert_the_cell_stays_busy,
+    cell_until_released,
+    click,
+    create_subshell,
+    execute_on,
+    send_on,
+    update,
+    wait_idles,
+)
 
 pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the test extra)")
 
 Message = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def kernel_pair() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
-    with running_kernel(EXT_KERNEL) as pair:
-        yield pair
-
-
-@pytest.fixture
-def kernel(kernel_pair: tuple[KernelManager, BlockingKernelClient]) -> BlockingKernelClient:
-    return kernel_pair[1]
 
 
 #: A comm target whose messages append their ``n`` and thread to ``log`` (no output: the
@@ -77,17 +74,6 @@ def wait_idle_of(kc: BlockingKernelClient, msg_id: str, timeout: float = 60) -> 
             return
 
 
-def released_by_a_console(kc: BlockingKernelClient, seen: list[Message], then: str = "") -> str:
-    """A main cell that waits until a subshell console's cell sets ``release``, then runs
-    ``then``; ``then`` and the wait itself let nothing through but what ``then`` asks for."""
-    return start_cell(
-        kc,
-        f"import time as _time\nrelease = False\nprint({START_MARKER!r}, flush=True)\n"
-        f"while not release:\n    _time.sleep(0.01)\n{then}\n",
-        seen,
-    )
-
-
 def answered_beside_the_cell(km: KernelManager, kc: BlockingKernelClient, cell: str) -> None:
     """While ``cell`` runs: another client's kernel_info, a subshell made on control, and that
     subshell console's cell, which releases the main cell: all answered, in that order."""
@@ -123,7 +109,7 @@ UI_LOOP_MESSAGES = 10_000
 
 @pytest.mark.timeout(300)  # the guard of 10000 paced round trips on a loaded 2-core machine
 def test_a_ui_loop_lets_ten_thousand_paced_comm_messages_through(
-    kernel_pair: tuple[KernelManager, BlockingKernelClient],
+    ext_kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     """A blocking cell that lets comm messages through every millisecond (as jupyter-ui-poll's
     ``ui_events()`` does) and a frontend that sends each after the previous one's idle: every
@@ -132,7 +118,7 @@ def test_a_ui_loop_lets_ten_thousand_paced_comm_messages_through(
     Fails on the old main: each message left its marker in the main shell's inproc queue,
     which fills at about 2000; the shell-channel thread then blocks, and message ~1997 never
     gets its idle (nor does another client's kernel_info)."""
-    km, kc = kernel_pair
+    km, kc = ext_kernel
     run(kc, COUNTER)
     subshell = create_subshell(kc)
     open_counter(kc, subshell, "ui-loop")
@@ -155,7 +141,7 @@ SLEEPING_MESSAGES = 3000
 
 @pytest.mark.timeout(180)  # the guard of 3000 comm messages handled after a cell, under load
 def test_thousands_of_comm_messages_during_a_sleeping_cell_block_no_channel(
-    kernel_pair: tuple[KernelManager, BlockingKernelClient],
+    ext_kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     """3000 unthrottled comm messages while a cell sleeps (lets nothing through): another
     client's kernel_info, a subshell made on control and that subshell console's cell are
@@ -165,12 +151,12 @@ def test_thousands_of_comm_messages_during_a_sleeping_cell_block_no_channel(
     Fails on the old main: one marker per message filled the main shell's inproc queue at
     about 2000, which blocked the shell-channel thread (no kernel_info reply, no subshell, no
     console cell)."""
-    km, kc = kernel_pair
+    km, kc = ext_kernel
     run(kc, COUNTER)
     subshell = create_subshell(kc)
     open_counter(kc, subshell, "sleeping")
     seen: list[Message] = []
-    cell = released_by_a_console(kc, seen)
+    cell = cell_until_released(kc, seen)
     sent = [count(kc, subshell, "sleeping", n) for n in range(SLEEPING_MESSAGES)]
     answered_beside_the_cell(km, kc, cell)
     wait_idle_of(kc, sent[-1])
@@ -201,7 +187,7 @@ def test_a_subshell_consoles_ui_poll_handles_nothing_of_the_main_shell(
     subshell = create_subshell(kernel)
     console = create_subshell(kernel)
     seen: list[Message] = []
-    cell = released_by_a_console(kernel, seen)
+    cell = cell_until_released(kernel, seen)
     moved = update(kernel, subshell, model_id, value=5)
     # Sent after the move: the move waits in the inbox by then.
     beside = execute_on(
@@ -229,7 +215,7 @@ def test_a_comm_info_request_handled_mid_cell_is_followed_by_busy_for_the_cell(
     subshell = create_subshell(kernel)
     console = create_subshell(kernel)
     seen: list[Message] = []
-    cell = released_by_a_console(
+    cell = cell_until_released(
         kernel,
         seen,
         then="from ipykernel_ext.kernel import handle_waiting_comms\n"
@@ -240,15 +226,7 @@ def test_a_comm_info_request_handled_mid_cell_is_followed_by_busy_for_the_cell(
     released = execute_on(kernel, console, "release = True")
     wait_idles(kernel, [released, cell], seen)
     assert "HANDLED 2" in printed(seen, cell), printed(seen, cell)
-    statuses = [
-        (m["parent_header"].get("msg_id"), m["content"]["execution_state"])
-        for m in seen
-        if m["msg_type"] == "status"
-    ]
-    for msg_id in (moved, info):
-        after = statuses[statuses.index((msg_id, "idle")) + 1]
-        assert after == (cell, "busy"), statuses
-    assert statuses[-1] == (cell, "idle"), statuses
+    assert_the_cell_stays_busy(seen, [moved, info], cell)
 
 
 def test_comm_info_just_after_the_switch_waits_behind_the_waiting_comm_open(
@@ -263,7 +241,7 @@ def test_comm_info_just_after_the_switch_waits_behind_the_waiting_comm_open(
     subshell = create_subshell(kernel)
     console = create_subshell(kernel)
     seen: list[Message] = []
-    cell = released_by_a_console(kernel, seen)
+    cell = cell_until_released(kernel, seen)
     opened = send_on(kernel, subshell, "comm_open", {"comm_id": "late-1", "target_name": "late"})
     switched = execute_on(kernel, console, "get_ipython().kernel.comms_on_subshells = True")
     try:

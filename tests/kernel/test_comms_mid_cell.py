@@ -11,17 +11,17 @@ are barriers (a marker the cell or a callback prints, the idle of a request).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
 from harness.cells import START_MARKER, evaluate, kernel_set, run, start_cell
-from harness.kernels import EXT_KERNEL, running_kernel
 from harness.messages import get_reply, printed, wait_iopub
 from harness.polling import wait_until
 from harness.subshells import (
+    assert_the_cell_stays_busy,
+    cell_until_released,
     click,
     create_subshell,
     execute_on,
@@ -34,17 +34,6 @@ from harness.subshells import (
 pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the test extra)")
 
 Message = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def kernel_pair() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
-    with running_kernel(EXT_KERNEL) as pair:
-        yield pair
-
-
-@pytest.fixture
-def kernel(kernel_pair: tuple[KernelManager, BlockingKernelClient]) -> BlockingKernelClient:
-    return kernel_pair[1]
 
 
 SLIDER = """
@@ -116,17 +105,7 @@ def test_a_comm_message_handled_mid_cell_gets_its_own_busy_and_idle_in_order(
         assert carried[-1] == "status:idle", carried
         assert "stream" in carried, carried
         assert carried.count("status:busy") == carried.count("status:idle") == 1, carried
-    # Each comm's idle is followed by busy for the cell that still runs: the kernel never
-    # looks idle mid-cell; the cell's own idle is the last status.
-    statuses = [
-        (m["parent_header"].get("msg_id"), m["content"]["execution_state"])
-        for m in seen
-        if m["msg_type"] == "status"
-    ]
-    for msg_id in sent:
-        after = statuses[statuses.index((msg_id, "idle")) + 1]
-        assert after == (cell, "busy"), statuses
-    assert statuses[-1] == (cell, "idle"), statuses
+    assert_the_cell_stays_busy(seen, sent, cell)
 
 
 def test_handle_waiting_comms_runs_callbacks_on_the_main_thread_in_the_main_loop(
@@ -238,9 +217,9 @@ log = []
 
 
 def test_an_interrupt_stops_a_callback_handled_mid_cell_with_its_cell(
-    kernel_pair: tuple[KernelManager, BlockingKernelClient],
+    ext_kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
-    km, kernel = kernel_pair
+    km, kernel = ext_kernel
     model_id, subshell = widget_and_subshell(kernel, INTERRUPTIBLE, "b")
     seen: list[Message] = []
     cell = start_cell(kernel, waiting_cell("handle_waiting_comms", 1), seen)
@@ -280,11 +259,11 @@ def read_input_request(kernel: BlockingKernelClient) -> Message:
 
 @pytest.mark.parametrize("interrupted", [True, False], ids=["interrupted", "answered"])
 def test_input_in_a_callback_handled_mid_cell(
-    kernel_pair: tuple[KernelManager, BlockingKernelClient], interrupted: bool
+    ext_kernel: tuple[KernelManager, BlockingKernelClient], interrupted: bool
 ) -> None:
     """Answered, the callback's input() gets its reply; interrupted, it never takes the
     next cell's."""
-    km, kernel = kernel_pair
+    km, kernel = ext_kernel
     model_id, subshell = widget_and_subshell(kernel, INPUT, "b")
     cell = kernel.execute(waiting_cell("handle_waiting_comms", 1), allow_stdin=True)
     clicked = click(kernel, subshell, model_id)
@@ -304,16 +283,6 @@ def test_input_in_a_callback_handled_mid_cell(
     assert evaluate(kernel, "got, answers") == ("for the cell", [])
 
 
-def main_cell_until_released(kernel: BlockingKernelClient, seen: list[Message]) -> str:
-    """A main cell that lets nothing through until a cell on a subshell sets ``release``."""
-    return start_cell(
-        kernel,
-        f"import time as _time\nrelease = False\nprint({START_MARKER!r}, flush=True)\n"
-        "while not release:\n    _time.sleep(0.01)\n",
-        seen,
-    )
-
-
 def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
     kernel: BlockingKernelClient,
 ) -> None:
@@ -322,7 +291,7 @@ def test_the_switch_turned_on_while_a_message_waits_keeps_arrival_order(
     seen: list[Message] = []
     # Moved once at rest: stock's routing then sends this widget's messages to the subshell.
     wait_idles(kernel, [update(kernel, subshell, model_id, value=5)], seen)
-    cell = main_cell_until_released(kernel, seen)
+    cell = cell_until_released(kernel, seen)
     first = update(kernel, subshell, model_id, value=1)
     switched = execute_on(kernel, console, "get_ipython().kernel.comms_on_subshells = True")
     wait_idles(kernel, [switched], seen)
@@ -346,13 +315,11 @@ def test_system_exit_in_a_callback_leaves_the_other_messages_to_run(
     )
     console = create_subshell(kernel)
     seen: list[Message] = []
-    cell = start_cell(
+    cell = cell_until_released(
         kernel,
-        "import time as _time\nfrom ipykernel_ext.kernel import handle_waiting_comms\n"
-        f"release = False\nprint({START_MARKER!r}, flush=True)\n"
-        "while not release:\n    _time.sleep(0.01)\n"
-        "try:\n    handle_waiting_comms()\nexcept SystemExit:\n    print('EXITED')\n",
         seen,
+        then="from ipykernel_ext.kernel import handle_waiting_comms\n"
+        "try:\n    handle_waiting_comms()\nexcept SystemExit:\n    print('EXITED')",
     )
     sent = [update(kernel, subshell, model_id, value=v) for v in (1, 2, 3)]
     # Released once the three wait in the inbox (the console's request came after them).
@@ -500,7 +467,7 @@ def test_a_console_cells_comm_request_gets_its_reply_while_the_main_cell_runs(
     frontend = create_subshell(kernel)
     console = create_subshell(kernel)
     seen: list[Message] = []
-    cell = main_cell_until_released(kernel, seen)
+    cell = cell_until_released(kernel, seen)
     comm_id = evaluate_on(
         kernel, console, "import comm\nasker = comm.create_comm(target_name='ask')", "asker.comm_id"
     )
@@ -538,7 +505,7 @@ def test_comm_info_after_a_comm_open_on_one_subshell_lists_the_comm(
     subshell = create_subshell(kernel)
     console = create_subshell(kernel)
     seen: list[Message] = []
-    cell = main_cell_until_released(kernel, seen)
+    cell = cell_until_released(kernel, seen)
     send_on(kernel, subshell, "comm_open", {"comm_id": "listed-1", "target_name": "listed"})
     asked = send_on(kernel, subshell, "comm_info_request", {"target_name": "listed"})
     released = execute_on(kernel, console, "release = True")

@@ -9,7 +9,6 @@ arrival order, so by then every comm message has gone where it goes), a file the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +32,6 @@ from harness.subshells import (
 pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the test extra)")
 
 Message = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def kernel() -> Iterator[BlockingKernelClient]:
-    with running_kernel(EXT_KERNEL) as (_, kc):
-        yield kc
 
 
 def waiting_cell(release: Path, before: str = "") -> str:

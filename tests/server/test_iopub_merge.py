@@ -86,6 +86,20 @@ def merged_report(server: JupyterServer, msg_id: str) -> tuple[int, int]:
     return int(found.group(2)), int(found.group(3))
 
 
+def print_flood_arrives_whole_and_paced(
+    server: JupyterServer, tab: KernelWebsocket, n: int, rate: int
+) -> None:
+    """PRINT_CODE's ``n`` lines reach the tab whole, in fewer stream messages than the kernel
+    sent (merged), and the server's account of the cell says so, its peak within ``rate``
+    messages a second."""
+    msg_id, view = run(tab, PRINT_CODE.format(n=n))
+    assert view.text() == printed(n)
+    assert view.count("stream") < n // 1000  # fewer than the kernel sent: merged
+    merged, peak = merged_report(server, msg_id)
+    assert merged > 0
+    assert peak <= rate * WINDOW
+
+
 #: The most IOPub messages a cell of stock ipykernel sends here. Stock drops IOPub for a
 #: subscriber its SNDHWM (1000) behind, as its side of the pipe counts it, and that count learns
 #: of reads only every 500 (libzmq's low-water mark, (hwm + 1) / 2): it can be 499 stale when a
@@ -109,14 +123,21 @@ def comm_id_of(tab: KernelWebsocket, comm: str) -> str:
     return view.text().strip()
 
 
+def image_ends_with_its_last_bytes(tab: KernelWebsocket, ours: int) -> tuple[str, TabView, int]:
+    """An Image widget displayed, then its value set ``n`` times in one cell (``ours`` for our
+    kernel, :data:`STOCK_CELL` for stock), 256 bytes each: the tab ends with the buffer at
+    ``value`` holding the last bytes. The cell's msg_id, the tab's view of it, and ``n``."""
+    run(tab, "img = w.Image(value=b'start', format='png'); display(img)")
+    comm_id = comm_id_of(tab, "img.comm")
+    n = cell_size(tab, ours)
+    msg_id, view = run(tab, f"for i in range({n}): img.value = i.to_bytes(4, 'big') * 64")
+    assert view.buffer_paths[comm_id] == [["value"]]
+    assert [bytes(b) for b in view.buffers[comm_id]] == [(n - 1).to_bytes(4, "big") * 64]
+    return msg_id, view, n
+
+
 def test_a_200000_line_print_arrives_whole(server: JupyterServer, tab: KernelWebsocket) -> None:
-    n = 200_000
-    msg_id, view = run(tab, PRINT_CODE.format(n=n))
-    assert view.text() == printed(n)
-    assert view.count("stream") < n // 1000  # fewer than the kernel sent: merged
-    merged, peak = merged_report(server, msg_id)
-    assert merged > 0
-    assert peak <= RATE * WINDOW
+    print_flood_arrives_whole_and_paced(server, tab, 200_000, RATE)
 
 
 def test_a_slider_ends_on_the_kernels_last_value(
@@ -149,12 +170,7 @@ def test_a_display_ends_on_its_last_update(tab: KernelWebsocket) -> None:
 
 
 def test_an_image_widget_ends_with_its_last_bytes(tab: KernelWebsocket) -> None:
-    run(tab, "img = w.Image(value=b'start', format='png'); display(img)")
-    comm_id = comm_id_of(tab, "img.comm")
-    n = cell_size(tab, 5000)
-    _, view = run(tab, f"for i in range({n}): img.value = i.to_bytes(4, 'big') * 64")
-    assert view.buffer_paths[comm_id] == [["value"]]
-    assert [bytes(b) for b in view.buffers[comm_id]] == [(n - 1).to_bytes(4, "big") * 64]
+    image_ends_with_its_last_bytes(tab, 5000)
 
 
 def test_a_custom_comms_messages_all_arrive_in_order(tab: KernelWebsocket) -> None:

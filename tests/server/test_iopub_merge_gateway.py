@@ -19,13 +19,13 @@ from harness.kernel_websocket import KernelWebsocket
 from harness.server import JupyterServer
 
 from .test_iopub_merge import (
-    PRINT_CODE,
     WINDOW,
     cell_size,
     comm_id_of,
+    image_ends_with_its_last_bytes,
     is_ours,
     merged_report,
-    printed,
+    print_flood_arrives_whole_and_paced,
     run,
 )
 
@@ -70,13 +70,7 @@ def tab(request: pytest.FixtureRequest, server: JupyterServer) -> Iterator[Kerne
 
 
 def test_a_print_flood_arrives_whole_and_paced(server: JupyterServer, tab: KernelWebsocket) -> None:
-    n = 100_000
-    msg_id, view = run(tab, PRINT_CODE.format(n=n))
-    assert view.text() == printed(n)
-    assert view.count("stream") < n // 1000  # fewer than the kernel sent: merged
-    merged, peak = merged_report(server, msg_id)
-    assert merged > 0
-    assert peak <= GATEWAY_RATE * WINDOW
+    print_flood_arrives_whole_and_paced(server, tab, 100_000, GATEWAY_RATE)
 
 
 def test_a_slider_ends_on_the_kernels_last_value(tab: KernelWebsocket) -> None:
@@ -101,12 +95,7 @@ def test_an_image_widget_ends_with_its_last_bytes(
     reaches the tab, counted and merged as any other. On the old main (and stock
     jupyter_server) the first one ended the server's reading loop (it decoded every frame as
     UTF-8): the cell that displays the Image never ended at the tab, ours or stock's."""
-    run(tab, "img = w.Image(value=b'start', format='png'); display(img)")
-    comm_id = comm_id_of(tab, "img.comm")
-    n = cell_size(tab, 10000)
-    msg_id, view = run(tab, f"for i in range({n}): img.value = i.to_bytes(4, 'big') * 64")
-    assert view.buffer_paths[comm_id] == [["value"]]
-    assert [bytes(b) for b in view.buffers[comm_id]] == [(n - 1).to_bytes(4, "big") * 64]
+    msg_id, view, n = image_ends_with_its_last_bytes(tab, 10000)
     if is_ours(tab):  # over the rate unless the gateway delivered under 100 a second
         updates = [m for m in view.messages if m["msg_type"] == "comm_msg"]
         assert len(updates) < n
