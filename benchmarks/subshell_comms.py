@@ -15,6 +15,9 @@ message more per comm message: the routing's own cost is the second column).
   (``ui_events()``, polled every millisecond), as a dashboard cell waits for a click. Stock
   runs them on the subshell's thread beside the loop; ours lets them through from the loop, on
   the main shell (issue 44's target: at most 1.1x ours at rest).
+* ``round trip mid-cell (awaiting async cell)``: the same while a cell awaits
+  ``asyncio.sleep`` in a loop: ours handles them on the main shell's own loop as they come,
+  with no poll to wait for (the path's own cost mid-cell).
 * ``kernel CPU per round trip, by thread``: for both round trips, the kernel process's CPU
   time thread by thread (``harness.thread_cpu``, from ``/proc``), summed over the trials and
   divided by the round trips: a profile that sees every thread, where cProfile sees the main
@@ -140,13 +143,29 @@ def _started(kc: BlockingKernelClient, cell: str) -> None:
             return
 
 
+#: A cell that awaits until its release file exists (the kernel's own loop runs meanwhile).
+AWAITING = """
+import asyncio, pathlib
+_release = pathlib.Path({release!r})
+print('STARTED', flush=True)
+while not _release.exists():
+    await asyncio.sleep(0.05)
+"""
+
+
 def round_trips_mid_cell(
-    kc: BlockingKernelClient, subshell: str, comm_id: str, n: int, pid: int, release: Path
+    kc: BlockingKernelClient,
+    subshell: str,
+    comm_id: str,
+    n: int,
+    pid: int,
+    release: Path,
+    cell: str,
 ) -> tuple[float, dict[int, float]]:
-    """:func:`round_trips` while a cell waits in a ``ui_events()`` loop (measured before the
-    loop ends: jupyter-ui-poll's thread, which handles ours, ends with it)."""
+    """:func:`round_trips` while ``cell`` (:data:`UI_LOOP` or :data:`AWAITING`) waits (measured
+    before it ends: jupyter-ui-poll's thread, which handles ours, ends with its loop)."""
     release.unlink(missing_ok=True)
-    _started(kc, kc.execute(UI_LOOP.format(release=str(release))))
+    _started(kc, kc.execute(cell.format(release=str(release))))
     try:
         return round_trips(kc, subshell, comm_id, n, pid)
     finally:
@@ -171,6 +190,9 @@ def wait_behind(kc: BlockingKernelClient, subshell: str, comm_id: str, seconds: 
 NO_ECHO = f"{EXT} --no-comm-echo"
 VARIANTS = (*KERNELS, NO_ECHO)
 AT_REST, MID_CELL = "round trip", "round trip mid-cell (ui_events)"
+MID_AWAIT = "round trip mid-cell (awaiting async cell)"
+#: The round-trip figures, each with the cell that waits meanwhile (None: at rest).
+ROUND_TRIPS = {AT_REST: None, MID_CELL: UI_LOOP, MID_AWAIT: AWAITING}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -190,12 +212,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             kc, (subshell, comm_id) = clients[name], setups[name]
             rows = results[name]
             pid = pids[name]
-            for figure in (AT_REST, MID_CELL):
-                if figure == AT_REST:
+            for figure, cell in ROUND_TRIPS.items():
+                if cell is None:
                     median_s, cpu = round_trips(kc, subshell, comm_id, args.messages, pid)
                 else:
                     median_s, cpu = round_trips_mid_cell(
-                        kc, subshell, comm_id, args.messages, pid, release
+                        kc, subshell, comm_id, args.messages, pid, release, cell
                     )
                 rows.setdefault(figure, []).append(median_s)
                 spent[name].setdefault(figure, Counter()).update(cpu)
@@ -224,10 +246,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ["figure", "stock ipykernel", "ipykernel_ext", "ratio", "--no-comm-echo", "ratio"], table
     )
     print_thread_cpu(by_thread, args.trials * args.messages)
-    at_rest = median(results[EXT][AT_REST])
-    mid_cell = median(results[EXT][MID_CELL])
-    cost = fmt(ratio(mid_cell, at_rest), 2, "x")
-    print(f"ipykernel_ext: a round trip mid-cell costs {cost} one at rest")
+    for name in (EXT, NO_ECHO):
+        at_rest = median(results[name][AT_REST])
+        costs = ", ".join(
+            f"{fmt(ratio(median(results[name][figure]), at_rest), 2, 'x')} ({figure})"
+            for figure in (MID_CELL, MID_AWAIT)
+        )
+        print(f"{name}: a round trip mid-cell against one at rest: {costs}")
     return {
         "trials": args.trials,
         "messages": args.messages,
@@ -244,10 +269,11 @@ def _pid(km: KernelManager) -> int:
 def print_thread_cpu(by_thread: dict[str, dict[str, dict[str, float]]], trips: int) -> None:
     """Kernel CPU per round trip, µs, by thread: one column per kernel and figure (threads
     under 5 µs in every column left out, but counted in "all threads")."""
-    columns = [by_thread[name][figure] for name in VARIANTS for figure in (AT_REST, MID_CELL)]
+    columns = [by_thread[name][figure] for name in VARIANTS for figure in ROUND_TRIPS]
     threads = sorted({t for c in columns for t, s in c.items() if s * 1e6 / trips >= 5})
     table = [[t, *(fmt(c.get(t, 0.0) * 1e6 / trips, 0, " µs") for c in columns)] for t in threads]
     table.append(["all threads", *(fmt(sum(c.values()) * 1e6 / trips, 0, " µs") for c in columns)])
     print(f"kernel CPU per round trip, by thread ({trips} round trips each)")
-    heads = [f"{name}, {where}" for name in VARIANTS for where in ("rest", "mid-cell")]
+    short = {AT_REST: "rest", MID_CELL: "ui_events", MID_AWAIT: "await"}
+    heads = [f"{name}, {short[figure]}" for name in VARIANTS for figure in ROUND_TRIPS]
     print_table(["thread", *heads], table)
