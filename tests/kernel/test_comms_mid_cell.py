@@ -42,7 +42,7 @@ log = []
 s = _w.IntSlider(max=1000)
 def _moved(ch):
     log.append((ch['new'], threading.current_thread().name))
-    print('MOVED', ch['new'], flush=True)
+    print('MOVED', ch['new'])  # not flushed here: the kernel flushes it before the idle
 s.observe(_moved, 'value')
 """
 

@@ -57,14 +57,16 @@ class CellEvents(EventManager):
 
 
 @contextmanager
-def callback_figures() -> Iterator[None]:
+def callback_figures() -> Iterator[list[Any]]:
     """Show the pyplot figures opened within this block (a comm callback handled mid-cell) at
     its end, under the current parent, when pyplot draws inline; figures open before it are
-    left alone. Without pyplot imported: nothing (matplotlib is not imported for it)."""
+    left alone. Without pyplot imported: nothing (matplotlib is not imported for it). Yields
+    the list of the figures shown, filled at the end."""
     helpers = sys.modules.get("matplotlib._pylab_helpers")
     before = set(helpers.Gcf.get_all_fig_managers()) if helpers is not None else set()
+    shown: list[Any] = []
     try:
-        yield
+        yield shown
     finally:
         helpers = sys.modules.get("matplotlib._pylab_helpers")
         opened = (
@@ -74,6 +76,7 @@ def callback_figures() -> Iterator[None]:
         )
         if opened and _draws_inline():
             _show(opened)
+            shown.extend(opened)
 
 
 def _draws_inline() -> bool:

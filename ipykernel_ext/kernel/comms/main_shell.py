@@ -278,19 +278,24 @@ class CommsOnMainShell(IPythonKernel):
         ``pre_execute``/``post_execute`` held."""
         parent = self.get_parent("shell")
         ident = self._get_shell_context_var(self._shell_parent_ident)
+        flushed = False
         try:
             msg, subshell_id = self._as_main_shell_message(waiting.msg, waiting.routed)
             with held_cell_events(), handling_mid_cell(mid):
                 try:
                     # Its own figures under it, the cell's left for the cell (.cell_events).
-                    with callback_figures():
+                    with callback_figures() as shown:
                         await self.dispatch_shell(msg, subshell_id=subshell_id, concurrent=True)
+                    # dispatch_shell flushed stdout and stderr after the handler; a flush is a
+                    # round trip to the IOPub thread, so only shown figures ask for another.
+                    flushed = not shown
                 finally:
                     if mid.parent is not None:
                         # Its outputs before its idle, as dispatch_shell flushes at rest.
-                        for stream in (sys.stdout, sys.stderr):
-                            if stream is not None:
-                                stream.flush()
+                        if not flushed:
+                            for stream in (sys.stdout, sys.stderr):
+                                if stream is not None:
+                                    stream.flush()
                         self._publish_mid_cell_status("idle", mid.parent)
         finally:
             self.set_parent(ident, parent, channel="shell")
