@@ -21,9 +21,13 @@ Debian Chromium driven by Playwright, one ``jupyter lab`` server with Voila's ex
     :mod:`harness.voila`): stock ipykernel with stock Voila (no config: jupyter_server's
     connection class), ours with Voila as ``python -m ipykernel_ext install`` configures it
     (``SharedChannelsConnection``). A fresh Voila per trial; time from ``page.goto``.
+    ``--crossed`` also runs stock ipykernel with our class and ipykernel_ext with
+    jupyter_server's, so that the kernel's share and the class's are told apart; the phases of
+    every standalone trial are printed: the page's HTML (``DOMContentLoaded``: Voila has run
+    the notebook), its kernel websocket opened, the states, every view.
 
-For (b) and (c) the page's own websocket also gives the control comm's round trip as the page
-sees it: ``request_states`` sent to ``update_states`` received ("states").
+For (b), (c) and (d) the page's own websocket also gives the control comm's round trip as the
+page sees it: ``request_states`` sent to ``update_states`` received ("states").
 
 Each trial uses a fresh notebook, a fresh JupyterLab workspace and a fresh kernel; the notebook
 is saved (and the saved file checked) before the reload, since a reload reopens it from disk.
@@ -33,6 +37,7 @@ Kernels alternate trial by trial. Prints medians, ratios (stock / ext) and write
     python -m benchmarks browser_restore --quick       # 1 trial each, --window 15, no plot
     python -m benchmarks browser_restore --scenario idle,voila --buttons 1000,10000 --trials 1
     python -m benchmarks browser_restore --scenario voila-standalone --buttons 1000,10000
+    python -m benchmarks browser_restore --scenario voila-standalone --buttons 1000 --crossed
     python -m benchmarks browser_restore --trials 5 --json out.json --plot docs/browser_restore.png
 """
 
@@ -68,6 +73,11 @@ from harness.voila import StandaloneVoila, install_prefix
 
 TRIALS, QUICK_TRIALS = 3, 1
 LABELS = {STOCK: "stock ipykernel 7.4", EXT: "ipykernel_ext"}
+#: Standalone Voila's connection class: jupyter_server's ("stock", Voila unconfigured) or
+#: ours ("ours", the config ``python -m ipykernel_ext install`` writes).
+CLASS_LABELS = {"stock": "jupyter_server's class", "ours": "our class"}
+#: What each kernel is paired with unless ``--crossed``: stock as it ships, ours as installed.
+PAIRED_CLASS = {STOCK: "stock", EXT: "ours"}
 N_SLIDERS, N_BUTTONS = 200, 1000
 SLIDER = ".jp-OutputArea .widget-slider"
 BUTTON = ".jp-OutputArea button.jupyter-button.widget-button"
@@ -106,10 +116,20 @@ class Trial:
     buttons: int | None = None  # idle and voila: how many Buttons
     states_s: float | None = None  # idle and voila: request_states sent -> update_states in
     failed: str | None = None  # why the trial ended without a time (e.g. the page never ready)
+    connection: str | None = None  # voila-standalone: "stock" or "ours" (CLASS_LABELS)
+    html_s: float | None = None  # voila-standalone: page.goto -> DOMContentLoaded
+    socket_s: float | None = None  # voila-standalone: page.goto -> its kernel websocket opened
 
     @property
     def group(self) -> str:
-        return self.scenario if self.buttons is None else f"{self.scenario} {self.buttons}"
+        group = self.scenario if self.buttons is None else f"{self.scenario} {self.buttons}"
+        crossed = self.connection is not None and self.connection != PAIRED_CLASS[self.kernel]
+        return f"{group} crossed" if crossed else group
+
+
+def label(kernel: str, connection: str | None) -> str:
+    """The kernel's name, and standalone Voila's connection class if there is one."""
+    return LABELS[kernel] if connection is None else f"{LABELS[kernel]}, {CLASS_LABELS[connection]}"
 
 
 def states_round_trip(log: WebsocketLog, since: float) -> float | None:
@@ -133,19 +153,26 @@ def states_round_trip(log: WebsocketLog, since: float) -> float | None:
     return None
 
 
-def standalone_trial(browser: Any, folder: Path, prefix: Path, kernel: str, buttons: int) -> Trial:
-    """One standalone Voila page load: stock ipykernel with Voila unconfigured, ours with the
-    config ``python -m ipykernel_ext install --prefix prefix`` wrote."""
+def standalone_trial(
+    browser: Any, folder: Path, prefix: Path, kernel: str, buttons: int, connection: str
+) -> Trial:
+    """One standalone Voila page load: ``connection`` "stock" is Voila unconfigured, "ours"
+    the config ``python -m ipykernel_ext install --prefix prefix`` wrote."""
     name = f"voila-standalone-{kernel}-{uuid.uuid4().hex[:8]}"
     path = folder / f"{name}.ipynb"
     write_notebook(path, [grid_cell(buttons)], kernel)
     setup = 180 + 0.03 * buttons
-    config = prefix / "etc" / "jupyter" if kernel == EXT else None
+    config = prefix / "etc" / "jupyter" if connection == "ours" else None
     with StandaloneVoila(path, config_path=config) as voila:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
         page.set_default_timeout(setup * 1000)
         log = WebsocketLog(page)
+        # When they happened: wait_for spends its waits inside Playwright, which delivers each
+        # event as it comes.
+        seen: dict[str, float] = {}
+        page.on("domcontentloaded", lambda _: seen.setdefault("html", time.perf_counter()))
+        page.on("websocket", lambda ws: note_socket(seen, ws.url))
         try:
             started = time.perf_counter()
             page.goto(voila.url, wait_until="commit")
@@ -157,9 +184,27 @@ def standalone_trial(browser: Any, folder: Path, prefix: Path, kernel: str, butt
             )
             rendered = time.perf_counter() - started
             states = states_round_trip(log, started)
-            return Trial("voila-standalone", kernel, rendered, None, None, buttons, states)
+            html, socket = (seen[k] - started if k in seen else None for k in ("html", "socket"))
+            return Trial(
+                "voila-standalone",
+                kernel,
+                rendered,
+                None,
+                None,
+                buttons,
+                states,
+                connection=connection,
+                html_s=html,
+                socket_s=socket,
+            )
         finally:
             context.close()
+
+
+def note_socket(seen: dict[str, float], url: str) -> None:
+    """The page's first kernel websocket: when it opened."""
+    if "/channels" in url:
+        seen.setdefault("socket", time.perf_counter())
 
 
 def run_trial(
@@ -245,6 +290,7 @@ def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
                     "scenario": mine[0].scenario,
                     "group": group,
                     "kernel": kernel,
+                    "connection": mine[0].connection,
                     "trials": len(mine),
                     "rendered_s": [t.rendered_s for t in mine],
                     "median_rendered_s": medians[kernel]["rendered"],
@@ -255,6 +301,8 @@ def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
                     "restored_mid_cell": sum(bool(t.restored_mid_cell) for t in mine)
                     if mine[0].scenario == "mid-cell"
                     else None,
+                    "median_html_s": median(t.html_s for t in mine),
+                    "median_socket_s": median(t.socket_s for t in mine),
                 }
             )
         if STOCK in medians and EXT in medians:
@@ -280,7 +328,7 @@ def print_summary(rows: list[dict[str, Any]], window: float) -> None:
         [
             [
                 row["group"],
-                LABELS[row["kernel"]],
+                label(row["kernel"], row["connection"]),
                 row["trials"],
                 seconds(row["median_rendered_s"]),
                 seconds(row["median_busy_s"]),
@@ -298,11 +346,29 @@ def print_summary(rows: list[dict[str, Any]], window: float) -> None:
     )
     for row in rows:
         for reason in row["failed"]:
-            print(f"failed: {row['group']}, {LABELS[row['kernel']]}: {reason}")
+            print(f"failed: {row['group']}, {label(row['kernel'], row['connection'])}: {reason}")
+    phases = [row for row in rows if row["connection"] is not None]
+    if phases:
+        print("\nstandalone Voila, medians from page.goto:")
+        print_table(
+            ["scenario", "kernel, connection class", "HTML", "websocket", "rendered", "states"],
+            [
+                [
+                    row["group"],
+                    label(row["kernel"], row["connection"]),
+                    seconds(row["median_html_s"]),
+                    seconds(row["median_socket_s"]),
+                    seconds(row["median_rendered_s"]),
+                    seconds(row["median_states_s"]),
+                ]
+                for row in phases
+            ],
+            align="llrrrr",
+        )
     print(
         f"(mid-cell: the cell is ended {window:.0f} s after the reload when the views are not "
         "there by then; 'mid-cell' counts trials restored while the cell still ran; "
-        "'states': the page's request_states to update_states, idle and voila; voila: "
+        "'states': the page's request_states to update_states, idle and both voila; voila: "
         "rendered counts from page.goto, the notebook's run included)"
     )
 
@@ -320,9 +386,12 @@ def draw(fig: Any, axes: list[Any], trials: list[Trial], groups: list[str], wind
         "voila": "Voila page load, {} Buttons",
         "voila-standalone": "standalone Voila page load, {} Buttons",
     }
+    crossed = {"crossed": ", kernel and class crossed"}
     colors = {STOCK: "#9e9e9e", EXT: "#1f77b4"}
     for ax, group in zip(axes, groups, strict=True):
-        scenario, _, buttons = group.partition(" ")
+        scenario, _, rest = group.partition(" ")
+        buttons, _, suffix = rest.partition(" ")
+        connections = {t.kernel: t.connection for t in trials if t.group == group}
         for x, kernel in enumerate((STOCK, EXT)):
             values = [
                 t.rendered_s
@@ -340,8 +409,8 @@ def draw(fig: Any, axes: list[Any], trials: list[Trial], groups: list[str], wind
             ax.text(
                 1.45, window, "cell ended", color="#d62728", fontsize=8, ha="right", va="bottom"
             )
-        ax.set_xticks([0, 1], [LABELS[STOCK], LABELS[EXT]])
-        ax.set_title(titles[scenario].format(buttons), fontsize=10)
+        ax.set_xticks([0, 1], [label(k, connections.get(k)) for k in (STOCK, EXT)], fontsize=8)
+        ax.set_title(titles[scenario].format(buttons) + crossed.get(suffix, ""), fontsize=10)
         ax.set_ylabel("to all widgets rendered (s)")
     fig.suptitle("JupyterLab 4.6 and Voila, headless Chromium, CurveZMQ required", fontsize=10)
 
@@ -385,7 +454,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=f"{N_BUTTONS},10000",
         help="idle and voila: comma-separated counts",
     )
+    parser.add_argument(
+        "--crossed",
+        action="store_true",
+        help="voila-standalone: also stock ipykernel with our connection class and "
+        "ipykernel_ext with jupyter_server's (the kernel's share told from the class's)",
+    )
     parser.add_argument("--plot", type=Path, help="write the plot here (PNG)")
+
+
+def pairings(scenario: str, crossed: bool) -> list[tuple[str, str | None]]:
+    """The (kernel, standalone Voila's connection class) of each trial of a round: the class
+    is None outside voila-standalone; ``crossed`` adds the two mixed pairs."""
+    if scenario != "voila-standalone":
+        return [(kernel, None) for kernel in (STOCK, EXT)]
+    pairs: list[tuple[str, str | None]] = [(k, PAIRED_CLASS[k]) for k in (STOCK, EXT)]
+    if crossed:
+        pairs += [(STOCK, PAIRED_CLASS[EXT]), (EXT, PAIRED_CLASS[STOCK])]
+    return pairs
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -404,16 +490,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         prefix = install_prefix(lab.root_dir / "voila-prefix")
         with chromium() as browser:
             for scenario, buttons in runs:
-                for i, kernel in alternate(args.trials, rotate=True):
+                pairs = pairings(scenario, args.crossed)
+                for i, (kernel, connection) in alternate(args.trials, pairs, rotate=True):
                     try:
-                        if scenario == "voila-standalone":
-                            trial = standalone_trial(browser, lab.root_dir, prefix, kernel, buttons)
+                        if connection is not None:
+                            trial = standalone_trial(
+                                browser, lab.root_dir, prefix, kernel, buttons, connection
+                            )
                         else:
                             trial = run_trial(browser, lab, scenario, kernel, window, buttons)
                     except Exception as exc:  # a page that never got ready: say so, go on
                         count = None if scenario == "mid-cell" else buttons
                         why = f"{type(exc).__name__}: {str(exc)[:200]}"
-                        trial = Trial(scenario, kernel, None, None, None, count, failed=why)
+                        trial = Trial(
+                            scenario,
+                            kernel,
+                            None,
+                            None,
+                            None,
+                            count,
+                            failed=why,
+                            connection=connection,
+                        )
                     trials.append(trial)
                     print(f"{trial.group:12} {kernel:12} trial {i + 1}: {trial}", flush=True)
     rows = summarize(trials)
