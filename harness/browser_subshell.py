@@ -19,7 +19,8 @@ with pyplot's one global state. ipykernel_ext runs them on the main shell, after
 * what the page showed and the kernel recorded (:class:`SliderRun`), without verdicts.
 
 Also the page helpers the other subshell browser tests share (:func:`open_notebook`,
-:func:`run_cell`, :func:`comm_msgs_sent`, :func:`read_records`, :data:`RECORD_HELPER`, and a
+:func:`run_cell`, :func:`comm_msgs_sent`, :func:`read_records`, :data:`RECORD_HELPER`,
+:func:`slider_and_waiting_cells`, and a
 subshell console: :func:`open_subshell_console`, :func:`run_in_console`).
 """
 
@@ -176,6 +177,31 @@ def _record(path, **fields):
     with open(path, "a") as f:
         f.write(_json.dumps(fields) + "\\n")
 """
+
+
+def slider_and_waiting_cells(
+    record: Path, started: Path, release: Path, *, slider_max: int, wait: str, guard_s: float
+) -> list[str]:
+    """Two cells: a slider (0 to ``slider_max``) whose every value the kernel records in
+    ``record``; then a cell that marks itself running, touches ``started`` and waits with
+    ``wait`` (code that loops while ``not release.exists() and time.monotonic() < deadline``)
+    until the test touches ``release``, ``guard_s`` seconds at most (a hang guard, not a
+    verdict), then prints ``RELEASED`` and whether it was released."""
+    setup = (
+        "import ipywidgets as widgets\nrunning = False\n"
+        + RECORD_HELPER
+        + f"""
+slider = widgets.IntSlider(value=0, min=0, max={slider_max})
+slider.observe(lambda change: _record({str(record)!r}, value=change["new"]), "value")
+slider"""
+    )
+    cell = (
+        f"import pathlib, time\nrunning = True\npathlib.Path({str(started)!r}).touch()\n"
+        f"release = pathlib.Path({str(release)!r})\ndeadline = time.monotonic() + {guard_s:g}\n"
+        + wait
+        + '\nrunning = False\nprint("RELEASED", release.exists())'
+    )
+    return [setup, cell]
 
 
 def scenario_files(lab: JupyterServer, name: str) -> tuple[Path, Path, Path]:

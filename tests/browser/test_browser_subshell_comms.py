@@ -49,6 +49,7 @@ from harness.browser_subshell import (
     run_slider_scenario,
     scenario_files,
     sent_and_detail,
+    slider_and_waiting_cells,
     wait_idle,
 )
 from harness.kernels import EXT_KERNEL
@@ -264,21 +265,9 @@ while not release.exists() and time.monotonic() < deadline:
 
 
 def waiting_cells(record: Any, started: Any, release: Any, wait: str) -> list[str]:
-    setup = (
-        "import ipywidgets as widgets\nrunning = False\n"
-        + RECORD_HELPER
-        + f"""
-slider = widgets.IntSlider(value=0, min=0, max={SLIDER_MAX})
-slider.observe(lambda change: _record({str(record)!r}, value=change["new"]), "value")
-slider"""
+    return slider_and_waiting_cells(
+        record, started, release, slider_max=SLIDER_MAX, wait=WAITING[wait], guard_s=90
     )
-    cell = (
-        f"import pathlib, time\nrunning = True\npathlib.Path({str(started)!r}).touch()\n"
-        f"release = pathlib.Path({str(release)!r})\ndeadline = time.monotonic() + 90\n"
-        + WAITING[wait]
-        + '\nrunning = False\nprint("RELEASED", release.exists())'
-    )
-    return [setup, cell]
 
 
 def recorded(record: Any, value: int) -> bool:

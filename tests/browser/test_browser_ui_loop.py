@@ -22,7 +22,6 @@ import pytest
 from harness.browser import require_browser, wait_for
 from harness.browser_subshell import (
     FRONTENDS,
-    RECORD_HELPER,
     SLIDER_READOUT,
     cell_output_text,
     console_output_text,
@@ -32,6 +31,7 @@ from harness.browser_subshell import (
     run_cell,
     run_in_console,
     scenario_files,
+    slider_and_waiting_cells,
     wait_idle,
 )
 from harness.kernels import EXT_KERNEL
@@ -74,26 +74,19 @@ MOVE_JS = """async ([first, last]) => {
 }"""
 
 
+#: The cell's UI loop: a poll every millisecond, as a dashboard cell waits for its widgets.
+UI_LOOP = """\
+from jupyter_ui_poll import ui_events
+with ui_events() as poll:
+    while not release.exists() and time.monotonic() < deadline:
+        poll(10)
+        time.sleep(0.001)"""
+
+
 def cells(record: Any, started: Any, release: Any) -> list[str]:
-    setup = (
-        "import ipywidgets as widgets\nrunning = False\n"
-        + RECORD_HELPER
-        + f"""
-slider = widgets.IntSlider(value=0, min=0, max={MOVES})
-slider.observe(lambda change: _record({str(record)!r}, value=change["new"]), "value")
-slider"""
+    return slider_and_waiting_cells(
+        record, started, release, slider_max=MOVES, wait=UI_LOOP, guard_s=400
     )
-    loop = (
-        f"import pathlib, time\nrunning = True\npathlib.Path({str(started)!r}).touch()\n"
-        f"release = pathlib.Path({str(release)!r})\ndeadline = time.monotonic() + 400\n"
-        "from jupyter_ui_poll import ui_events\n"
-        "with ui_events() as poll:\n"
-        "    while not release.exists() and time.monotonic() < deadline:\n"
-        "        poll(10)\n"
-        "        time.sleep(0.001)\n"
-        'running = False\nprint("RELEASED", release.exists())'
-    )
-    return [setup, loop]
 
 
 @pytest.mark.parametrize("frontend", FRONTENDS)
