@@ -35,6 +35,9 @@ class TabView:
         self.custom: dict[str, list[Any]] = {}
         #: each widget key's values, as the page's change events see them
         self.changes: dict[tuple[str, str], list[str]] = {}
+        #: each widget key's last write: the index of the state update that set it last
+        self.last_write: dict[tuple[str, str], int] = {}
+        self._updates = 0
         self.messages = iopub
         for msg in iopub:
             msg_type, content = msg["msg_type"], msg["content"]
@@ -63,9 +66,11 @@ class TabView:
     def _changed(self, comm_id: str, data: dict[str, Any], buffers: list[Any]) -> None:
         """Record the change events of one state update (a key's value is its JSON with the
         bytes of the buffers under it: what the page's model holds)."""
+        self._updates += 1
         paths = data.get("buffer_paths") or []
         keys = set(data["state"]) | {path[0] for path in paths if path}
         for key in keys:
+            self.last_write[(comm_id, key)] = self._updates
             bufs = [
                 [path, bytes(buf).hex()]
                 for path, buf in zip(paths, buffers, strict=False)
@@ -125,3 +130,18 @@ def _embeds(got: list[str], full: list[str], required: set[int]) -> bool:
             reach[j] = (reach[j - 1] and got[j - 1] == value) or (reach[j] and i not in required)
         reach[0] = reach[0] and i not in required
     return reach[len(got)]
+
+
+def write_order_kept(full: TabView, merged: TabView) -> list[str]:
+    """Where the page that got ``merged`` ends with two keys of different models last written
+    in the other order than with every message (``full``): a frontend link between them
+    (``jslink``) would end elsewhere. Empty: none."""
+    keys = sorted(full.last_write)
+    return [
+        f"{a} and {b}"
+        for i, a in enumerate(keys)
+        for b in keys[i + 1 :]
+        if a[0] != b[0]
+        and (full.last_write[a] < full.last_write[b])
+        != (merged.last_write.get(a, -1) < merged.last_write.get(b, -1))
+    ]
