@@ -98,24 +98,26 @@ class TabView:
 NONE = json.dumps([None, []])
 
 
-def must_see(full: list[str]) -> set[int]:
+def must_see(full: list[str], pulses: bool = True) -> set[int]:
     """The changes of one key (full delivery's) that the page acts on even when a later one
-    follows: a command (a value, then ``None``) and a pulse (a value, then the one before)."""
+    follows: a command (a value, then ``None``) and (``pulses``) a pulse (a value, then the
+    one before)."""
     return {
         i
         for i in range(len(full) - 1)
-        if (full[i + 1] == NONE and full[i] != NONE) or (i > 0 and full[i + 1] == full[i - 1])
+        if (full[i + 1] == NONE and full[i] != NONE)
+        or (pulses and i > 0 and full[i + 1] == full[i - 1])
     }
 
 
-def sees_every_change(full: TabView, merged: TabView) -> list[str]:
+def sees_every_change(full: TabView, merged: TabView, pulses: bool = True) -> list[str]:
     """Where the page that got ``merged`` missed a change it acts on, against ``full`` (every
     message): for each widget key, its changes must be a subsequence of full delivery's,
     ending on the same value and keeping every change of :func:`must_see`. Empty: none."""
     missed = []
     for name, changes in full.changes.items():
         got = merged.changes.get(name, [])
-        if not _embeds(got, changes, must_see(changes)) or got[-1:] != changes[-1:]:
+        if not _embeds(got, changes, must_see(changes, pulses)) or got[-1:] != changes[-1:]:
             missed.append(f"{name}: {changes} got {got}")
     missed.extend(f"{name}: not sent" for name in merged.changes.keys() - full.changes.keys())
     return missed

@@ -257,15 +257,27 @@ class Line:
         entry.waiting = False
         entry.before = None  # a sent entry must not keep the ones before it alive
         self.size -= entry.size
-        if entry.kind == WIDGET and self._widgets.get(entry.key[0]) is entry:
-            del self._widgets[entry.key[0]]  # the comm's last: every other one has left
-            self._values.pop(entry.key[0], None)
+        if entry.kind == WIDGET:
+            self._forget(entry)
         elif entry.kind == DISPLAY and self._displays.get(entry.key) is entry:
             del self._displays[entry.key]
         elif entry is self._frame_clear:  # sent: its frame can no longer be skipped
             self._frame_clear, self._frame_outputs, self._next_clear = None, [], None
         if entry is self._last_significant:
             self._last_significant = None
+
+    def _forget(self, entry: Entry) -> None:
+        """A widget entry left: the line no longer holds it (nor its message) for its comm."""
+        comm = entry.key[0]
+        if self._widgets.get(comm) is entry:
+            del self._widgets[comm]  # the comm's last: every other one has left
+            self._values.pop(comm, None)
+            return
+        values = self._values.get(comm)
+        if values is not None:
+            for key in entry.sets:
+                if values.get(key) is entry:
+                    del values[key]
 
     def _count(self, parent: Any, n: int = 1) -> None:
         folded = self.folded
