@@ -191,10 +191,9 @@ class Line:
 
     def _seed(self, entry: Entry, comm: Any, msg: Message, keys: set[str], known: set[str]) -> None:
         """With the update ``msg`` (setting ``keys``) now in ``entry``: remember, for the keys
-        it sets that
-        ``entry`` did not (not in ``known``), the value each had before in an entry that
-        still waits (a set back to it is a change the page acts on), and that ``entry``
-        now holds each key's latest value."""
+        ``entry`` did not set (not in ``known``), the value each had before in an entry that
+        still waits (a set back to it is a change the page acts on), and that ``entry`` now
+        holds each key's latest value."""
         values = self._values.setdefault(comm, {})
         for key in keys:
             if key not in known:
