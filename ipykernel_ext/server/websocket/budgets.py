@@ -15,6 +15,7 @@ import math
 import re
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 #: The shortest wait before the line is looked at again (seconds): a timer per message
 #: would cost more than the messages.
@@ -143,16 +144,24 @@ class PageText:
             self.width = self.cursor
 
 
+#: Stream outputs whose page text is kept at the most (the oldest is forgotten first: a thread
+#: of a cell that ended may print for ever, and no ``idle`` of its cell ends its count).
+MAX_PAGES = 64
+
+#: A stream output as the budget counts it: the cell (its request's ``msg_id``) and the name.
+StreamKey = tuple[Any, str]
+
+
 class StreamBudget:
     """How much stream text a page is asked to render, at ``rate`` characters a second.
 
     A page renders a cell's stream output again, whole, on each stream message, so a message
     costs the text that output holds once the message is applied (:class:`PageText`, per
-    stream name, reset at the cell's ``idle``). Tokens refill at ``rate`` up to
-    ``rate * window``; a message goes when the tokens cover its cost, or when they are full
-    (a larger output still updates, less often), and never waits more than ``max_wait``
-    seconds after the last stream sent. Tokens never go below zero: a big output costs at
-    most a full bucket.
+    cell and stream name, reset by that cell's ``idle`` alone). Tokens refill at ``rate`` up
+    to ``rate * window``; a message goes when the tokens cover its cost, or when they are
+    full (a larger output still updates, less often), and never waits more than
+    ``max_wait`` seconds after the last message of that output was sent. Tokens never go
+    below zero: a big output costs at most a full bucket.
     """
 
     def __init__(
@@ -162,35 +171,39 @@ class StreamBudget:
         self.capacity = rate * max(window, MIN_WAIT)
         self.max_wait = max_wait
         self.tokens = self.capacity
-        self.pages: dict[str, PageText] = {}
+        #: each output's page text and when its last message was sent, the latest last
+        self.pages: dict[StreamKey, tuple[PageText, float]] = {}
         self._at = now
-        self._last_sent = -math.inf
 
     def _refill(self, now: float) -> None:
         self.tokens = min(self.capacity, self.tokens + (now - self._at) * self.rate)
         self._at = now
 
-    def wait(self, now: float, name: str, nbytes: int) -> float:
-        """Seconds until a stream message of ``nbytes`` for output ``name`` may go (0: now).
+    def wait(self, now: float, key: StreamKey, nbytes: int) -> float:
+        """Seconds until a stream message of ``nbytes`` for output ``key`` may go (0: now).
         (``nbytes`` bounds what the message adds to the page: its cost is at most that plus
         what the page holds.)"""
         self._refill(now)
-        page = self.pages.get(name)
+        page, last_sent = self.pages.get(key, (None, -math.inf))
         cost = (page.size if page is not None else 0) + nbytes
         if self.tokens >= cost or self.tokens >= self.capacity:
             return 0.0
         wait = (min(cost, self.capacity) - self.tokens) / self.rate
-        return max(0.0, min(wait, self._last_sent + self.max_wait - now))
+        return max(0.0, min(wait, last_sent + self.max_wait - now))
 
-    def spend(self, now: float, name: str, texts: list[str]) -> None:
+    def spend(self, now: float, key: StreamKey, texts: list[str]) -> None:
         self._refill(now)
-        page = self.pages.get(name)
-        if page is None:
-            page = self.pages[name] = PageText()
+        pages = self.pages
+        page = pages.pop(key, (PageText(), 0.0))[0]  # latest last
         for text in texts:
             page.add(text)
+        pages[key] = (page, now)
+        if len(pages) > MAX_PAGES:
+            del pages[next(iter(pages))]
         self.tokens = max(0.0, self.tokens - page.size)
-        self._last_sent = now
 
-    def cell_ended(self) -> None:
-        self.pages.clear()
+    def cell_ended(self, cell: Any) -> None:
+        """Cell ``cell`` ended (its ``idle``): its outputs start anew (another cell's count
+        stays: it is still on the page, growing)."""
+        for key in [key for key in self.pages if key[0] == cell]:
+            del self.pages[key]

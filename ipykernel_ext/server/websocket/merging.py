@@ -104,6 +104,7 @@ class Entry:
 
     __slots__ = (
         "_texts",
+        "born",
         "counted",
         "key",
         "kind",
@@ -136,6 +137,9 @@ class Entry:
         self._texts: list[str] | None = None
         #: its place in the line (larger: later), given by the line
         self.stamp = 0
+        #: when the message whose place it has arrived (the pacer's clock; a fold that moves
+        #: it to the later message's place makes it that message's time)
+        self.born = 0.0
         #: still in the line (False once sent or skipped)
         self.waiting = True
 
