@@ -10,8 +10,11 @@ stream budget holds beside another cell's output.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
+import sys
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -356,3 +359,40 @@ def test_the_stream_budget_holds_beside_another_cells_output() -> None:
 def _quiet() -> Iterator[None]:
     logging.getLogger("test_pacer_promises").setLevel(logging.WARNING)
     yield
+
+
+def test_what_waits_is_charged_for_the_memory_it_holds() -> None:
+    """100000 messages waiting for a slow tab (custom comm messages, which never merge, two
+    streams that alternate, outputs), measured with tracemalloc: the memory they hold, Python
+    objects included (kernel messages, decoded dicts, entries), is within what the tab's byte
+    budget counts, so the per-tab limit is a limit on memory. On the old main the budget
+    counted the frames' bytes alone: about a tenth of what was held."""
+    tab = KernelTab(slow=True, budget=10**12)
+    msgs = []
+    for i in range(100_000):
+        if i % 3 == 0:
+            data = {"method": "custom", "i": i, "x": "abc" * 10}
+            msgs.append(message("comm_msg", {"comm_id": "c", "data": data}, CELL))
+        elif i % 3 == 1:
+            msgs.append(stream(f"line {i}\n", "stdout" if i % 2 else "stderr", CELL))
+        else:
+            content = {"data": {"text/plain": f"{i}"}, "metadata": {}, "execution_count": i}
+            msgs.append(message("execute_result", content, CELL))
+    kmsgs = [tab.kernel_message(msg) for msg in msgs]  # as they arrive: the kernel's frames
+    arrived = sum(
+        sys.getsizeof(k) + sys.getsizeof(k.cache) + sys.getsizeof(k.frames)
+        for k in kmsgs  # what each message is as it arrives, with its frames
+    ) + sum(sys.getsizeof(f) for k in kmsgs for f in k.frames)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for kmsg in kmsgs:  # each waits (decoded as the pacer decodes it)
+            tab.pacer.put(kmsg, "iopub", kmsg.msg_type, sum(len(f) for f in kmsg.frames))
+        gc.collect()
+        held = arrived + tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(tab.pacer.line) > 99_000
+    counted = tab.pacer.line.size + tab.outbox.charged
+    assert held <= counted, (held, counted, held / len(tab.pacer.line))

@@ -192,6 +192,12 @@ class Line:
         self._remove(entry)
         return entry
 
+    def charge(self, entry: Entry, nbytes: int) -> None:
+        """Count ``nbytes`` more for ``entry`` (what it holds beyond its frames: the Python
+        objects of its message, see :mod:`.pacer`)."""
+        entry.size += nbytes
+        self.size += nbytes
+
     def join_second(self) -> None:
         """Join the entry behind the first, a stream of the same cell and name as the first,
         into the first: what stood between them has gone ahead (it crosses a stream), and the

@@ -48,7 +48,14 @@ class WebsocketWire(ZMQChannelsWebsocketConnection):
         self.outbox.put(data, isinstance(data, bytes), kmsg)
 
     def pace_decode(self, original: KernelMessage) -> Message:
-        return original.as_dict()
+        """The message as a dict whose content is decoded for the pacer alone (not kept in
+        the kernel message's cache): what waits and cannot merge drops it, and its memory
+        with it (what the tab's byte budget charges, :mod:`.pacer`)."""
+        shared = "content" in original.cache  # another reader decoded it already
+        msg = original.as_dict()
+        if not shared:
+            del original.cache["content"]  # kept by as_dict(): in the dict only
+        return msg
 
     def pace_send_merged(self, msg: Message) -> None:
         """A message that stands for several waiting ones: encoded anew (no signature: a
