@@ -32,7 +32,7 @@ from ipykernel_ext.server.websocket import (
     Rates,
     WebsocketWire,
 )
-from ipykernel_ext.server.websocket.pacer import MAX_AGE
+from ipykernel_ext.server.websocket.budgets import MAX_AGE
 from ipykernel_ext.shared_channels import KernelMessage
 
 CELL, OTHER_CELL = "cell-A", "cell-B"

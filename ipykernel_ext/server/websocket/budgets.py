@@ -4,18 +4,23 @@ may be asked to render (docs/PROTOCOL.md section 8).
 * :class:`Rates`: jupyter_server's rate settings, as the pacer reads them;
 * :class:`MessageWindow`: at most ``rate * window`` counted messages in any window;
 * :class:`StreamBudget`: stream text a page renders, charged for what the page holds
-  (:class:`PageText`), with a bounded wait.
+  (:class:`PageText`), with a bounded wait;
+* :class:`Clock`: the time they are read on (the event loop's, :class:`LoopClock`, or a
+  simulated one).
 
 Nothing here sends or holds a message: :class:`~.pacer.Pacer` asks and records.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 #: The shortest wait before the line is looked at again (seconds): a timer per message
 #: would cost more than the messages.
@@ -26,9 +31,46 @@ MIN_WAIT = 0.02
 #: its updates by its size (10 s at 1 MB/s, and more as it grows).
 MAX_STREAM_WAIT = 2.0
 
+#: A waiting message older than this (seconds) goes as fast as the tab takes it, whatever the
+#: message window and the stream budget say: what merges has merged by then, and what cannot
+#: merge must not fall behind. With the time a tab that reads takes, no message waits more
+#: than :data:`MAX_AGE`.
+CATCH_UP_AGE = 2.5
+
+#: The bound PROTOCOL section 8 states: no message waits longer in the pacer of a tab that
+#: drains what it is sent (seconds).
+MAX_AGE = 5.0
+
 #: What the page folds in a stream's text (JupyterLab 4.1+, Notebook 7: ``\r`` returns to the
 #: line's start and what follows overwrites it, ``\b`` takes one character back).
 _LINE_CONTROLS = re.compile("[\r\n\b]")
+
+
+class Timer(Protocol):
+    def when(self) -> float: ...
+
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """The pacer's time: what it reads and how it is called back (the event loop's, or a
+    simulated one that runs hours of a cell in seconds)."""
+
+    def time(self) -> float:
+        """Now, in seconds (monotonic)."""
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """Call ``callback`` at ``when`` (a :meth:`time` value)."""
+
+
+class LoopClock:
+    """The running asyncio event loop's time and timers (what a connection's pacer uses)."""
+
+    def time(self) -> float:
+        return time.monotonic()  # asyncio's loops keep time.monotonic()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        return asyncio.get_running_loop().call_at(when, callback)
 
 
 @dataclass(frozen=True)

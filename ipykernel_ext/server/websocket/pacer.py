@@ -10,112 +10,58 @@ the page (JupyterLab renders a stream output again on each message, so 200000 li
 
 * a message goes to the outbox at once while nothing waits, the outbox is not behind, the
   :class:`MessageWindow` has room and, for a stream, the :class:`StreamBudget` allows it;
-* otherwise it waits in the tab's :class:`~.line.Line`, where the merge rules fold it
-  into what already waits (:mod:`.merging`); the line is sent in order as the window, the
-  budget and the outbox allow (a timer, or the outbox's drain);
-* a stream that could still grow waits for the stream budget, at most
-  :data:`MAX_STREAM_WAIT` seconds after the last stream sent; meanwhile the widget state
-  and display updates behind it (which cross it) go at the message rate, so a progress bar
-  beside a long log keeps moving; a stream that cannot grow (something it does not cross
-  stands behind it, the cell's ``idle`` say) goes as soon as the window allows, so a cell's
-  final output reaches the tab right after its ``idle`` arrived;
-* the budget charges what the page holds (:class:`PageText`: the text after ``\\r`` and
-  ``\\b`` as the page applies them), so a line rewritten with ``\\r`` for hours costs one line;
+  otherwise it waits in the tab's :class:`~.line.Line`, folded into what waits where the
+  rules allow (:mod:`.merging`), and the line goes in order as they allow (a timer, or the
+  outbox's drain);
+* a stream waits for its budget (per cell and stream, what the page holds), at most
+  :data:`MAX_STREAM_WAIT` after that output's last message, unless its cell's ``idle``
+  waits behind it; meanwhile what may cross it (widget state, display updates, another
+  cell's messages) goes ahead at the message rate, and its output's next stream joins it;
+* a message older than :data:`CATCH_UP_AGE` goes as fast as the tab takes it, whatever the
+  rates: a tab that reads is never far behind, whatever merges or not;
 * what the connection writes itself (``restarting``, ``dead``, a stderr note) goes after
-  what waits, which is then sent at once (:meth:`Pacer.release`); what waits when the
-  websocket closes is handed back (:meth:`Pacer.close`), for jupyter_server's buffer of the
-  session;
-* what waits counts toward the websocket's byte budget with what its outbox holds: over it,
-  the websocket is closed as a slow one (``on_overflow``); state floods fold into a few
-  entries, and a stream waits at most :data:`MAX_STREAM_WAIT` or until it holds
-  :data:`STREAM_HOLD_SHARE` of the budget, so a tab that reads is never closed for what the
-  pacer itself holds.
+  what waits, which is then sent at once (:meth:`Pacer.release`); what waits counts toward
+  the websocket's byte budget with what its outbox holds, Python objects included
+  (:mod:`.reading`): over it, the pacer stops and the websocket is closed as a slow one
+  (``on_overflow``); a close hands back, once and in order, what waits (:meth:`Pacer.close`)
+  for jupyter_server's buffer of the session; one message over the budget is delivered as
+  on an empty line.
 
 The wire format is the connection's (:class:`Wire`): this module never encodes a message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .budgets import MIN_WAIT, MessageWindow, Rates, StreamBudget
+from .budgets import (
+    CATCH_UP_AGE,
+    MIN_WAIT,
+    Clock,
+    LoopClock,
+    MessageWindow,
+    Rates,
+    StreamBudget,
+    Timer,
+)
 from .line import Line
 from .merging import OTHER, STATE_KINDS, STREAM, Entry, Message
 from .outbox import Outbox
-
-#: What stock's limiter never counts (and never drops): they are not counted here either.
-UNCOUNTED_MSG_TYPES = frozenset({"status", "comm_open", "execute_input"})
-
-#: The IOPub messages decoded when they must wait: those the merge rules may fold or skip,
-#: and ``status`` (a cell's ``idle`` ends its stream budget and its merge count).
-DECODED_MSG_TYPES = frozenset(
-    {
-        "stream",
-        "comm_msg",
-        "update_display_data",
-        "clear_output",
-        "display_data",
-        "execute_result",
-        "status",
-    }
+from .reading import (
+    DECODED_MSG_TYPES,
+    SENT_DECODED_MSG_TYPES,
+    UNCOUNTED_MSG_TYPES,
+    held_beyond_frames,
+    idle_of,
+    stream_key,
+    stream_text,
 )
-
-#: The IOPub messages decoded when they are sent at once: a stream (the stream budget charges
-#: what its text leaves on the page) and ``status`` (a cell's ``idle`` ends its budget).
-SENT_DECODED_MSG_TYPES = frozenset({"stream", "status"})
-
-#: A waiting message older than this (seconds) goes as fast as the tab takes it, whatever the
-#: message window and the stream budget say: what merges has merged by then, and what cannot
-#: merge must not fall behind. With the time a tab that reads takes, no message waits more
-#: than :data:`MAX_AGE`.
-CATCH_UP_AGE = 2.5
-
-#: The bound PROTOCOL section 8 states: no message waits longer in the pacer of a tab that
-#: drains what it is sent (seconds).
-MAX_AGE = 5.0
-
-#: What a waiting entry holds beyond its frames' bytes (bytes, measured with tracemalloc on
-#: CPython 3.11, tests/unit/test_pacer_promises.py): the entry, its place in the line, the
-#: kernel message's objects (its frames as bytes objects, its decoded header and parent)...
-ENTRY_COST = 2200
-#: ... and, for an entry that keeps its decoded message (one that may merge), that
-#: message's dicts (charged with the size of its frames again, for the decoded text).
-DECODED_COST = 800
 
 #: A waiting stream that holds more than this share of the websocket's byte budget goes at
 #: once, whatever the stream budget says: what the pacer holds never closes a tab that reads.
 STREAM_HOLD_SHARE = 8
-
-
-class Timer(Protocol):
-    def when(self) -> float: ...
-
-    def cancel(self) -> None: ...
-
-
-class Clock(Protocol):
-    """The pacer's time: what it reads and how it is called back (the event loop's, or a
-    simulated one that runs hours of a cell in seconds)."""
-
-    def time(self) -> float:
-        """Now, in seconds (monotonic)."""
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
-        """Call ``callback`` at ``when`` (a :meth:`time` value)."""
-
-
-class LoopClock:
-    """The running asyncio event loop's time and timers (what a connection's pacer uses)."""
-
-    def time(self) -> float:
-        return time.monotonic()  # asyncio's loops keep time.monotonic()
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
-        return asyncio.get_running_loop().call_at(when, callback)
 
 
 class Wire(Protocol):
@@ -231,10 +177,10 @@ class Pacer:
         if counted and self.window is not None and self.window.wait(now) > 0:
             return False
         budget = self.stream_budget
-        text = _stream_text(msg)
+        text = stream_text(msg)
         if text is None or budget is None:
             return True
-        return budget.wait(now, _stream_key(msg), len(text)) <= 0
+        return budget.wait(now, stream_key(msg), len(text)) <= 0
 
     def _hold(self, original: Any, msg: Message | None, size: int, counted: bool) -> None:
         line = self.line
@@ -247,14 +193,14 @@ class Pacer:
         now_last = line.last()
         if now_last is not last or now_last.stamp != stamp:  # a new place in the line
             now_last.born = self.clock.time()
-        idle = msg is not None and _idle_of(msg)
+        idle = msg is not None and idle_of(msg)
         if idle:
             parent = now_last.parent
             self._ending[parent] = self._ending.get(parent, 0) + 1
         if len(line) > entries:  # a new entry: charge what it holds beyond its frames
             if now_last.kind == OTHER and not idle:
                 now_last.msg = None  # it never merges: its frames are all it needs
-            line.charge(now_last, _held_beyond_frames(now_last))
+            line.charge(now_last, held_beyond_frames(now_last))
         held = line.size + self.outbox.charged
         if held > self.budget:
             self._stop()
@@ -280,9 +226,9 @@ class Pacer:
         self.sent += 1
         if counted and self.window is not None:
             self.window.record(now)
-        text = _stream_text(msg)
+        text = stream_text(msg)
         if text is not None and self.stream_budget is not None:
-            self.stream_budget.spend(now, _stream_key(msg), [text])
+            self.stream_budget.spend(now, stream_key(msg), [text])
 
     def _send_entry(self, entry: Entry, now: float) -> None:
         self.worst_age = max(self.worst_age, now - entry.born)
@@ -297,14 +243,14 @@ class Pacer:
         if entry.kind == STREAM and self.stream_budget is not None:
             self.stream_budget.spend(now, (entry.parent, entry.name), entry.texts())
         elif entry.msg is not None and entry.msg["header"].get("msg_type") == "status":
-            if _idle_of(entry.msg):
+            if idle_of(entry.msg):
                 left = self._ending.pop(entry.parent, 1) - 1
                 if left:
                     self._ending[entry.parent] = left
             self._status_sent(entry.msg)
 
     def _status_sent(self, msg: Message) -> None:
-        if not _idle_of(msg):
+        if not idle_of(msg):
             return
         parent = (msg.get("parent_header") or {}).get("msg_id")
         if self.stream_budget is not None:
@@ -442,35 +388,3 @@ class Pacer:
         self._ending.clear()
         self.outbox.on_drained = None
         return waiting
-
-
-def _held_beyond_frames(entry: Entry) -> int:
-    """What a waiting entry holds beyond the bytes of its frames, as the byte budget charges
-    it: the entry and its place in the line, the kernel message's objects, and, if it keeps
-    its decoded message (it may merge), that message, about the size of its frames again."""
-    if entry.msg is None:
-        return ENTRY_COST
-    return ENTRY_COST + DECODED_COST + entry.size
-
-
-def _idle_of(msg: Message) -> bool:
-    return bool(
-        msg["header"].get("msg_type") == "status"
-        and (msg.get("content") or {}).get("execution_state") == "idle"
-    )
-
-
-def _stream_key(msg: Message | None) -> tuple[Any, str]:
-    """The output a stream message adds to: its cell and its name."""
-    msg = msg or {}
-    parent = (msg.get("parent_header") or {}).get("msg_id")
-    return parent, str((msg.get("content") or {}).get("name", ""))
-
-
-def _stream_text(msg: Message | None) -> str | None:
-    """A stream message's text (None: not a stream, or one whose text is not a string)."""
-    if msg is None or msg["header"].get("msg_type") != "stream":
-        return None
-    content = msg.get("content")
-    text = content.get("text") if isinstance(content, dict) else None
-    return text if isinstance(text, str) else None
