@@ -34,7 +34,7 @@ from jupyter_server.services.kernels.connection.base import serialize_binary_mes
 
 from ..keep_outputs import KeepOutputs
 from ..outputs import OutputsOwner
-from ..websocket import DEFAULT_BUDGET, Message, Outbox, PacedIOPub, Pacer, close_too_slow
+from ..websocket import DEFAULT_BUDGET, Entry, Message, Outbox, PacedIOPub, Pacer, close_too_slow
 from .gateway_link import (
     FEED_READY_TIMEOUT,
     FeedSocket,
@@ -51,6 +51,24 @@ class FromGateway(NamedTuple):
 
     text: str | bytes
     msg: dict[str, Any] | None
+
+
+#: Seconds what a closed tab's websocket had read from the gateway and not delivered is kept
+#: for the same session's next websocket (the gateway has sent it already: it is ours alone).
+HELD_FOR = 600.0
+
+
+class Held(NamedTuple):
+    """What a closed websocket of a kernel had not delivered, for its session's return."""
+
+    session: str
+    messages: list[FromGateway]
+    expiry: asyncio.TimerHandle | None
+
+
+#: By kernel: the last closed websocket's undelivered messages (one session a kernel, as
+#: jupyter_server's own buffer of a local kernel's last websocket).
+_held: dict[str, Held] = {}
 
 
 class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
@@ -92,6 +110,8 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         if self.keeps_outputs():
             self.find_owner(self._make_feed)
             self.owner_opened()  # opens the feed if it is not
+        if self.paces_iopub:
+            self._replay_held()
         await super().connect()
 
     def _make_feed(self, owner: OutputsOwner) -> GatewayFeed:
@@ -112,9 +132,84 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
             return  # nothing was opened
         super().disconnect()
         if self._pacer is not None:
-            self._pacer.close()
-            self._pacer.outbox.close()
+            # What the gateway sent and this tab never got: the outbox's unwritten messages,
+            # then the line, then what came once either stopped. Kept for the session's
+            # next websocket: the gateway will not send it again.
+            unwritten = self._pacer.outbox.close()
+            self._hold_for_session([*unwritten, *self._pacer.close()])
         self.owner_closed()
+
+    def _hold_for_session(self, waiting: list[Any]) -> None:
+        kept = [self._as_from_gateway(item) for item in waiting]
+        previous = _held.pop(self.kernel_id, None)
+        if previous is not None:
+            self._drop_held(previous, "a newer websocket of the kernel closed")
+        if not kept:
+            return
+        loop = asyncio.get_event_loop()
+        kernel_id = self.kernel_id
+        expiry = loop.call_later(HELD_FOR, lambda: self._expire_held(kernel_id))
+        _held[kernel_id] = Held(self.session_id, kept, expiry)
+        self.log.info(
+            "Websocket %s of gateway kernel %s closed with %d messages waiting: kept for "
+            "its session's next websocket",
+            self.session_id,
+            kernel_id,
+            len(kept),
+        )
+
+    def _expire_held(self, kernel_id: str) -> None:
+        held = _held.pop(kernel_id, None)
+        if held is not None:
+            self._drop_held(held, f"its session did not come back within {HELD_FOR:g} s")
+
+    def _drop_held(self, held: Held, why: str) -> None:
+        if held.expiry is not None:
+            held.expiry.cancel()
+        self.log.warning(
+            "Gateway kernel %s: %d messages session %s never got are dropped: %s (with "
+            "keep_outputs the outputs are in the notebook)",
+            self.kernel_id,
+            len(held.messages),
+            held.session,
+            why,
+        )
+
+    def _replay_held(self) -> None:
+        """What this session's last websocket had not delivered, first (the gateway replays
+        what came after it, if it buffered, once this connects)."""
+        held = _held.pop(self.kernel_id, None)
+        if held is None:
+            return
+        if held.session != self.session_id:
+            self._drop_held(held, f"session {self.session_id} connected")
+            return
+        if held.expiry is not None:
+            held.expiry.cancel()
+        self.log.info(
+            "Replaying %d messages kept for session %s", len(held.messages), self.session_id
+        )
+        owner = self.owner
+        for item in held.messages:
+            if (
+                owner is not None
+                and item.msg is not None
+                and owner.hides(GatewayMessage(item.msg), self.session_id)
+            ):
+                continue  # the owner wrote it into the live document this tab shows
+            self._pace(item)
+
+    def _as_from_gateway(self, item: Any) -> FromGateway:
+        """A waiting entry (or a merged message the outbox held) as a message from the
+        gateway: as it came, or the merged message as this side encodes it."""
+        if isinstance(item, FromGateway):
+            return item
+        if isinstance(item, Entry):
+            if not item.merged:
+                original: FromGateway = item.original
+                return original
+            item = item.message()
+        return self._encode_merged(item)
 
     # --- tab -> gateway ------------------------------------------------------------------
 
@@ -193,14 +288,16 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
                 return
             super().handle_outgoing_message(incoming_msg, *args)
             return
-        msg = decode(incoming_msg)
+        self._pace(FromGateway(incoming_msg, decode(incoming_msg)))
+
+    def _pace(self, original: FromGateway) -> None:
+        msg = original.msg
         channel = msg_type = ""
         if msg is not None:
             heard = GatewayMessage(msg)
             channel = heard.channel
             msg_type = heard.msg_type if channel == "iopub" else ""
-        original = FromGateway(incoming_msg, msg)
-        self.pacer.put(original, channel, msg_type, len(incoming_msg))
+        self.pacer.put(original, channel, msg_type, len(original.text))
 
     # --- IOPub paced and merged (:mod:`..websocket.pacer`), as for this server's kernels ---
 
@@ -241,13 +338,16 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         return msg
 
     def pace_send(self, original: FromGateway) -> None:
-        self.pacer.outbox.put(original.text, isinstance(original.text, bytes))
+        self.pacer.outbox.put(original.text, isinstance(original.text, bytes), original)
 
     def pace_send_merged(self, msg: Message) -> None:
+        encoded = self._encode_merged(msg)
+        self.pacer.outbox.put(encoded.text, isinstance(encoded.text, bytes), encoded)
+
+    def _encode_merged(self, msg: Message) -> FromGateway:
         header = msg.get("header") or {}
         merged = {**msg, "msg_id": header.get("msg_id"), "msg_type": header.get("msg_type")}
         if merged.get("buffers"):  # jupyter_server's binary form, as the gateway sent them
-            self.pacer.outbox.put(serialize_binary_message(merged), True)
-            return
+            return FromGateway(serialize_binary_message(merged), merged)
         merged.pop("buffers", None)
-        self.pacer.outbox.put(json.dumps(merged, default=json_default), False)
+        return FromGateway(json.dumps(merged, default=json_default), merged)

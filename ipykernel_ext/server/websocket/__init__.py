@@ -12,7 +12,9 @@ A module per concept:
 * :mod:`.outbox`: :class:`Outbox`, one websocket's bounded, ordered outgoing queue;
 * :mod:`.pacer`: :class:`Pacer`, one websocket's IOPub pacing (what waits, when it goes);
 * :mod:`.budgets`: the pacer's measures (the message window, the stream budget charged for
-  the text a page holds);
+  the text a page holds, how old a waiting message may grow);
+* :mod:`.reading`: what the pacer reads of a message, and what it charges for the memory a
+  waiting one holds;
 * :mod:`.merging`: the rules that fold what waits (how a message is read, what an entry
   becomes), and :mod:`.line`: :class:`Line`, what waits, in order, O(1) a message;
 * :mod:`.paced_iopub`: :class:`PacedIOPub`, the rate options of both connection classes.
@@ -22,7 +24,16 @@ face; the kernel's channel set and outputs owner are the server's (:mod:`..kerne
 :mod:`..keep_outputs`).
 """
 
-from .budgets import MAX_STREAM_WAIT, MessageWindow, PageText, Rates, StreamBudget
+from .budgets import (
+    MAX_STREAM_WAIT,
+    Clock,
+    LoopClock,
+    MessageWindow,
+    PageText,
+    Rates,
+    StreamBudget,
+    Timer,
+)
 from .connection import CLOSE_INTERNAL_ERROR, SharedChannelsConnection
 from .line import MAX_COUNTED_CELLS, Line
 from .merging import Entry, Message, merge_widget_state
@@ -35,7 +46,7 @@ from .outbox import (
     close_websocket,
 )
 from .paced_iopub import PacedIOPub
-from .pacer import Clock, LoopClock, Pacer, Timer, Wire
+from .pacer import Pacer, Wire
 from .wire import V1_PROTOCOL, WebsocketWire
 
 __all__ = [

@@ -4,17 +4,23 @@ may be asked to render (docs/PROTOCOL.md section 8).
 * :class:`Rates`: jupyter_server's rate settings, as the pacer reads them;
 * :class:`MessageWindow`: at most ``rate * window`` counted messages in any window;
 * :class:`StreamBudget`: stream text a page renders, charged for what the page holds
-  (:class:`PageText`), with a bounded wait.
+  (:class:`PageText`), with a bounded wait;
+* :class:`Clock`: the time they are read on (the event loop's, :class:`LoopClock`, or a
+  simulated one).
 
 Nothing here sends or holds a message: :class:`~.pacer.Pacer` asks and records.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 #: The shortest wait before the line is looked at again (seconds): a timer per message
 #: would cost more than the messages.
@@ -25,9 +31,46 @@ MIN_WAIT = 0.02
 #: its updates by its size (10 s at 1 MB/s, and more as it grows).
 MAX_STREAM_WAIT = 2.0
 
+#: A waiting message older than this (seconds) goes as fast as the tab takes it, whatever the
+#: message window and the stream budget say: what merges has merged by then, and what cannot
+#: merge must not fall behind. With the time a tab that reads takes, no message waits more
+#: than :data:`MAX_AGE`.
+CATCH_UP_AGE = 2.5
+
+#: The bound PROTOCOL section 8 states: no message waits longer in the pacer of a tab that
+#: drains what it is sent (seconds).
+MAX_AGE = 5.0
+
 #: What the page folds in a stream's text (JupyterLab 4.1+, Notebook 7: ``\r`` returns to the
 #: line's start and what follows overwrites it, ``\b`` takes one character back).
 _LINE_CONTROLS = re.compile("[\r\n\b]")
+
+
+class Timer(Protocol):
+    def when(self) -> float: ...
+
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """The pacer's time: what it reads and how it is called back (the event loop's, or a
+    simulated one that runs hours of a cell in seconds)."""
+
+    def time(self) -> float:
+        """Now, in seconds (monotonic)."""
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """Call ``callback`` at ``when`` (a :meth:`time` value)."""
+
+
+class LoopClock:
+    """The running asyncio event loop's time and timers (what a connection's pacer uses)."""
+
+    def time(self) -> float:
+        return time.monotonic()  # asyncio's loops keep time.monotonic()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        return asyncio.get_running_loop().call_at(when, callback)
 
 
 @dataclass(frozen=True)
@@ -143,16 +186,24 @@ class PageText:
             self.width = self.cursor
 
 
+#: Stream outputs whose page text is kept at the most (the oldest is forgotten first: a thread
+#: of a cell that ended may print for ever, and no ``idle`` of its cell ends its count).
+MAX_PAGES = 64
+
+#: A stream output as the budget counts it: the cell (its request's ``msg_id``) and the name.
+StreamKey = tuple[Any, str]
+
+
 class StreamBudget:
     """How much stream text a page is asked to render, at ``rate`` characters a second.
 
     A page renders a cell's stream output again, whole, on each stream message, so a message
     costs the text that output holds once the message is applied (:class:`PageText`, per
-    stream name, reset at the cell's ``idle``). Tokens refill at ``rate`` up to
-    ``rate * window``; a message goes when the tokens cover its cost, or when they are full
-    (a larger output still updates, less often), and never waits more than ``max_wait``
-    seconds after the last stream sent. Tokens never go below zero: a big output costs at
-    most a full bucket.
+    cell and stream name, reset by that cell's ``idle`` alone). Tokens refill at ``rate`` up
+    to ``rate * window``; a message goes when the tokens cover its cost, or when they are
+    full (a larger output still updates, less often), and never waits more than
+    ``max_wait`` seconds after the last message of that output was sent. Tokens never go
+    below zero: a big output costs at most a full bucket.
     """
 
     def __init__(
@@ -162,35 +213,39 @@ class StreamBudget:
         self.capacity = rate * max(window, MIN_WAIT)
         self.max_wait = max_wait
         self.tokens = self.capacity
-        self.pages: dict[str, PageText] = {}
+        #: each output's page text and when its last message was sent, the latest last
+        self.pages: dict[StreamKey, tuple[PageText, float]] = {}
         self._at = now
-        self._last_sent = -math.inf
 
     def _refill(self, now: float) -> None:
         self.tokens = min(self.capacity, self.tokens + (now - self._at) * self.rate)
         self._at = now
 
-    def wait(self, now: float, name: str, nbytes: int) -> float:
-        """Seconds until a stream message of ``nbytes`` for output ``name`` may go (0: now).
+    def wait(self, now: float, key: StreamKey, nbytes: int) -> float:
+        """Seconds until a stream message of ``nbytes`` for output ``key`` may go (0: now).
         (``nbytes`` bounds what the message adds to the page: its cost is at most that plus
         what the page holds.)"""
         self._refill(now)
-        page = self.pages.get(name)
+        page, last_sent = self.pages.get(key, (None, -math.inf))
         cost = (page.size if page is not None else 0) + nbytes
         if self.tokens >= cost or self.tokens >= self.capacity:
             return 0.0
         wait = (min(cost, self.capacity) - self.tokens) / self.rate
-        return max(0.0, min(wait, self._last_sent + self.max_wait - now))
+        return max(0.0, min(wait, last_sent + self.max_wait - now))
 
-    def spend(self, now: float, name: str, texts: list[str]) -> None:
+    def spend(self, now: float, key: StreamKey, texts: list[str]) -> None:
         self._refill(now)
-        page = self.pages.get(name)
-        if page is None:
-            page = self.pages[name] = PageText()
+        pages = self.pages
+        page = pages.pop(key, (PageText(), 0.0))[0]  # latest last
         for text in texts:
             page.add(text)
+        pages[key] = (page, now)
+        if len(pages) > MAX_PAGES:
+            del pages[next(iter(pages))]
         self.tokens = max(0.0, self.tokens - page.size)
-        self._last_sent = now
 
-    def cell_ended(self) -> None:
-        self.pages.clear()
+    def cell_ended(self, cell: Any) -> None:
+        """Cell ``cell`` ended (its ``idle``): its outputs start anew (another cell's count
+        stays: it is still on the page, growing)."""
+        for key in [key for key in self.pages if key[0] == cell]:
+            del self.pages[key]

@@ -46,6 +46,7 @@ signed by its connection's Session). What changes:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
@@ -66,7 +67,7 @@ from ...shared_channels import (
 from ..keep_outputs import KeepOutputs
 from ..kernels import channel_sets, server_context, status_rule
 from ..outputs import ChannelsFeed
-from .merging import Entry
+from .merging import Entry, Message
 from .outbox import DEFAULT_BUDGET, Outbox, close_too_slow, close_websocket
 from .paced_iopub import PacedIOPub
 from .pacer import Pacer
@@ -195,10 +196,11 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
         super().disconnect()
         outbox = self._outbox
         left = len(outbox) if outbox is not None else 0
-        if self._pacer is not None:
-            # What this websocket never got: its outbox's unwritten messages, then the line.
-            unwritten = outbox.close() if outbox is not None else []
-            self._buffer_waiting([*unwritten, *self._pacer.close()])
+        # What this websocket never got: its outbox's unwritten messages, then the pacer's
+        # line, then what came once either stopped (over the budget: closing with 1013).
+        unwritten = outbox.close() if outbox is not None else []
+        waiting = self._pacer.close() if self._pacer is not None else []
+        self._buffer_waiting([*unwritten, *waiting])
         if outbox is not None and not self._outbox_reported:
             self._outbox_reported = True
             self.log.info(
@@ -216,7 +218,7 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
             outbox.close()
         self.owner_closed()
 
-    def _buffer_waiting(self, waiting: list[KernelMessage | Entry]) -> None:
+    def _buffer_waiting(self, waiting: list[KernelMessage | Entry | Message]) -> None:
         """Hand what waited in the pacer to jupyter_server's offline buffer, if it buffers
         this session (this was the kernel's last websocket; stock's ``disconnect`` has just
         started it, so the buffer is empty and these go first): the session's next websocket
@@ -232,13 +234,20 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
             callback(kmsg)
             handed += 1
         if waiting:
-            self.log.info(
+            # Not handed: another websocket of the kernel is open, and jupyter_server keeps
+            # no buffer for this session; said, never lost without a word.
+            self.log.log(
+                logging.INFO if handed == len(waiting) else logging.WARNING,
                 "Websocket %s of kernel %s closed with %d messages waiting: %d handed to the "
-                "buffer of its session",
+                "buffer of its session%s",
                 self.session.session,
                 self.kernel_id,
                 len(waiting),
                 handed,
+                ""
+                if handed == len(waiting)
+                else " (jupyter_server buffers a session only when it was the kernel's "
+                "last websocket; with keep_outputs the outputs are in the notebook)",
             )
 
     # --- the shared set ------------------------------------------------------------------

@@ -87,6 +87,9 @@ class Line:
     def first(self) -> Entry:
         return next(iter(self.entries))
 
+    def last(self) -> Entry:
+        return next(reversed(self.entries))
+
     def second(self) -> Entry | None:
         """The entry behind the first (None: there is none)."""
         walk = iter(self.entries)
@@ -297,6 +300,31 @@ class Line:
         assert entry is not None
         self._remove(entry)
         return entry
+
+    def charge(self, entry: Entry, nbytes: int) -> None:
+        """Count ``nbytes`` more for ``entry`` (what it holds beyond its frames: the Python
+        objects of its message, see :mod:`.pacer`)."""
+        entry.size += nbytes
+        self.size += nbytes
+
+    def join_second(self) -> None:
+        """Join the entry behind the first, a stream of the same cell and name as the first,
+        into the first: what stood between them has gone ahead (it crosses a stream), and the
+        page joins two streams of one output anyway."""
+        head = self.first()
+        second = self.second()
+        assert second is not None and second.kind == STREAM and second.key == head.key
+        was_last = second is self._last_significant
+        self._remove(second)
+        later = second.message() if second.merged else second.msg
+        assert later is not None
+        before = head.size
+        head.fold(later, second.size)
+        head.stands_for += second.stands_for - 1
+        self.size += head.size - before
+        self._count(head.parent)
+        if was_last:  # nothing but what a stream crosses stands after the head now
+            self._last_significant = head
 
     def head_may_grow(self) -> bool:
         """Whether the first entry is a stream that a later one could still be folded into

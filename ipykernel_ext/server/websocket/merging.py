@@ -110,6 +110,7 @@ class Entry:
     __slots__ = (
         "_texts",
         "before",
+        "born",
         "counted",
         "key",
         "kind",
@@ -144,6 +145,9 @@ class Entry:
         self._texts: list[str] | None = None
         #: its place in the line (larger: later), given by the line
         self.stamp = 0
+        #: when the message whose place it has arrived (the pacer's clock; a fold that moves
+        #: it to the later message's place makes it that message's time)
+        self.born = 0.0
         #: still in the line (False once sent or skipped)
         self.waiting = True
         #: widget state: the entry of the same comm that stood just before this one when it

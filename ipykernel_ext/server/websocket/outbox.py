@@ -15,11 +15,15 @@ without end. An :class:`Outbox` is in between:
   waits in tornado's buffer is about one chunk; a caught-up websocket costs what the inline
   write did (one ``write_message``, one done callback), no task step per message;
 * ``buffered`` counts the bytes queued plus the bytes in flight. A message that would take it
-  over ``budget`` closes the outbox instead (``on_overflow(bytes)``, the caller closes the
-  websocket, which then reconnects and is brought up to date by the kernel's state); a
-  message is always accepted into an empty outbox, so ``buffered`` never exceeds
-  ``max(budget, one message)``, and what a websocket that never reads costs the server is
-  its budget plus one chunk in tornado's buffer until the close times out.
+  over ``budget`` stops the outbox instead (``on_overflow(bytes)``, the caller closes the
+  websocket, which then reconnects): nothing more is written, and what was queued, that
+  message last, is kept for :meth:`Outbox.close` to hand back (the connection gives it to
+  jupyter_server's buffer of the session, for the next websocket). One message larger than
+  the budget is accepted whatever waits, while no other such message is buffered (it is
+  delivered behind a queue as on an empty one, and counts apart, :attr:`Outbox.charged`), so
+  ``buffered`` never exceeds the budget plus one message, and what a websocket that never
+  reads costs the server is that plus one chunk in tornado's buffer until the close times
+  out.
 
 Order is kept: a message goes to the websocket directly only when nothing is queued, and the
 queue is written in order (tornado writes a websocket's frames in the order given).
@@ -79,6 +83,8 @@ class Outbox:
         #: Messages accepted, and messages whose write completed.
         self.queued = 0
         self.written = 0
+        #: The size of the one message over the budget that is buffered (0: none).
+        self.excess = 0
         #: Set when a message would have gone over the budget.
         self.overflowed = False
         self.closed = False
@@ -93,22 +99,36 @@ class Outbox:
         """Whether a message put now would wait (the websocket has not taken earlier ones)."""
         return bool(self._queue) or self.in_flight >= self.chunk_bytes
 
+    @property
+    def charged(self) -> int:
+        """``buffered`` without the message over the budget it holds, if any (what counts
+        against the budget with what a pacer holds)."""
+        return self.buffered - self.excess
+
     def put(self, data: Any, binary: bool, original: Any = None) -> bool:
-        """Queue one encoded message; False if the outbox is closed or this overflowed it.
-        ``original``: what it was encoded from, handed back by :meth:`close` if it was never
-        written."""
+        """Queue one encoded message; False if the outbox is stopped or this overflowed it.
+        ``original``: what it was encoded from (a kernel message, or the message a merged one
+        stands for), handed back by :meth:`close` if it was never written."""
         if self.closed:
             return False
         size = len(data)
-        total = self.buffered + size
-        if total > self.budget and self.buffered:
-            self.peak = max(self.peak, total)
+        oversized = size > self.budget
+        if oversized:
+            fits = not self.excess and self.charged <= self.budget
+        else:
+            fits = not self.buffered or self.charged + size <= self.budget
+        if not fits:
+            self.peak = max(self.peak, self.buffered + size)
             self.overflowed = True
-            self.close()
+            # Stopped, not emptied: what is queued, and this, wait for close() to hand over.
+            self._queue.append((data, binary, size, original))
+            self.stop()
             if self.on_overflow is not None:
-                self.on_overflow(total)
+                self.on_overflow(self.buffered + size)
             return False
-        self.buffered = total
+        total = self.buffered = self.buffered + size
+        if oversized:
+            self.excess = size
         self.queued += 1
         if total > self.peak:
             self.peak = total
@@ -118,11 +138,14 @@ class Outbox:
             self._queue.append((data, binary, size, original))
         return True
 
+    def stop(self) -> None:
+        """Write nothing more (the websocket is closing or closed); what is queued stays for
+        :meth:`close`."""
+        self.closed = True
+
     def close(self) -> list[Any]:
-        """Stop, and hand back the originals of what was queued and never written, in order
-        (what tornado holds is its own, until the close completes)."""
-        if self.closed:
-            return []
+        """Stop, and hand back, once, the originals of what was queued and never written, in
+        order (what tornado holds is its own: it writes it before the close frame)."""
         self.closed = True
         unwritten = [original for *_, original in self._queue if original is not None]
         self._queue.clear()
@@ -151,6 +174,8 @@ class Outbox:
     def _done(self, size: int) -> None:
         self.in_flight -= size
         self.buffered -= size
+        if size > self.budget:
+            self.excess = 0
         self.written += 1
         queue = self._queue
         while queue and self.in_flight < self.chunk_bytes and not self.closed:
@@ -163,7 +188,7 @@ class Outbox:
         # The websocket closed under us: nothing more can be written to it.
         if not self.closed:
             self.log.debug("Writing to the websocket stopped: %r", exc)
-        self.close()
+        self.stop()
 
 
 def close_websocket(handler: Any, code: int, reason: str, logger: Any) -> None:

@@ -10,94 +10,58 @@ the page (JupyterLab renders a stream output again on each message, so 200000 li
 
 * a message goes to the outbox at once while nothing waits, the outbox is not behind, the
   :class:`MessageWindow` has room and, for a stream, the :class:`StreamBudget` allows it;
-* otherwise it waits in the tab's :class:`~.line.Line`, where the merge rules fold it
-  into what already waits (:mod:`.merging`); the line is sent in order as the window, the
-  budget and the outbox allow (a timer, or the outbox's drain);
-* a stream that could still grow waits for the stream budget, at most
-  :data:`MAX_STREAM_WAIT` seconds after the last stream sent; meanwhile the widget state
-  and display updates behind it (which cross it) go at the message rate, so a progress bar
-  beside a long log keeps moving; a stream that cannot grow (something it does not cross
-  stands behind it, the cell's ``idle`` say) goes as soon as the window allows, so a cell's
-  final output reaches the tab right after its ``idle`` arrived;
-* the budget charges what the page holds (:class:`PageText`: the text after ``\\r`` and
-  ``\\b`` as the page applies them), so a line rewritten with ``\\r`` for hours costs one line;
+  otherwise it waits in the tab's :class:`~.line.Line`, folded into what waits where the
+  rules allow (:mod:`.merging`), and the line goes in order as they allow (a timer, or the
+  outbox's drain);
+* a stream waits for its budget (per cell and stream, what the page holds), at most
+  :data:`MAX_STREAM_WAIT` after that output's last message, unless its cell's ``idle``
+  waits behind it; meanwhile what may cross it (widget state, display updates, another
+  cell's messages) goes ahead at the message rate, and its output's next stream joins it;
+* a message older than :data:`CATCH_UP_AGE` goes as fast as the tab takes it, whatever the
+  rates: a tab that reads is never far behind, whatever merges or not;
 * what the connection writes itself (``restarting``, ``dead``, a stderr note) goes after
-  what waits, which is then sent at once (:meth:`Pacer.release`); what waits when the
-  websocket closes is handed back (:meth:`Pacer.close`), for jupyter_server's buffer of the
-  session;
-* what waits counts toward the websocket's byte budget with what its outbox holds: over it,
-  the websocket is closed as a slow one (``on_overflow``); state floods fold into a few
-  entries, and a stream waits at most :data:`MAX_STREAM_WAIT` or until it holds
-  :data:`STREAM_HOLD_SHARE` of the budget, so a tab that reads is never closed for what the
-  pacer itself holds.
+  what waits, which is then sent at once (:meth:`Pacer.release`); what waits counts toward
+  the websocket's byte budget with what its outbox holds, Python objects included
+  (:mod:`.reading`): over it, the pacer stops and the websocket is closed as a slow one
+  (``on_overflow``); a close hands back, once and in order, what waits (:meth:`Pacer.close`)
+  for jupyter_server's buffer of the session; one message over the budget is delivered as
+  on an empty line.
 
 The wire format is the connection's (:class:`Wire`): this module never encodes a message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .budgets import MIN_WAIT, MessageWindow, Rates, StreamBudget
-from .line import Line
-from .merging import STATE_KINDS, STREAM, Entry, Message
-from .outbox import Outbox
-
-#: What stock's limiter never counts (and never drops): they are not counted here either.
-UNCOUNTED_MSG_TYPES = frozenset({"status", "comm_open", "execute_input"})
-
-#: The IOPub messages decoded when they must wait: those the merge rules may fold or skip,
-#: and ``status`` (a cell's ``idle`` ends its stream budget and its merge count).
-DECODED_MSG_TYPES = frozenset(
-    {
-        "stream",
-        "comm_msg",
-        "update_display_data",
-        "clear_output",
-        "display_data",
-        "execute_result",
-        "status",
-    }
+from .budgets import (
+    CATCH_UP_AGE,
+    MIN_WAIT,
+    Clock,
+    LoopClock,
+    MessageWindow,
+    Rates,
+    StreamBudget,
+    Timer,
 )
-
-#: The IOPub messages decoded when they are sent at once: a stream (the stream budget charges
-#: what its text leaves on the page) and ``status`` (a cell's ``idle`` ends its budget).
-SENT_DECODED_MSG_TYPES = frozenset({"stream", "status"})
+from .line import Line
+from .merging import OTHER, STATE_KINDS, STREAM, Entry, Message
+from .outbox import Outbox
+from .reading import (
+    DECODED_MSG_TYPES,
+    SENT_DECODED_MSG_TYPES,
+    UNCOUNTED_MSG_TYPES,
+    held_beyond_frames,
+    idle_of,
+    stream_key,
+    stream_text,
+)
 
 #: A waiting stream that holds more than this share of the websocket's byte budget goes at
 #: once, whatever the stream budget says: what the pacer holds never closes a tab that reads.
 STREAM_HOLD_SHARE = 8
-
-
-class Timer(Protocol):
-    def when(self) -> float: ...
-
-    def cancel(self) -> None: ...
-
-
-class Clock(Protocol):
-    """The pacer's time: what it reads and how it is called back (the event loop's, or a
-    simulated one that runs hours of a cell in seconds)."""
-
-    def time(self) -> float:
-        """Now, in seconds (monotonic)."""
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
-        """Call ``callback`` at ``when`` (a :meth:`time` value)."""
-
-
-class LoopClock:
-    """The running asyncio event loop's time and timers (what a connection's pacer uses)."""
-
-    def time(self) -> float:
-        return time.monotonic()  # asyncio's loops keep time.monotonic()
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
-        return asyncio.get_running_loop().call_at(when, callback)
 
 
 class Wire(Protocol):
@@ -148,7 +112,19 @@ class Pacer:
         self.sent_merged = 0
         #: messages folded into others or skipped with a replaced frame, in all
         self.folded = 0
+        #: entries sent late (older than :data:`CATCH_UP_AGE`), whatever the rates
+        self.caught_up = 0
+        #: the oldest a message was when it was sent from the line (seconds)
+        self.worst_age = 0.0
+        #: over the byte budget: nothing more is sent, what comes is kept for :meth:`close`
+        self.stopped = False
+        #: handed over (:meth:`close`): nothing more is taken
         self.closed = False
+        #: what came once the pacer or its outbox stopped, as it came, for :meth:`close`
+        self._kept: list[Any] = []
+        #: the cells whose ``idle`` waits in the line (how many of them): their streams can
+        #: no longer grow and go without waiting for the stream budget
+        self._ending: dict[Any, int] = {}
         self._timer: Timer | None = None
         self._flushing = False
         outbox.on_drained = self._drained
@@ -159,13 +135,21 @@ class Pacer:
         """One message for the tab (``size``: its bytes, as the byte budget counts them)."""
         if self.closed:
             return
-        if channel != "iopub":
+        if self.stopped or self.outbox.closed:
+            # The websocket is closing: kept as it came, for the hand-over (close()).
+            self._kept.append(original)
+            return
+        iopub = channel == "iopub"
+        counted = iopub and msg_type not in UNCOUNTED_MSG_TYPES
+        if size > self.budget:
+            self._send_whole(original, msg_type if iopub else "", counted)
+            return
+        if not iopub:
             if self.line:  # replies and input requests keep their place behind the outputs
                 self._hold(original, None, size, counted=False)
             else:
                 self.wire.pace_send(original)
             return
-        counted = msg_type not in UNCOUNTED_MSG_TYPES
         now = self.clock.time()
         msg = None
         if not self.line and not self.outbox.behind:
@@ -179,27 +163,59 @@ class Pacer:
             msg = self.wire.pace_decode(original)
         self._hold(original, msg, size, counted)
 
+    def _send_whole(self, original: Any, msg_type: str, counted: bool) -> None:
+        """One message over the byte budget: delivered as it would be on an empty line (what
+        waits goes first, at once; the outbox takes one such message whatever it holds)."""
+        self.release()
+        if self.stopped or self.outbox.closed:
+            self._kept.append(original)
+            return
+        msg = self.wire.pace_decode(original) if msg_type in SENT_DECODED_MSG_TYPES else None
+        self._send_now(original, msg, self.clock.time(), counted)
+
     def _may_send(self, now: float, counted: bool, msg: Message | None) -> bool:
         if counted and self.window is not None and self.window.wait(now) > 0:
             return False
         budget = self.stream_budget
-        text = _stream_text(msg)
+        text = stream_text(msg)
         if text is None or budget is None:
             return True
-        return budget.wait(now, _stream_name(msg), len(text)) <= 0
+        return budget.wait(now, stream_key(msg), len(text)) <= 0
 
     def _hold(self, original: Any, msg: Message | None, size: int, counted: bool) -> None:
         line = self.line
         before = line.folded_total
+        last = line.last() if line else None
+        stamp = last.stamp if last is not None else 0
+        entries = len(line)
         line.add(original, msg, size, counted)
         self.folded += line.folded_total - before
-        held = line.size + self.outbox.buffered
+        now_last = line.last()
+        if now_last is not last or now_last.stamp != stamp:  # a new place in the line
+            now_last.born = self.clock.time()
+        idle = msg is not None and idle_of(msg)
+        if idle:
+            parent = now_last.parent
+            self._ending[parent] = self._ending.get(parent, 0) + 1
+        if len(line) > entries:  # a new entry: charge what it holds beyond its frames
+            if now_last.kind == OTHER and not idle:
+                now_last.msg = None  # it never merges: its frames are all it needs
+            line.charge(now_last, held_beyond_frames(now_last))
+        held = line.size + self.outbox.charged
         if held > self.budget:
-            self.close()
+            self._stop()
             self.on_overflow(held)
             return
         if not self.outbox.behind:
             self._schedule(0)
+
+    def _stop(self) -> None:
+        """Over the byte budget (the websocket is being closed): send nothing more, keep
+        everything for the hand-over."""
+        self.stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     # --- out -----------------------------------------------------------------------------
 
@@ -210,11 +226,12 @@ class Pacer:
         self.sent += 1
         if counted and self.window is not None:
             self.window.record(now)
-        text = _stream_text(msg)
+        text = stream_text(msg)
         if text is not None and self.stream_budget is not None:
-            self.stream_budget.spend(now, _stream_name(msg), [text])
+            self.stream_budget.spend(now, stream_key(msg), [text])
 
     def _send_entry(self, entry: Entry, now: float) -> None:
+        self.worst_age = max(self.worst_age, now - entry.born)
         if entry.merged:
             self.wire.pace_send_merged(entry.message())
             self.sent_merged += 1
@@ -224,16 +241,20 @@ class Pacer:
         if entry.counted and self.window is not None:
             self.window.record(now)
         if entry.kind == STREAM and self.stream_budget is not None:
-            self.stream_budget.spend(now, entry.name, entry.texts())
+            self.stream_budget.spend(now, (entry.parent, entry.name), entry.texts())
         elif entry.msg is not None and entry.msg["header"].get("msg_type") == "status":
+            if idle_of(entry.msg):
+                left = self._ending.pop(entry.parent, 1) - 1
+                if left:
+                    self._ending[entry.parent] = left
             self._status_sent(entry.msg)
 
     def _status_sent(self, msg: Message) -> None:
-        if (msg.get("content") or {}).get("execution_state") != "idle":
+        if not idle_of(msg):
             return
-        if self.stream_budget is not None:
-            self.stream_budget.cell_ended()
         parent = (msg.get("parent_header") or {}).get("msg_id")
+        if self.stream_budget is not None:
+            self.stream_budget.cell_ended(parent)
         folded = self.line.folded.pop(parent, 0)
         if folded:
             self.log.info(
@@ -249,7 +270,7 @@ class Pacer:
     def _schedule(self, delay: float) -> None:
         """Look at the line again in ``delay`` seconds, or sooner if a look is due sooner (a
         message that ends a waiting stream must not wait for that stream's budget)."""
-        if self.closed:
+        if self.closed or self.stopped:
             return
         at = self.clock.time() + (max(delay, MIN_WAIT) if delay else 0)
         if self._timer is not None:
@@ -266,7 +287,7 @@ class Pacer:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._flushing or self.closed:
+        if self._flushing or self.closed or self.stopped:
             return
         self._flushing = True
         try:
@@ -283,71 +304,87 @@ class Pacer:
         if (
             budget is None
             or head.size * STREAM_HOLD_SHARE > self.budget
-            or not self.line.head_may_grow()
+            or head.parent in self._ending  # its cell ended: it can no longer grow
         ):
             return 0.0
-        return budget.wait(now, head.name, head.text_size)
+        return budget.wait(now, (head.parent, head.name), head.text_size)
 
     def _send_line(self) -> None:
         line = self.line
+        outbox = self.outbox
         now = self.clock.time()
-        while line and not self.closed:
-            if self.outbox.behind:
+        while line and not self.stopped:
+            if outbox.behind or outbox.closed:
                 return  # its drain calls back
             head = line.first()
+            # Late: the oldest waiting message goes as fast as the tab takes it, whatever
+            # the rates (what merges has merged by now; what cannot must not fall behind).
+            due = head.born + CATCH_UP_AGE - now
+            if due <= 0:
+                self.caught_up += 1
+                self._send_entry(line.pop(), now)
+                continue
             wait = self._window_wait(head, now)
             if wait > 0:
-                self._schedule(wait)
+                self._schedule(min(wait, due))
                 return
             if head.kind == STREAM:
                 stream_wait = self._stream_wait(head, now)
+                if stream_wait > 0 and not self._cross(head, now, min(stream_wait, due)):
+                    return
                 if stream_wait > 0:
-                    # What stands behind a stream that may grow is all state it crosses
-                    # (head_may_grow): it goes now, at the message rate, the stream after.
-                    behind = line.second()
-                    if behind is None:
-                        self._schedule(stream_wait)
-                        return
-                    wait = self._window_wait(behind, now)
-                    if wait > 0:
-                        self._schedule(min(wait, stream_wait))
-                        return
-                    assert behind.kind in STATE_KINDS
-                    self._send_entry(line.pop_second(), now)
                     continue
             self._send_entry(line.pop(), now)
+
+    def _cross(self, head: Entry, now: float, until: float) -> bool:
+        """The head, a stream, waits for its budget: what stands right behind it goes ahead
+        if it may cross it (widget state, a display update, another cell's message), at the
+        message rate, or joins it (the same output's next stream). False: nothing moved, the
+        line is looked at again in ``until`` seconds or when the window allows."""
+        line = self.line
+        behind = line.second()
+        if behind is None:
+            self._schedule(until)
+            return False
+        if behind.kind == STREAM and behind.key == head.key:
+            before = line.folded_total
+            line.join_second()
+            self.folded += line.folded_total - before
+            return True
+        if behind.kind not in STATE_KINDS and (
+            behind.parent is None or behind.parent == head.parent
+        ):
+            self._schedule(until)  # it keeps its place: both wait for the budget
+            return False
+        wait = self._window_wait(behind, now)
+        if wait > 0:
+            self._schedule(min(wait, until))
+            return False
+        self._send_entry(line.pop_second(), now)
+        return True
 
     def release(self) -> None:
         """Send everything that waits now, in order, whatever the rates: the connection is
         about to write a message of its own (a ``restarting`` or ``dead`` status, a stderr
-        note), which must follow what the kernel sent before it."""
+        note), which must follow what the kernel sent before it. (Stopped, nothing is sent:
+        it is all kept for the hand-over.)"""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         now = self.clock.time()
-        while self.line and not self.closed:
+        while self.line and not self.closed and not self.stopped and not self.outbox.closed:
             self._send_entry(self.line.pop(), now)
 
-    def close(self) -> list[Entry]:
-        """Stop, and hand back what waits (the websocket is gone or going), in order."""
+    def close(self) -> list[Any]:
+        """Stop, and hand back, once, what waits (the websocket is gone or going), in order:
+        the line's entries, then what came after the pacer or its outbox stopped."""
         self.closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        waiting = list(self.line)
+        waiting: list[Any] = [*self.line, *self._kept]
         self.line = Line()
+        self._kept = []
+        self._ending.clear()
         self.outbox.on_drained = None
         return waiting
-
-
-def _stream_text(msg: Message | None) -> str | None:
-    """A stream message's text (None: not a stream, or one whose text is not a string)."""
-    if msg is None or msg["header"].get("msg_type") != "stream":
-        return None
-    content = msg.get("content")
-    text = content.get("text") if isinstance(content, dict) else None
-    return text if isinstance(text, str) else None
-
-
-def _stream_name(msg: Message | None) -> str:
-    return str(((msg or {}).get("content") or {}).get("name", ""))

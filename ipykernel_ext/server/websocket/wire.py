@@ -48,7 +48,14 @@ class WebsocketWire(ZMQChannelsWebsocketConnection):
         self.outbox.put(data, isinstance(data, bytes), kmsg)
 
     def pace_decode(self, original: KernelMessage) -> Message:
-        return original.as_dict()
+        """The message as a dict whose content is decoded for the pacer alone (not kept in
+        the kernel message's cache): what waits and cannot merge drops it, and its memory
+        with it (what the tab's byte budget charges, :mod:`.pacer`)."""
+        shared = "content" in original.cache  # another reader decoded it already
+        msg = original.as_dict()
+        if not shared:
+            del original.cache["content"]  # kept by as_dict(): in the dict only
+        return msg
 
     def pace_send_merged(self, msg: Message) -> None:
         """A message that stands for several waiting ones: encoded anew (no signature: a
@@ -62,7 +69,8 @@ class WebsocketWire(ZMQChannelsWebsocketConnection):
             header = msg["header"]
             legacy = {**msg, "msg_id": header.get("msg_id"), "msg_type": header.get("msg_type")}
             data = self._reserialize_reply(legacy, channel="iopub")
-        self.outbox.put(data, isinstance(data, bytes))
+        # The message it stands for is its original: a close hands it back, for the replay.
+        self.outbox.put(data, isinstance(data, bytes), msg)
 
     def _encode_v1(self, kmsg: KernelMessage) -> bytes:
         parts = kmsg.parts
@@ -77,16 +85,20 @@ class WebsocketWire(ZMQChannelsWebsocketConnection):
         self._on_error(kmsg.channel, msg, kmsg.parts)
         return self._reserialize_reply(msg, channel=kmsg.channel)
 
-    def _as_kernel_message(self, entry: KernelMessage | Entry) -> KernelMessage:
-        """A waiting entry as the kernel message a websocket's replay takes: as it came, or,
-        merged, the message that stands for several, signed by this connection's session
-        (the kernel's key), as the kernel's would be."""
+    def _as_kernel_message(self, entry: KernelMessage | Entry | Message) -> KernelMessage:
+        """A waiting entry (or a merged message the outbox held) as the kernel message a
+        websocket's replay takes: as it came, or, merged, the message that stands for
+        several, signed by this connection's session (the kernel's key), as the kernel's
+        would be."""
         if isinstance(entry, KernelMessage):
             return entry
-        if not entry.merged:
-            original: KernelMessage = entry.original
-            return original
-        msg = entry.message()
+        if isinstance(entry, Entry):
+            if not entry.merged:
+                original: KernelMessage = entry.original
+                return original
+            msg = entry.message()
+        else:
+            msg = entry
         parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
         frames = [self.session.sign(parts), *parts, *msg["buffers"]]
         return KernelMessage("iopub", frames, self.session.unpack)

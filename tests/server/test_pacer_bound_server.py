@@ -1,0 +1,86 @@
+"""A tab that reads is never far behind, through a real jupyter_server as installed (issue 50).
+
+``SharedChannelsConnection`` with a message rate of 200 a second (any kernel writes flushed
+lines faster), CurveZMQ kernels (ours and stock ipykernel), a v1 websocket client as
+JupyterLab's that reads at once. A flood that nothing merges (two streams that alternate,
+each line flushed) above the rate: every line reaches the tab, in order, and no message is
+older than the pacer's bound when it arrives, measured with the kernel's own header dates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from harness.kernel_websocket import KernelWebsocket
+from harness.server import JupyterServer
+from ipykernel_ext.server.websocket.budgets import MAX_AGE
+
+pytestmark = pytest.mark.timeout(300)
+
+KERNELS = ["python3-ext", "python3"]
+
+#: The message rate the server is given: far below what a kernel writes in a flushed loop.
+RATE = 200
+
+#: Lines of each stream the cell writes, alternating and each flushed (4000 messages: 20 s of
+#: the rate, held to the bound of a few seconds by sending what is late as the tab reads).
+LINES = 2000
+
+FLOOD_CODE = (
+    "import sys\n"
+    f"for i in range({LINES}):\n"
+    "    print(f'out {i}', flush=True)\n"
+    "    print(f'err {i}', file=sys.stderr, flush=True)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[JupyterServer]:
+    args = [f"--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit={RATE}"]
+    with JupyterServer(ipykernel_ext=None, extra_args=args) as srv:  # as installed
+        yield srv
+
+
+@pytest.fixture(params=KERNELS)
+def kernel(request: pytest.FixtureRequest, server: JupyterServer) -> Iterator[str]:
+    kernel_id = server.start_kernel(request.param)
+    yield kernel_id
+    with contextlib.suppress(Exception):
+        server.shutdown_kernel(kernel_id)
+
+
+def text_of(messages: list[dict[str, Any]], name: str) -> str:
+    return "".join(
+        m["content"]["text"]
+        for m in messages
+        if m.get("msg_type") == "stream" and m["content"]["name"] == name
+    )
+
+
+def test_an_unmergeable_flood_above_the_rate_arrives_whole_and_never_far_behind(
+    server: JupyterServer, kernel: str
+) -> None:
+    """4000 flushed lines of two alternating streams (nothing merges) at 20 times the rate:
+    every line reaches the tab once, in order, and the oldest message the tab gets (its
+    arrival against the kernel's ``header.date``) is within ``MAX_AGE`` (5 s): the pacer
+    sends what is older than 2.5 s as fast as the tab reads. On the old main the lines went
+    at the rate, 20 s for the cell, the last ones about 18 s old."""
+    ages: list[float] = []
+
+    def on_message(msg: dict[str, Any]) -> None:
+        sent = datetime.fromisoformat(msg["header"]["date"].replace("Z", "+00:00"))
+        ages.append(time.time() - sent.timestamp())
+
+    with KernelWebsocket(server, kernel) as tab:
+        msg_id = tab.execute(FLOOD_CODE)
+        reply, iopub = tab.collect_execution(msg_id, timeout=240, on_message=on_message)
+    assert reply["content"]["status"] == "ok"
+    assert text_of(iopub, "stdout") == "".join(f"out {i}\n" for i in range(LINES))
+    assert text_of(iopub, "stderr") == "".join(f"err {i}\n" for i in range(LINES))
+    assert max(ages) <= MAX_AGE, max(ages)
