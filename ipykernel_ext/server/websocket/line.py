@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from .merging import (
@@ -192,7 +193,9 @@ class Line:
         self._place(comm, into.stamp)
         return True
 
-    def _seed(self, entry: Entry, comm: Any, msg: Message, keys: set[str], known: set[str]) -> None:
+    def _seed(
+        self, entry: Entry, comm: Any, msg: Message, keys: AbstractSet[str], known: AbstractSet[str]
+    ) -> None:
         """With the update ``msg`` (setting ``keys``) now in ``entry``: remember, for the keys
         ``entry`` did not set (not in ``known``), the value each had before in an entry that
         still waits (a set back to it is a change the page acts on), and that ``entry`` now

@@ -44,6 +44,7 @@ crosses streams, widget state and other displays' updates.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 #: The kinds a waiting message is read as (see the module docstring).
@@ -55,6 +56,9 @@ STREAM, WIDGET, DISPLAY, CLEAR, OUTPUT, OTHER = (
     "output",
     "other",
 )
+
+#: The keys an entry that is not widget state sets (shared: see :attr:`Entry.sets`).
+NO_KEYS: frozenset[str] = frozenset()
 
 #: The ipywidgets methods whose ``state`` is a model's new state (later keys win).
 WIDGET_STATE_METHODS = frozenset({"update", "echo_update"})
@@ -156,8 +160,9 @@ class Entry:
         #: widget state: the value each key had before the one this entry holds, where the
         #: line knows it (a set back to it is a change the page must see: :func:`changes_of`)
         self.prevs: dict[str, Any] | None = None
-        #: widget state: the keys it sets (:func:`state_keys`), kept by the line
-        self.sets: set[str] = set()
+        #: widget state: the keys it sets (:func:`state_keys`), kept by the line; one shared
+        #: empty set for every other entry (a set of its own would cost each 216 bytes)
+        self.sets: AbstractSet[str] = NO_KEYS
 
     @property
     def merged(self) -> bool:
