@@ -47,12 +47,12 @@ from .comms.owners import create_owned_comm
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
-from .shell_handlers import ShellHandlers, dispatching_on
+from .shell_handlers import KeptMainLock, ShellHandlers, dispatching_on
 from .widgets.snapshot import WidgetStateRequestError, build_widget_state_reply
 from .zmqshell import ExtShell
 
 
-class ExtKernel(IOPubOptions, CommsOnMainShell):
+class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
     """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
 
     echo_enabled = Bool(
@@ -174,6 +174,8 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
         # A subshell console's cell runs while the main cell polls in a UI loop that swapped
         # the table's execute_request (.shell_handlers).
         self.shell_handlers = ShellHandlers(self.shell_handlers)
+        # A UI loop's swap of the main shell's lock is noted, never used (.shell_handlers).
+        self.shell_handlers.ui_loop_swap = self.main_lock_swap is not None
 
     async def dispatch_shell(
         self, msg: list[Any], /, subshell_id: str | None = None, *, concurrent: bool = False

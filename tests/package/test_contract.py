@@ -17,6 +17,7 @@ was checked against are in README ("Tested with").
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib
 import inspect
@@ -470,6 +471,34 @@ CONTRACT: list[Row] = [
         "re-sends; it looks the handler up with shell_handlers.get (a subshell reads the "
         "kernel's own execute_request there, shell_handlers.py)"
     ),
+    Row(
+        f"{KERNEL}._main_asyncio_lock", [Attribute(asyncio.Lock, _new_kernel)], (SHELL_HANDLERS_PY,)
+    ).because(
+        "the main shell's lock, assigned in __init__ and read by shell_main: the kernel keeps "
+        "it whatever a UI loop assigns (KeptMainLock, a property of ours)"
+    ),
+    # jupyter-ui-poll (the test extra; what its ui_events() swaps in the kernel) -------------
+    Row(
+        "jupyter_ui_poll._poll:KernelWrapper.__init__",
+        [
+            Source(
+                r"kernel\._main_asyncio_lock = contextlib\.nullcontext\(\)",
+                r'kernel\.shell_handlers\["execute_request"\] = self\._execute_request_async',
+                r'shell\.events\.register\("post_run_cell"',
+            )
+        ],
+        (SHELL_HANDLERS_PY,),
+    ).because(
+        "ui_events() swaps the main shell's lock for nullcontext() (stock's shell_main then "
+        "drops the request) and the execute_request handler for one that defers the request, "
+        "until the next cell's post_run_cell: the kernel keeps its lock and, while the swap "
+        "is in force, its own execute_request handler"
+    ),
+    Row(
+        "jupyter_ui_poll._poll:KernelWrapper.restore",
+        [Source(r"_kernel\._main_asyncio_lock = self\._backup_main_asyncio_lock")],
+        (SHELL_HANDLERS_PY,),
+    ).because("the swap ends by assigning the kernel's own lock back: KeptMainLock's signal"),
     Row(
         f"{KERNEL}.should_handle", [Function("self", "stream", "msg", "idents")], (MAIN_SHELL_PY,)
     ).because(

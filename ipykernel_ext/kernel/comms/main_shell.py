@@ -121,10 +121,11 @@ class CommsOnMainShell(IPythonKernel):
                 finally:
                     lock.release()
                 return
-            # An async cell is awaiting (or jupyter-ui-poll's async loop, which swaps the lock
-            # out): handled now, as stock handles a comm message on the main shell then (a
-            # cell that awaits a widget change gets it). One at a time, the lock looked at
-            # again before each: the cell may have ended meanwhile.
+            # An async cell is awaiting (an `async with ui_events()` loop too: the kernel
+            # keeps its lock whatever the loop swaps in, .shell_handlers): handled now, as
+            # stock handles a comm message on the main shell then (a cell that awaits a
+            # widget change gets it). One at a time, the lock looked at again before each:
+            # the cell may have ended meanwhile.
             waiting = self.comm_inbox.take_next(met_only=True)
             if waiting is None:
                 return
