@@ -20,6 +20,7 @@ is still running (see PROTOCOL.md, "Queries publish no status").
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +44,7 @@ from .comms.comm_routing import CommInbox, CommRouting, Routed
 from .comms.echo import DEFAULT_MAX_BUFFER_BYTES, CommEcho, frames_received
 from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
+from .comms.one_callback import CallbackGate, InterruptCount
 from .comms.owners import create_owned_comm
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
@@ -149,6 +151,9 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
         # package's hook for the kernel to say what a comm is, as ipykernel sets its own.
         comm.create_comm = create_owned_comm
         self.comm_inbox = CommInbox()
+        # One callback at a time, whichever thread lets it through (.comms.one_callback).
+        self.callback_gate = CallbackGate()
+        self.interrupt_count = InterruptCount()
         self.comm_routing = CommRouting(
             self.session,
             self.comm_manager,
@@ -182,7 +187,11 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
     ) -> None:
         """Dispatch as stock does; a comm message's echo re-sends the frames received
         (.comms.echo: cheaper than packing the client's content again); a subshell runs its
-        cells with the kernel's own handler (.shell_handlers)."""
+        cells with the kernel's own handler (.shell_handlers); the main shell starts nothing
+        while a callback runs on a UI loop's thread (.comms.one_callback), in its turn: its
+        lock held, so what came after waits behind it."""
+        if not self.callback_gate.free and self._on_main_shell_thread():
+            await self.callback_gate.wait_free_async()
         with frames_received(msg), dispatching_on(subshell_id):
             await super().dispatch_shell(msg, subshell_id=subshell_id, concurrent=concurrent)
 
@@ -216,6 +225,14 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
 
     def _on_main_shell_thread(self) -> bool:
         return self.main_shell_status.is_main_thread()
+
+    def pre_handler_hook(self) -> None:
+        """As stock (SIGINT raises ``KeyboardInterrupt`` while a request is handled), the
+        interrupts counted: a UI loop's thread stops taking comm messages at one
+        (.comms.one_callback)."""
+        super().pre_handler_hook()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self.interrupt_count.handler)
 
     def _comm_idle_mid_cell(self, parent: dict[str, Any]) -> None:
         """After a mid-cell comm's idle (.comms.main_shell): its sender has finished, and

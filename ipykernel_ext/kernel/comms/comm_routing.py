@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, frame_bytes, peek
+from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, frame_bytes, peek, split_frames
 from .owners import owner_subshell
 
 #: A marker is this prefix and the sequence number of the message it stands for.
@@ -70,6 +70,12 @@ class Waiting:
     number: int
     msg: list[Any]
     routed: Routed
+
+    @property
+    def signature(self) -> bytes | None:
+        """Its HMAC signature frame, as ``Session.digest_history`` keeps it."""
+        split = split_frames(self.msg)
+        return frame_bytes(split.parts[0]) if split is not None and split.parts else None
 
 
 class CommRouting:

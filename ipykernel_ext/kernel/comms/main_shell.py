@@ -25,11 +25,12 @@ import zmq
 from ipykernel.ipkernel import IPythonKernel
 from ipykernel.subshell import SubshellThread
 
-from ...protocol import frame_bytes, split_frames
+from ...protocol import split_frames
 from .cell_events import callback_figures, held_cell_events
 from .comm_routing import CommInbox, CommRouting, OnSubshell, Routed, Waiting, forget_reply_route
 from .mid_cell import MidCellComm, handling_mid_cell, run_now
 from .mid_cell import current as current_mid_cell_comm
+from .one_callback import CallbackGate, InterruptCount
 
 
 class CommsOnMainShell(IPythonKernel):
@@ -40,6 +41,10 @@ class CommsOnMainShell(IPythonKernel):
 
     comm_routing: CommRouting
     comm_inbox: CommInbox
+    #: held by a dispatch off the main shell's thread (jupyter-ui-poll's): .one_callback
+    callback_gate: CallbackGate
+    #: the interrupts the main thread took while handling a request: .one_callback
+    interrupt_count: InterruptCount
 
     def route_comm(
         self, msg: list[Any], frames: list[Any], routed: Routed | OnSubshell | None
@@ -168,21 +173,15 @@ class CommsOnMainShell(IPythonKernel):
         if mid.began or mid.returned:
             return
         mid.returned = True
-        signature = _signature(waiting.msg)
-        if signature is not None and not seen_before:
-            assert self.session is not None
+        if (signature := waiting.signature) is not None and not seen_before and self.session:
             self.session.digest_history.discard(signature)
         marker = self.comm_inbox.put_back(waiting)
         if marker is not None:
             self._queue_marker(marker)
 
     def _seen_before(self, waiting: Waiting) -> bool:
-        signature = _signature(waiting.msg)
-        return (
-            signature is not None
-            and self.session is not None
-            and signature in self.session.digest_history
-        )
+        signature, session = waiting.signature, self.session
+        return signature is not None and session is not None and signature in session.digest_history
 
     def handle_waiting_comms_now(self) -> int:
         """Handle the comm messages waiting for the main shell, now, on this thread.
@@ -191,17 +190,24 @@ class CommsOnMainShell(IPythonKernel):
         time, oldest first, so a callback that calls it again goes on with the next one
         (arrival order holds), and whatever a callback raises past ``dispatch_shell``
         (``SystemExit``) leaves the rest waiting. An interrupt that reaches a callback stops
-        the cell too (``KeyboardInterrupt`` here); the rest wait, and one it stopped before
-        it began goes back to the front. Only for the main cell: from the main shell's thread
-        or a thread in the main cell's context; else nothing, 0 (:meth:`_may_handle_comms`).
+        the cell too (``KeyboardInterrupt`` here); the rest wait, one stopped before it began
+        at the front. Only for the main cell and its callbacks (:meth:`_may_handle_comms`).
         """
         if not self._may_handle_comms():
             return 0
+        if self._on_main_shell_thread():
+            self.callback_gate.wait_free()  # (a callback on a UI loop's thread: after it)
+            return self._handle_now()
+        return self._handle_off_thread()
+
+    def _handle_now(self, stop: Callable[[], bool] = lambda: False) -> int:
+        """Take and dispatch the waiting comm messages one by one on this thread until none
+        is left or ``stop()``; an interrupt noted in a callback stops the cell."""
         handled = 0
-        while (waiting := self.comm_inbox.take_next()) is not None:
-            mid = MidCellComm()
-            seen_before = self._seen_before(waiting)
+        while not stop() and (waiting := self.comm_inbox.take_next()) is not None:
+            mid, seen_before = MidCellComm(), False
             try:
+                seen_before = self._seen_before(waiting)
                 self._run_comm_mid_cell(waiting, mid, run_now)
             except BaseException:
                 self._put_back(waiting, mid, seen_before)
@@ -210,6 +216,15 @@ class CommsOnMainShell(IPythonKernel):
             if mid.interrupted:
                 raise KeyboardInterrupt("interrupted in a comm callback")
         return handled
+
+    def _handle_off_thread(self) -> int:
+        """On a thread that runs for the main cell (jupyter-ui-poll's): each dispatched to its
+        end here, none left pending on that thread's loop (the loop's end would strand it),
+        in :attr:`callback_gate`; none taken once the main thread took an interrupt or the
+        cell ended: the rest wait for the main shell."""
+        interrupted = self.interrupt_count.since_handoff()
+        with self.callback_gate.held():
+            return self._handle_now(stop=lambda: interrupted() or not self._may_handle_comms())
 
     async def do_one_iteration(self) -> int:
         """Handle the comm messages waiting for the main shell now, mid-cell; return how many.
@@ -222,34 +237,39 @@ class CommsOnMainShell(IPythonKernel):
         """
         if not self._may_handle_comms():
             return 0
+        if not self._on_main_shell_thread():
+            return self._handle_off_thread()
         handled = 0
         while (waiting := self.comm_inbox.take_next()) is not None:
-            await self._handle_comm_mid_cell(waiting)
+            mid = await self._handle_comm_mid_cell(waiting)
             handled += 1
+            if mid.interrupted:
+                raise KeyboardInterrupt("interrupted in a comm callback")
         return handled
 
     def _may_handle_comms(self) -> bool:
         """Whether the caller is the main cell (or the kernel at rest on the main thread).
 
         On the main shell's thread: yes. On the kernel's own threads (a subshell's, control,
-        shell channel): no. On any other thread, yes only in the context of the request the
-        main shell runs: jupyter-ui-poll hands its poll to a thread of its own through
-        ``asyncio.run_coroutine_threadsafe``, which runs it in a copy of the calling cell's
-        context, so its parent is that cell's; a subshell console's poll has the console's
+        shell channel): no. On any other thread, yes in a callback the main cell let through
+        (it waits for another event), else only in the context of the request the main shell
+        runs: jupyter-ui-poll's thread runs in a copy of the calling cell's context
+        (``asyncio.run_coroutine_threadsafe``); a subshell console's poll has the console's
         cell as parent, and a thread the user started has none.
         """
         if self._on_main_shell_thread():
             return True
         if self._on_a_kernel_thread():
             return False
+        if current_mid_cell_comm() is not None:
+            return True
         running = self._main_shell_running()
         return running is not None and _msg_id(self.get_parent("shell")) == _msg_id(running)
 
     def _on_a_kernel_thread(self) -> bool:
         """Whether this thread is one of the kernel's own: a subshell's, control, shell channel."""
-        thread = threading.current_thread()
         own = (getattr(self, "control_thread", None), getattr(self, "shell_channel_thread", None))
-        return isinstance(thread, SubshellThread) or thread in own
+        return isinstance(thread := threading.current_thread(), SubshellThread) or thread in own
 
     async def _handle_comm_mid_cell(self, waiting: Waiting) -> MidCellComm:
         """Handle a comm message while an async cell awaits (or ui_events' thread waits)."""
@@ -369,11 +389,3 @@ def _msg_id(msg: Any) -> str | None:
     header = msg.get("header") if isinstance(msg, dict) else None
     msg_id = header.get("msg_id") if isinstance(header, dict) else None
     return msg_id if isinstance(msg_id, str) else None
-
-
-def _signature(msg: list[Any]) -> bytes | None:
-    """The HMAC signature frame of a framed message, as ``Session.digest_history`` keeps it."""
-    split = split_frames(msg)
-    if split is None or not split.parts:
-        return None
-    return frame_bytes(split.parts[0])

@@ -1,0 +1,111 @@
+"""At most one comm callback at a time, whichever thread lets it through, and the interrupts a
+UI loop's thread must see.
+
+jupyter-ui-poll's ``ui_events()`` runs the main cell's callbacks on a thread of its own while the
+cell blocks, waiting for it (a handoff). An interrupt reaches the main thread only: the cell
+leaves its wait and joins that thread, and a second interrupt ends the join, so the cell can
+end while a callback still runs there. Two things keep the main shell whole then:
+
+* :class:`CallbackGate`: a dispatch off the main shell's thread is *held* while it runs, and the
+  main shell starts nothing (a cell, a comm message at rest or mid-cell) until no such dispatch
+  runs: at most one callback at a time, and nothing of the next cell beside one;
+* :class:`InterruptCount`: the interrupts the main thread took (the kernel's SIGINT handler for
+  a request counts them): a poll thread takes no further message once one came while it polled,
+  so the messages not yet taken wait for the main shell in arrival order instead of being taken
+  for a loop that is ending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from signal import default_int_handler
+from types import FrameType
+from typing import Any
+
+
+class CallbackGate:
+    """Held by each comm dispatch off the main shell's thread while it runs; thread-safe."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._holders = 0
+        self._wakers: list[Callable[[], object]] = []
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Within: a dispatch runs off the main shell's thread (nested ones count too)."""
+        with self._cond:
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._holders -= 1
+                wakers: list[Callable[[], object]] = []
+                if not self._holders:
+                    self._cond.notify_all()
+                    wakers, self._wakers = self._wakers, []
+            for wake in wakers:
+                wake()
+
+    @property
+    def free(self) -> bool:
+        """Whether no dispatch runs off the main shell's thread (an unlocked read)."""
+        return not self._holders
+
+    def wait_free(self) -> None:
+        """Block until no dispatch runs off the main shell's thread (a blocking cell's
+        ``handle_waiting_comms()``)."""
+        with self._cond:
+            while self._holders:
+                self._cond.wait()
+
+    async def wait_free_async(self) -> None:
+        """Await, without blocking the event loop, until no dispatch runs off its thread."""
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._cond:
+                if not self._holders:
+                    return
+                woken: asyncio.Future[None] = loop.create_future()
+                self._wakers.append(functools.partial(loop.call_soon_threadsafe, _done, woken))
+            await woken
+
+
+def _done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class InterruptCount:
+    """The interrupts (SIGINT) the main thread took while the kernel handled a request."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        #: the count when each handoff began: jupyter-ui-poll runs each ``poll(n)`` of the cell
+        #: as a task of its thread's loop (``run_coroutine_threadsafe``), which calls
+        #: ``do_one_iteration()`` ``n`` times
+        self._at_handoff: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def since_handoff(self) -> Callable[[], bool]:
+        """Whether an interrupt came since the current handoff (this thread's current task;
+        without one, since now) began: a loop the cell keeps polling after catching one
+        hands off again, and goes on."""
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # (no running loop on this thread)
+            task = None
+        base = self.taken if task is None else self._at_handoff.setdefault(task, self.taken)
+        return lambda: self.taken != base
+
+    def handler(self, signum: int, frame: FrameType | None) -> Any:
+        """A SIGINT handler: counts, then raises ``KeyboardInterrupt`` as Python's default."""
+        self.taken += 1
+        return default_int_handler(signum, frame)
