@@ -1,6 +1,7 @@
-"""An interrupt while a jupyter-ui-poll ``ui_events()`` callback runs strands, duplicates and
-overlaps no callback, and the next cell's output and ``idle`` are its own (PROTOCOL.md
-section 7, issue 51).
+"""Widget callbacks under interrupts and nesting (PROTOCOL.md section 7, issue 51): an interrupt
+while a jupyter-ui-poll ``ui_events()`` callback runs strands, duplicates and overlaps no
+callback, and the next cell's output and ``idle`` are its own; a callback may wait for other
+widget events (``handle_waiting_comms()`` or ``ui_events()`` inside it, mid-cell or at rest).
 
 jupyter-ui-poll runs the cell's callbacks on a thread of its own while the cell waits for it;
 an interrupt reaches the main thread only, which leaves its wait and joins that thread (a
@@ -155,3 +156,74 @@ def _states(statuses: list[Message]) -> list[tuple[str, str]]:
         (m["parent_header"].get("msg_id", "")[-6:], m["content"]["execution_state"])
         for m in statuses
     ]
+
+
+#: How a cell or a callback waits for widget events; the deadline is a hang guard.
+WAIT_LOOPS = {
+    "handle_waiting_comms": (
+        "from ipykernel_ext.kernel import handle_waiting_comms\n"
+        "while {until} and _time.monotonic() < _deadline:\n"
+        "    handle_waiting_comms()\n    _time.sleep(0.01)\n"
+    ),
+    "ui_events": (
+        "from jupyter_ui_poll import ui_events\nwith ui_events() as _poll:\n"
+        "    while {until} and _time.monotonic() < _deadline:\n"
+        "        _poll(1)\n        _time.sleep(0.01)\n"
+    ),
+}
+
+
+def _indented(code: str, prefix: str) -> str:
+    return "".join(prefix + line + "\n" for line in code.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("cell_waits", "callback_waits"),
+    [
+        ("ui_events", "handle_waiting_comms"),
+        ("handle_waiting_comms", "ui_events"),
+        (None, "handle_waiting_comms"),
+        (None, "ui_events"),
+    ],
+    ids=["ui_events-then-handle", "handle-then-ui_events", "at-rest-handle", "at-rest-ui_events"],
+)
+def test_a_callback_may_wait_for_another_widget_event(
+    kernel: BlockingKernelClient, cell_waits: str | None, callback_waits: str
+) -> None:
+    """The first click's callback waits, in a loop of its own, for the second click, which
+    runs inside it: mid-cell (the cell lets the clicks through one way, the callback waits the
+    other) and at rest. On main, mid-cell, the inner loop gets nothing (its thread's parent is
+    the comm message, refused as not the main cell's) until its hang guard, and at rest
+    ``ui_events()`` leaves its lock swap behind, which drops the next request; at rest
+    ``handle_waiting_comms()`` works on main too (the README's promise, kept here)."""
+    callback = (
+        "import threading, time as _time, ipywidgets as _w\nstarted, finished, got = [], [], []\n"
+        "def _clicked(_):\n    n = len(started) + 1\n    started.append(n)\n"
+        "    if n == 1:\n        _deadline = _time.monotonic() + 15\n"
+        "        print('WAITING FOR ANOTHER', flush=True)\n"
+        + _indented(WAIT_LOOPS[callback_waits].format(until="len(started) < 2"), "        ")
+        + "        got.append(len(started))\n    finished.append(n)\n"
+        "b = _w.Button()\nb.on_click(_clicked)\n"
+    )
+    run(kernel, callback)
+    model_id = evaluate(kernel, "b.model_id")
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    waited: list[str] = []
+    if cell_waits is not None:
+        code = (
+            f"import time as _time\n_deadline = _time.monotonic() + 30\n"
+            f"print({START_MARKER!r}, flush=True)\n"
+            + WAIT_LOOPS[cell_waits].format(until="len(finished) < 2")
+        )
+        waited.append(start_cell(kernel, code, seen))
+    first = click(kernel, subshell, model_id)
+    wait_iopub(
+        kernel,
+        lambda m: "WAITING FOR ANOTHER" in printed([m], first),
+        what="the first callback waiting",
+        seen=seen,
+    )
+    second = click(kernel, subshell, model_id)
+    wait_idles(kernel, [*waited, first, second], seen)
+    assert evaluate(kernel, "started, finished, got") == ([1, 2], [2, 1], [2])
