@@ -227,3 +227,72 @@ def test_a_callback_may_wait_for_another_widget_event(
     second = click(kernel, subshell, model_id)
     wait_idles(kernel, [*waited, first, second], seen)
     assert evaluate(kernel, "started, finished, got") == ([1, 2], [2, 1], [2])
+
+
+SLOW_BUTTON = """
+import threading, time as _time, ipywidgets as _w
+started, finished, threads, active, most = [], [], [], [0], [0]
+def _slow(_):
+    n = len(started) + 1
+    started.append(n)
+    threads.append(threading.current_thread().name)
+    active[0] += 1
+    most[0] = max(most[0], active[0])
+    try:
+        # Long enough for another place that runs callbacks to start one beside this one: the
+        # verdict is that none does, which no timing can make true by chance.
+        _until = _time.monotonic() + 0.2
+        while len(started) == n and _time.monotonic() < _until:
+            _time.sleep(0.005)
+    finally:
+        active[0] -= 1
+        finished.append(n)
+b = _w.Button()
+b.on_click(_slow)
+"""
+
+WORKER = """
+import asyncio, contextvars, threading, time as _time
+from ipykernel_ext.kernel import handle_waiting_comms
+handled_beside = []
+def _work():
+    _deadline = _time.monotonic() + 30  # a hang guard
+    while len(finished) < 4 and _time.monotonic() < _deadline:
+        handled_beside.append(handle_waiting_comms())
+        _time.sleep(0.005)
+"""
+
+STARTS = {
+    "to_thread": "await asyncio.to_thread(_work)\n",
+    "Thread": (
+        "_t = threading.Thread(target=contextvars.copy_context().run, args=(_work,))\n"
+        "_t.start()\n"
+        "while _t.is_alive():\n    await asyncio.sleep(0.01)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("start", list(STARTS))
+def test_a_thread_the_cell_started_runs_no_callback(
+    kernel: BlockingKernelClient, start: str
+) -> None:
+    """An async cell awaits a thread of its own (``asyncio.to_thread``, or a ``Thread`` run in
+    a copy of the cell's context) that calls ``handle_waiting_comms()``: the callbacks run on
+    the cell's side only (the main thread, while the cell awaits), one at a time, each once;
+    the thread handles none. On main the worker is let through (its context is the cell's)
+    and runs callbacks beside the event loop's: threads other than MainThread, ``most`` 2."""
+    run(kernel, SLOW_BUTTON)
+    model_id = evaluate(kernel, "b.model_id")
+    subshell = create_subshell(kernel)
+    seen: list[Message] = []
+    code = WORKER + f"print({START_MARKER!r}, flush=True)\n" + STARTS[start]
+    cell = start_cell(kernel, code, seen)
+    clicks = [click(kernel, subshell, model_id) for _ in range(4)]
+    wait_idles(kernel, [cell, *clicks], seen)
+    assert get_reply(kernel, cell)["content"]["status"] == "ok"
+    assert evaluate(kernel, "finished, set(threads), most[0], sum(handled_beside)") == (
+        [1, 2, 3, 4],
+        {"MainThread"},
+        1,
+        0,
+    )

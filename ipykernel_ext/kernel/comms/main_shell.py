@@ -196,8 +196,10 @@ class CommsOnMainShell(IPythonKernel):
         if not self._may_handle_comms():
             return 0
         if self._on_main_shell_thread():
-            self.callback_gate.wait_free()  # (a callback on a UI loop's thread: after it)
-            return self._handle_now()
+            with self.callback_gate.main_held():  # (a callback off it: after that one)
+                return self._handle_now()
+        if current_mid_cell_comm() is None:
+            return 0  # a thread the cell started (to_thread): callbacks stay on the cell's side
         return self._handle_off_thread()
 
     def _handle_now(self, stop: Callable[[], bool] = lambda: False) -> int:
@@ -223,7 +225,7 @@ class CommsOnMainShell(IPythonKernel):
         in :attr:`callback_gate`; none taken once the main thread took an interrupt or the
         cell ended: the rest wait for the main shell."""
         interrupted = self.interrupt_count.since_handoff()
-        with self.callback_gate.held():
+        with self.callback_gate.held(nested=current_mid_cell_comm() is not None):
             return self._handle_now(stop=lambda: interrupted() or not self._may_handle_comms())
 
     async def do_one_iteration(self) -> int:
@@ -273,11 +275,12 @@ class CommsOnMainShell(IPythonKernel):
 
     async def _handle_comm_mid_cell(self, waiting: Waiting) -> MidCellComm:
         """Handle a comm message while an async cell awaits (or ui_events' thread waits)."""
-        mid = MidCellComm()
-        seen_before = self._seen_before(waiting)
+        mid, seen_before = MidCellComm(), False
         try:
-            dispatch = self._dispatch_mid_cell(waiting, mid)
-            await asyncio.create_task(dispatch, context=copy_context())
+            seen_before = self._seen_before(waiting)
+            async with self.callback_gate.main_held_async():
+                dispatch = self._dispatch_mid_cell(waiting, mid)
+                await asyncio.create_task(dispatch, context=copy_context())
         except BaseException:
             # (cancelled before the task ran, or an interrupt before its busy)
             self._put_back(waiting, mid, seen_before)

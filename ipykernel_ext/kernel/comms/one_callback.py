@@ -8,7 +8,10 @@ end while a callback still runs there. Two things keep the main shell whole then
 
 * :class:`CallbackGate`: a dispatch off the main shell's thread is *held* while it runs, and the
   main shell starts nothing (a cell, a comm message at rest or mid-cell) until no such dispatch
-  runs: at most one callback at a time, and nothing of the next cell beside one;
+  runs; a mid-cell dispatch on the main thread (an awaiting cell's, ``handle_waiting_comms()``)
+  holds the other side, and a thread off it (one that runs in the cell's context, a
+  ``to_thread`` worker awaiting ``do_one_iteration()``) waits for it: at most one callback at a
+  time, and nothing of the next cell beside one;
 * :class:`InterruptCount`: the interrupts the main thread took (the kernel's SIGINT handler for
   a request counts them): a poll thread takes no further message once one came while it polled,
   so the messages not yet taken wait for the main shell in arrival order instead of being taken
@@ -21,25 +24,31 @@ import asyncio
 import functools
 import threading
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from signal import default_int_handler
 from types import FrameType
 from typing import Any
 
 
 class CallbackGate:
-    """Held by each comm dispatch off the main shell's thread while it runs; thread-safe."""
+    """One side at a time lets comm callbacks run: the main shell's thread, or the threads off
+    it (jupyter-ui-poll's); thread-safe."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._holders = 0
+        self._holders = 0  # dispatches off the main shell's thread
+        self._main = 0  # mid-cell dispatches on the main shell's thread
         self._wakers: list[Callable[[], object]] = []
 
     @contextmanager
-    def held(self) -> Iterator[None]:
-        """Within: a dispatch runs off the main shell's thread (nested ones count too)."""
+    def held(self, nested: bool) -> Iterator[None]:
+        """Within: a dispatch runs off the main shell's thread. Entered once the main thread
+        runs no mid-cell callback, unless ``nested`` (inside that callback: the main thread
+        waits for this one, a handoff)."""
         with self._cond:
+            while self._main and not nested:
+                self._cond.wait()
             self._holders += 1
         try:
             yield
@@ -53,24 +62,47 @@ class CallbackGate:
             for wake in wakers:
                 wake()
 
+    @contextmanager
+    def main_held(self) -> Iterator[None]:
+        """Within: a mid-cell dispatch on the main shell's thread, entered (blocking) once no
+        dispatch runs off it (a blocking cell's ``handle_waiting_comms()``)."""
+        with self._cond:
+            while self._holders:
+                self._cond.wait()
+            self._main += 1
+        try:
+            yield
+        finally:
+            self._leave_main()
+
+    @asynccontextmanager
+    async def main_held_async(self) -> AsyncIterator[None]:
+        """:meth:`main_held` awaited, without blocking the event loop (an awaiting cell)."""
+        await self.wait_free_async(enter_main=True)
+        try:
+            yield
+        finally:
+            self._leave_main()
+
+    def _leave_main(self) -> None:
+        with self._cond:
+            self._main -= 1
+            if not self._main:
+                self._cond.notify_all()
+
     @property
     def free(self) -> bool:
         """Whether no dispatch runs off the main shell's thread (an unlocked read)."""
         return not self._holders
 
-    def wait_free(self) -> None:
-        """Block until no dispatch runs off the main shell's thread (a blocking cell's
-        ``handle_waiting_comms()``)."""
-        with self._cond:
-            while self._holders:
-                self._cond.wait()
-
-    async def wait_free_async(self) -> None:
-        """Await, without blocking the event loop, until no dispatch runs off its thread."""
+    async def wait_free_async(self, enter_main: bool = False) -> None:
+        """Await, without blocking the event loop, until no dispatch runs off its thread (and
+        then, atomically, enter the main side if ``enter_main``)."""
         loop = asyncio.get_running_loop()
         while True:
             with self._cond:
                 if not self._holders:
+                    self._main += enter_main
                     return
                 woken: asyncio.Future[None] = loop.create_future()
                 self._wakers.append(functools.partial(loop.call_soon_threadsafe, _done, woken))
