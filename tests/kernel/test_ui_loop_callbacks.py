@@ -296,3 +296,46 @@ def test_a_thread_the_cell_started_runs_no_callback(
         1,
         0,
     )
+
+
+INPUT_BUTTON = """
+import ipywidgets as _w
+answers = []
+b = _w.Button()
+b.on_click(lambda _: answers.append(input('callback? ')))
+"""
+
+
+def test_an_interrupt_ends_an_input_in_a_ui_events_callback(
+    ext_kernel: tuple[KernelManager, BlockingKernelClient],
+) -> None:
+    """A ``ui_events()`` callback waits in ``input()`` on jupyter-ui-poll's thread: one
+    interrupt ends it and the cell, and the next cell's ``input()`` gets its own reply. On
+    main one interrupt does not end the cell (the main thread waits for the poll thread,
+    whose ``input()`` no signal reaches): no reply within the hang guard."""
+    km, kernel = ext_kernel
+    run(kernel, INPUT_BUTTON)
+    model_id = evaluate(kernel, "b.model_id")
+    subshell = create_subshell(kernel)
+    cell = kernel.execute(
+        "import time as _time\nfrom jupyter_ui_poll import ui_events\n"
+        "_deadline = _time.monotonic() + 60\n"
+        "with ui_events() as _poll:\n"
+        "    while not answers and _time.monotonic() < _deadline:\n"
+        "        _poll(1)\n        _time.sleep(0.01)\n",
+        allow_stdin=True,
+    )
+    clicked = click(kernel, subshell, model_id)
+    asked = kernel.get_stdin_msg(timeout=60)
+    assert asked["msg_type"] == "input_request", asked
+    assert asked["parent_header"]["msg_id"] == clicked
+    km.interrupt_kernel()
+    reply = get_reply(kernel, cell, timeout=20)
+    assert reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+    wait_idles(kernel, [cell, clicked], [])
+    nxt = kernel.execute("got = input('cell? ')", allow_stdin=True)
+    asked = kernel.get_stdin_msg(timeout=60)
+    assert asked["parent_header"]["msg_id"] == nxt, asked
+    kernel.input("for the cell")
+    assert get_reply(kernel, nxt)["content"]["status"] == "ok"
+    assert evaluate(kernel, "got, answers") == ("for the cell", [])

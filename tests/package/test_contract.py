@@ -383,6 +383,7 @@ MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
 COMM_ROUTING_PY = "ipykernel_ext/kernel/comms/comm_routing.py"
 COMM_OWNERS_PY = "ipykernel_ext/kernel/comms/owners.py"
 SHELL_HANDLERS_PY = "ipykernel_ext/kernel/shell_handlers.py"
+ONE_CALLBACK_PY = "ipykernel_ext/kernel/comms/one_callback.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -476,6 +477,25 @@ CONTRACT: list[Row] = [
     ).because(
         "the main shell's lock, assigned in __init__ and read by shell_main: the kernel keeps "
         "it whatever a UI loop assigns (KeptMainLock, a property of ours)"
+    ),
+    Row(
+        f"{KERNEL}._input_request",
+        [
+            Function("self", "prompt", "ident", "parent", "password"),
+            Source(r"zmq\.select\(\[self\.stdin_socket\], \[\], \[self\.stdin_socket\], 0\.01\)"),
+        ],
+        (ONE_CALLBACK_PY,),
+    ).because(
+        "overridden: a callback's input() off the main thread ends with an interrupt, raised "
+        "in its thread, which the wait's 10 ms poll (Python code) lets in"
+    ),
+    Row(
+        f"{KERNEL}.pre_handler_hook",
+        [Function("self"), Source(r"signal\(SIGINT, default_int_handler\)")],
+        (KERNEL_PY,),
+    ).because(
+        "overridden: SIGINT raises KeyboardInterrupt while a request is handled; ours counts "
+        "the interrupts too (a UI loop's thread stops taking comm messages at one)"
     ),
     # jupyter-ui-poll (the test extra; what its ui_events() swaps in the kernel) -------------
     Row(

@@ -22,7 +22,6 @@ from contextvars import copy_context
 from typing import Any
 
 import zmq
-from ipykernel.ipkernel import IPythonKernel
 from ipykernel.subshell import SubshellThread
 
 from ...protocol import split_frames
@@ -30,10 +29,10 @@ from .cell_events import callback_figures, held_cell_events
 from .comm_routing import CommInbox, CommRouting, OnSubshell, Routed, Waiting, forget_reply_route
 from .mid_cell import MidCellComm, handling_mid_cell, run_now
 from .mid_cell import current as current_mid_cell_comm
-from .one_callback import CallbackGate, InterruptCount
+from .one_callback import CallbackGate, InterruptCount, InterruptibleInputs
 
 
-class CommsOnMainShell(IPythonKernel):
+class CommsOnMainShell(InterruptibleInputs):
     """IPythonKernel whose comm messages wait for the main shell (PROTOCOL.md section 7).
 
     ``comm_routing`` and ``comm_inbox`` are set by the kernel's ``__init__``.
@@ -202,9 +201,9 @@ class CommsOnMainShell(IPythonKernel):
             return 0  # a thread the cell started (to_thread): callbacks stay on the cell's side
         return self._handle_off_thread()
 
-    def _handle_now(self, stop: Callable[[], bool] = lambda: False) -> int:
-        """Take and dispatch the waiting comm messages one by one on this thread until none
-        is left or ``stop()``; an interrupt noted in a callback stops the cell."""
+    def _handle_now(self, stop: Callable[[], bool] = lambda: False, stops: bool = True) -> int:
+        """Dispatch the waiting comm messages one by one here until none is left or ``stop()``;
+        an interrupt in a callback stops the cell if ``stops``, else just this loop."""
         handled = 0
         while not stop() and (waiting := self.comm_inbox.take_next()) is not None:
             mid, seen_before = MidCellComm(), False
@@ -215,8 +214,10 @@ class CommsOnMainShell(IPythonKernel):
                 self._put_back(waiting, mid, seen_before)
                 raise
             handled += 1
-            if mid.interrupted:
+            if mid.interrupted and stops:
                 raise KeyboardInterrupt("interrupted in a comm callback")
+            if mid.interrupted:  # (a UI loop's thread: the main thread has its own)
+                break
         return handled
 
     def _handle_off_thread(self) -> int:
@@ -224,9 +225,11 @@ class CommsOnMainShell(IPythonKernel):
         end here, none left pending on that thread's loop (the loop's end would strand it),
         in :attr:`callback_gate`; none taken once the main thread took an interrupt or the
         cell ended: the rest wait for the main shell."""
-        interrupted = self.interrupt_count.since_handoff()
-        with self.callback_gate.held(nested=current_mid_cell_comm() is not None):
-            return self._handle_now(stop=lambda: interrupted() or not self._may_handle_comms())
+        interrupted, nested = self.interrupt_count.since_handoff(), current_mid_cell_comm()
+        with self.callback_gate.held(nested=nested is not None):
+            return self._handle_now(
+                lambda: interrupted() or not self._may_handle_comms(), bool(nested)
+            )
 
     async def do_one_iteration(self) -> int:
         """Handle the comm messages waiting for the main shell now, mid-cell; return how many.

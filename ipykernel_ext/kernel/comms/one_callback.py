@@ -15,12 +15,14 @@ end while a callback still runs there. Two things keep the main shell whole then
 * :class:`InterruptCount`: the interrupts the main thread took (the kernel's SIGINT handler for
   a request counts them): a poll thread takes no further message once one came while it polled,
   so the messages not yet taken wait for the main shell in arrival order instead of being taken
-  for a loop that is ending.
+  for a loop that is ending; and an ``input()`` a callback waits for on that thread ends with
+  the interrupt (``KeyboardInterrupt`` in the callback), so it never takes a later reply.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import functools
 import threading
 import weakref
@@ -29,6 +31,10 @@ from contextlib import asynccontextmanager, contextmanager
 from signal import default_int_handler
 from types import FrameType
 from typing import Any
+
+from ipykernel.ipkernel import IPythonKernel
+
+from .mid_cell import current as current_mid_cell_comm
 
 
 class CallbackGate:
@@ -119,6 +125,9 @@ class InterruptCount:
 
     def __init__(self) -> None:
         self.taken = 0
+        #: threads off the main one whose callback waits for an ``input()`` reply
+        self._inputs: set[int] = set()
+        self._inputs_lock = threading.Lock()
         #: the count when each handoff began: jupyter-ui-poll runs each ``poll(n)`` of the cell
         #: as a task of its thread's loop (``run_coroutine_threadsafe``), which calls
         #: ``do_one_iteration()`` ``n`` times
@@ -138,6 +147,47 @@ class InterruptCount:
         return lambda: self.taken != base
 
     def handler(self, signum: int, frame: FrameType | None) -> Any:
-        """A SIGINT handler: counts, then raises ``KeyboardInterrupt`` as Python's default."""
+        """A SIGINT handler: counts, ends the ``input()`` of each callback that waits for one
+        off the main thread (a signal reaches the main thread only), then raises
+        ``KeyboardInterrupt`` as Python's default."""
         self.taken += 1
+        with self._inputs_lock:  # (never held by the main thread outside this handler)
+            for thread_id in self._inputs:
+                _raise_in(thread_id, KeyboardInterrupt)
         return default_int_handler(signum, frame)
+
+    @contextmanager
+    def input_awaited(self, in_callback: bool) -> Iterator[None]:
+        """Within: this thread waits for an ``input()`` reply; an interrupt ends the wait if
+        it is a callback's off the main thread (jupyter-ui-poll's), else stock's."""
+        if not in_callback or threading.current_thread() is threading.main_thread():
+            yield
+            return
+        thread_id = threading.get_ident()
+        with self._inputs_lock:
+            self._inputs.add(thread_id)
+        try:
+            yield
+        finally:
+            with self._inputs_lock:
+                self._inputs.discard(thread_id)
+
+
+def _raise_in(thread_id: int, exception: type[BaseException]) -> None:
+    """Raise ``exception`` in another thread at its next bytecode (CPython's own call for it):
+    ipykernel's ``input()`` polls its socket every 10 ms in Python, so it ends there."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(exception)
+    )
+
+
+class InterruptibleInputs(IPythonKernel):
+    """A kernel whose ``input()`` in a callback off the main thread ends with an interrupt."""
+
+    interrupt_count: InterruptCount
+
+    def _input_request(self, prompt: str, ident: Any, parent: Any, password: bool = False) -> str:
+        """As stock; a callback's off the main thread ends with an interrupt."""
+        with self.interrupt_count.input_awaited(current_mid_cell_comm() is not None):
+            reply: str = super()._input_request(prompt, ident, parent, password)
+            return reply
