@@ -1095,13 +1095,18 @@ CONTRACT: list[Row] = [
         ("ipykernel_ext/kernel/widgets/buffers.py",),
     ).because("check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
     # matplotlib (the test extra; imported only if the user's code imported it) ---------------
+    Row("matplotlib._pylab_helpers:Gcf.figs", [Value(dict)], (CELL_EVENTS_PY,)).because(
+        "pyplot's open figures by number, in activation order: a callback handled mid-cell sees "
+        "only its own (the cell's set aside, then put back), so its plt.show() or interact "
+        "shows and closes its figures alone"
+    ),
     Row(
-        "matplotlib._pylab_helpers:Gcf.get_all_fig_managers",
-        [Function(kind="classmethod")],
+        "matplotlib_inline.backend_inline:flush_figures",
+        [Source(r"show\._draw_called", r"show\._to_draw")],
         (CELL_EVENTS_PY,),
     ).because(
-        "the open figures before and after a comm callback handled mid-cell: those it opened "
-        "are shown under its comm message, as matplotlib-inline's own flush reads them"
+        "the inline backend notes what was drawn since its last flush on its show function; "
+        "a callback's flush (interact) clears it, so the cell's note is kept and put back"
     ),
     Row(
         "matplotlib_inline.backend_inline:InlineBackend.close_figures",

@@ -18,7 +18,9 @@ event, and both of them everywhere else, run as stock runs them. The shell that 
 Held, ``post_execute`` would also leave a figure the *callback* opened (pyplot's inline backend)
 for the cell's own flush, which would show it in the cell at its end. :func:`callback_figures`
 shows those, and only those, as the callback's ``post_execute`` would have at rest: under the
-comm message, closed after (``InlineBackend.close_figures``); the cell's figures stay the cell's.
+comm message, closed after (``InlineBackend.close_figures``); the cell's figures stay the cell's:
+set aside while the callback runs, so that a flush of its own (``plt.show()``, ``interact``)
+shows and closes only its figures.
 """
 
 from __future__ import annotations
