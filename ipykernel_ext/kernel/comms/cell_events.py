@@ -85,11 +85,30 @@ def callback_figures() -> Iterator[list[Any]]:
             if opened and _draws_inline():
                 _show(opened)
                 shown.extend(opened)
+            elif opened:
+                shown.extend(_show_widget_figures(opened))
         finally:
             if helpers is not None:
                 _bring_back(helpers.Gcf.figs, cells)
             if drawn is not None and inline is not None:
                 inline.show._draw_called, inline.show._to_draw = drawn
+
+
+def _show_widget_figures(managers: list[Any]) -> list[Any]:
+    """ipympl (``%matplotlib widget``): display the canvas of each figure the callback opened
+    that ipympl waits to show at the next ``post_execute`` (the cell's, held), under the
+    current parent, and take it off that list, as its flush at rest does. The shown ones."""
+    backend = getattr(sys.modules.get("ipympl.backend_nbagg"), "_Backend_ipympl", None)
+    pending = getattr(backend, "_to_show", None)
+    if not isinstance(pending, list):
+        return []
+    from IPython.display import display
+
+    shown = [m for m in managers if m.canvas.figure in pending]
+    for manager in shown:
+        display(manager.canvas)
+        pending.remove(manager.canvas.figure)
+    return shown
 
 
 def _inline_notes(inline: Any) -> tuple[bool, list[Any]] | None:
