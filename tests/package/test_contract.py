@@ -1108,6 +1108,10 @@ CONTRACT: list[Row] = [
         "the inline backend notes what was drawn since its last flush on its show function; "
         "a callback's flush (interact) clears it, so the cell's note is kept and put back"
     ),
+    Row("ipympl.backend_nbagg:_Backend_ipympl._to_show", [Value(list)], (CELL_EVENTS_PY,)).because(
+        "ipympl (%matplotlib widget) displays the figures listed here at the next post_execute; "
+        "a callback's, handled mid-cell, is displayed under its comm message and taken off it"
+    ),
     Row(
         "matplotlib_inline.backend_inline:InlineBackend.close_figures",
         [Trait("Bool")],
