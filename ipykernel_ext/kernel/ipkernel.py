@@ -46,6 +46,7 @@ from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
 from .comms.one_callback import CallbackGate, InterruptCount
 from .comms.owners import create_owned_comm
+from .comms.subshell_sends import SubshellSends
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
@@ -154,6 +155,7 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
         # One callback at a time, whichever thread lets it through (.comms.one_callback).
         self.callback_gate = CallbackGate()
         self.interrupt_count = InterruptCount()
+        self.subshell_sends = SubshellSends(lambda: self.shell_channel_thread.io_loop)
         self.comm_routing = CommRouting(
             self.session,
             self.comm_manager,
@@ -227,9 +229,7 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
         return self.main_shell_status.is_main_thread()
 
     def pre_handler_hook(self) -> None:
-        """As stock (SIGINT raises ``KeyboardInterrupt`` while a request is handled), the
-        interrupts counted: a UI loop's thread stops taking comm messages at one
-        (.comms.one_callback)."""
+        """As stock, interrupts counted (a UI loop's thread stops at one: .comms.one_callback)."""
         super().pre_handler_hook()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self.interrupt_count.handler)
@@ -304,6 +304,10 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
             if self.comm_inbox.batch_open and self.comm_routing.to_main_shell(frames):
                 # Comm messages that come after it wait behind it (their own marker).
                 self.comm_inbox.passed_to_main_shell()
+            if self.subshell_sends.holds(subshell := self.comm_routing.subshell_of(frames)):
+                # Behind the messages that wait for that subshell's queue (.comms.subshell_sends).
+                self.subshell_sends.send_behind(subshell, self.shell_channel_thread.manager, msg)
+                return
         await super().shell_channel_thread_main(msg)
 
     # --- the IOPub socket's parts the missed-messages notice needs -------------------------

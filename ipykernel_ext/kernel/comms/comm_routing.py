@@ -136,6 +136,12 @@ class CommRouting:
         message = _Peeked(self.session, frames, self.comm_manager)
         return self._route(message, msg_type, subshell_id, enabled)
 
+    def subshell_of(self, frames: list[Any]) -> str | None:
+        """The subshell a message names (read, unverified), or None."""
+        header = peek(self.session, frames, HEADER)
+        found = header.get("subshell_id") if isinstance(header, dict) else None
+        return found if isinstance(found, str) and found else None
+
     def to_main_shell(self, frames: list[Any]) -> bool:
         """Whether stock's routing may send this message (one not routed here) to the main
         shell: it names no subshell, or it is a comm message that ipykernel's reply routing

@@ -30,6 +30,7 @@ from .comm_routing import CommInbox, CommRouting, OnSubshell, Routed, Waiting, f
 from .mid_cell import MidCellComm, handling_mid_cell, run_now
 from .mid_cell import current as current_mid_cell_comm
 from .one_callback import CallbackGate, InterruptCount, InterruptibleInputs
+from .subshell_sends import SubshellSends
 
 
 class CommsOnMainShell(InterruptibleInputs):
@@ -44,6 +45,8 @@ class CommsOnMainShell(InterruptibleInputs):
     callback_gate: CallbackGate
     #: the interrupts the main thread took while handling a request: .one_callback
     interrupt_count: InterruptCount
+    #: sends to a subshell's queue that never block the shell-channel thread
+    subshell_sends: SubshellSends
 
     def route_comm(
         self, msg: list[Any], frames: list[Any], routed: Routed | OnSubshell | None
@@ -66,7 +69,7 @@ class CommsOnMainShell(InterruptibleInputs):
                     return False  # no such subshell: stock's routing answers as stock does
                 routed = Routed(None)
             else:
-                socket.send_multipart(msg, copy=False)
+                self.subshell_sends.send(routed.subshell_id, socket, msg)
                 return True
         marker = self.comm_inbox.put(msg, routed)
         if marker is not None:  # (else it joins the batch whose marker is queued already)
