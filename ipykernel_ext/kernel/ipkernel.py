@@ -304,9 +304,10 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
             if self.comm_inbox.batch_open and self.comm_routing.to_main_shell(frames):
                 # Comm messages that come after it wait behind it (their own marker).
                 self.comm_inbox.passed_to_main_shell()
-            if self.subshell_sends.holds(subshell := self.comm_routing.subshell_of(frames)):
+            sends = self.subshell_sends  # (a header read only while something waits)
+            if sends and sends.holds(subshell := self.comm_routing.subshell_of(frames)):
                 # Behind the messages that wait for that subshell's queue (.comms.subshell_sends).
-                self.subshell_sends.send_behind(subshell, self.shell_channel_thread.manager, msg)
+                sends.send_behind(subshell, self.shell_channel_thread.manager, msg)
                 return
         await super().shell_channel_thread_main(msg)
 

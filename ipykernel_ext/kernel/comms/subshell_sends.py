@@ -59,6 +59,10 @@ class SubshellSends:
                 self._later(RETRY, self._offer)
         waiting.append((socket, msg))
 
+    def __bool__(self) -> bool:
+        """Whether anything waits, for any subshell."""
+        return bool(self._waiting)
+
     def holds(self, subshell_id: str | None) -> bool:
         """Whether messages wait for ``subshell_id`` (a later one must go behind them)."""
         return subshell_id is not None and subshell_id in self._waiting
