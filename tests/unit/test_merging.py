@@ -14,7 +14,7 @@ import pytest
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 
 from harness.cell_messages import clear, display, message, stream, widget_update
-from harness.tab_view import TabView
+from harness.tab_view import TabView, sees_every_change, write_order_kept
 from ipykernel_ext.server.websocket import MAX_COUNTED_CELLS, Line, PacedIOPub
 
 CELL = "cell-1"
@@ -24,8 +24,10 @@ def out(text: str, name: str = "stdout") -> dict[str, Any]:
     return stream(text, name, parent=CELL)
 
 
-def update(comm: str, state: dict[str, Any], paths: Any = None, bufs: Any = None) -> Any:
-    return widget_update(comm, state, paths, bufs, parent=CELL)
+def update(
+    comm: str, state: dict[str, Any], paths: Any = None, bufs: Any = None, method: str = "update"
+) -> Any:
+    return widget_update(comm, state, paths, bufs, parent=CELL, method=method)
 
 
 def custom(comm: str, i: int) -> dict[str, Any]:
@@ -90,6 +92,8 @@ def test_the_tab_ends_as_it_would_with_every_message(name: str) -> None:
     assert merged.outputs == every.outputs
     assert merged.widgets == every.widgets
     assert merged.custom == every.custom
+    assert not sees_every_change(every, merged)
+    assert not write_order_kept(every, merged)
 
 
 def test_widget_buffers_follow_their_keys() -> None:
@@ -169,25 +173,32 @@ def test_the_merge_count_keeps_only_recent_cells() -> None:
 
 
 def random_cell(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    """``n`` IOPub messages of one cell, drawn from every kind the rules read."""
+    """``n`` IOPub messages of one cell, drawn from every kind the rules read: widget state of
+    either method, with values that come back (pulses) and commands set then reset."""
+    method = lambda: rng.choice(["update", "update", "echo_update"])  # noqa: E731
     make = [
         lambda: out(f"o{rng.randrange(9)}\n" if rng.random() < 0.7 else f"\r{rng.randrange(9)}"),
         lambda: out(f"e{rng.randrange(9)}\n", "stderr"),
-        lambda: update(rng.choice("abc"), {rng.choice("xyz"): rng.randrange(99)}),
+        lambda: update(rng.choice("abc"), {rng.choice("xyz"): rng.randrange(4)}, method=method()),
         lambda: update("o", {"outputs": [rng.randrange(9)]}),
         lambda: display(f"u{rng.randrange(99)}", rng.choice(["d1", "d2"]), CELL, update=True),
         lambda: display(f"v{rng.randrange(99)}", rng.choice([None, None, "d1"]), CELL),
         lambda: clear(rng.random() < 0.8, CELL),
         lambda: custom(rng.choice("ab"), rng.randrange(99)),
+        lambda: update(rng.choice("ab"), {"cmd": rng.choice([None, rng.randrange(3)])}),
+        lambda: update(rng.choice("ab"), {"cmd": None}, [["cmd"]], [bytes([rng.randrange(2)])]),
     ]
-    weights = [6, 1, 6, 1, 3, 3, 3, 1]
+    weights = [6, 1, 6, 1, 3, 3, 3, 1, 3, 1]
     return [rng.choices(make, weights)[0]() for _ in range(n)]
 
 
 @pytest.mark.parametrize("seed", range(300))
 def test_any_mix_ends_as_every_message_would(seed: int) -> None:
     """Random cells of every kind: the tab ends on the outputs, widget states and custom
-    messages that every message gives, and never gets more messages than were sent."""
+    messages that every message gives, its widgets change as the page acts on them (every
+    command and pulse seen, in order: on main, 203 of these 300 seeds lost one), any two
+    models' keys end last written in the same order (a frontend link between them ends the
+    same; on main 166 of the 300 did not), and it never gets more messages than were sent."""
     messages = random_cell(random.Random(seed), 80)
     sent = through_line(messages)
     assert len(sent) <= len(messages)
@@ -195,3 +206,37 @@ def test_any_mix_ends_as_every_message_would(seed: int) -> None:
     assert merged.outputs == every.outputs
     assert merged.widgets == every.widgets
     assert merged.custom == every.custom
+    assert not sees_every_change(every, merged)
+    assert not write_order_kept(every, merged)
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_any_mix_read_as_it_comes_keeps_every_command(seed: int) -> None:
+    """The same random cells, the tab taking the first waiting entry now and then while the
+    cell runs: it ends on every message's outputs and widget states, sees every command (a
+    value then reset to ``None``; a pulse back to a value already sent is not promised, the
+    line no longer holds it), and two models' keys end written in full delivery's order (on
+    main 83 of these 100 seeds failed)."""
+    rng = random.Random(seed)
+    messages = random_cell(rng, 80)
+    line, sent = Line(), []
+
+    def take() -> None:
+        entry = line.pop()
+        if entry.merged:
+            merged = entry.message()
+            sent.append({**merged, "msg_type": merged["header"]["msg_type"]})
+        else:
+            sent.append(entry.original)
+
+    for m in messages:
+        line.add(m, m, 100, True)
+        if rng.random() < 0.2:
+            take()
+    while line:
+        take()
+    every, merged = TabView(messages), TabView(sent)
+    assert merged.outputs == every.outputs
+    assert merged.widgets == every.widgets
+    assert not sees_every_change(every, merged, pulses=False)
+    assert not write_order_kept(every, merged)

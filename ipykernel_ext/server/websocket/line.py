@@ -2,9 +2,10 @@
 
 Every operation is O(1), amortized, however much waits: the entries are an ordered
 map (an entry leaves from the middle or moves to the end in O(1)); the entry a message may fold
-into is found by its key (the last waiting widget entry of a comm, the last update of a
-display, the last significant entry for a stream), and whether anything it does not cross
-stands after it is read from the stamp of the last such *wall*, not by scanning.
+into is found by its key (the last waiting widget entry of a comm or the one before it, the
+last update of a display, the last significant entry for a stream), and whether anything it
+does not cross stands after it is read from the stamp of the last such *wall* (and, for
+widget state, of the last state of another model), not by scanning.
 """
 
 from __future__ import annotations
@@ -14,7 +15,21 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from .merging import CLEAR, DISPLAY, OTHER, OUTPUT, STREAM, WIDGET, Entry, Message, kind_of
+from .merging import (
+    CLEAR,
+    DISPLAY,
+    OTHER,
+    OUTPUT,
+    STREAM,
+    WIDGET,
+    Entry,
+    Message,
+    changes_of,
+    kind_of,
+    same,
+    state_keys,
+    value_of,
+)
 
 #: Cells whose merge count is kept for their ``idle`` at the most (older ones are forgotten:
 #: a cell that never gets an ``idle`` must not keep its count for ever).
@@ -38,8 +53,17 @@ class Line:
         #: the last entry appended that is not widget state or a display update: a stream
         #: folds only into it, and a head stream may grow only while it is this one
         self._last_significant: Entry | None = None
-        #: the last waiting widget entry of each comm, and update of each display
+        #: the last waiting widget entry of each comm (each links to the comm's entry before
+        #: it, :attr:`Entry.before`), and update of each display
         self._widgets: dict[Any, Entry] = {}
+        #: the comm and stamp of the last widget entry placed (appended or moved), and of the
+        #: last one placed of another comm than that: whether another model's state stands
+        #: after an entry, in O(1)
+        self._placed: tuple[Any, int] = (None, 0)
+        self._placed_other: tuple[Any, int] = (None, 0)
+        #: for each comm with entries waiting, the entry that holds each key's latest waiting
+        #: value: the value before the one a new update sets (:attr:`Entry.prevs`)
+        self._values: dict[Any, dict[str, Entry]] = {}
         self._displays: dict[Any, Entry] = {}
         #: stamps of the last walls: for widget state (``other``), for display updates
         #: (``clear``, ``output``, ``other``)
@@ -80,7 +104,12 @@ class Line:
         self.entries[entry] = None
         self.size += size
         if kind == WIDGET:
+            assert msg is not None
+            entry.before = self._widgets.get(key[0])
+            entry.sets = state_keys(msg["content"]["data"])
+            self._seed(entry, key[0], msg, entry.sets, set())
             self._widgets[key[0]] = entry
+            self._place(key[0], entry.stamp)
             return
         if kind == DISPLAY:
             self._displays[key] = entry
@@ -98,10 +127,7 @@ class Line:
             into = self._last_significant
             moves = False
         elif kind == WIDGET:
-            into = self._widgets.get(key[0])
-            if into is not None and (into.key != key or into.stamp < self._widget_wall):
-                into = None
-            moves = True
+            return self._fold_widget(key, msg, size)
         elif kind == DISPLAY:
             into = self._displays.get(key)
             if into is not None and into.stamp < self._display_wall:
@@ -119,6 +145,75 @@ class Line:
             into.stamp = next(self._stamps)
             self.entries.move_to_end(into)
         return True
+
+    def _fold_widget(self, key: Any, msg: Message, size: int) -> bool:
+        """Fold a widget state update into its model's entry, where the page would end the
+        same and see every change it acts on (:mod:`.merging`): into the model's last entry
+        of the same method, or the one before it when the last is of the other method and
+        sets none of the keys either sets (``update`` and ``echo_update`` of one model cross
+        where they touch different keys); not across a wall, nor where a key changes back
+        (:func:`.merging.changes_of`); and, when another model's state stands after that
+        entry, only if this update sets every key the entry sets (the merged update takes
+        this one's place, so no write moves across another model's)."""
+        comm = key[0]
+        into = crossed = self._widgets.get(comm)
+        if into is None:
+            return False
+        if into.key != key:
+            into = into.before
+        else:
+            crossed = None
+        if into is None or not into.waiting or into.key != key or into.stamp < self._widget_wall:
+            return False
+        data = msg["content"]["data"]
+        keys, into_keys = state_keys(data), into.sets
+        if crossed is not None and not crossed.sets.isdisjoint(keys | into_keys):
+            return False
+        if self._placed_after(comm) > into.stamp and not into_keys <= keys:
+            return False
+        changes = changes_of(into, msg, keys & into_keys)
+        if changes is None:
+            return False
+        into.remember_prevs(changes)
+        self._seed(into, comm, msg, keys, into_keys)
+        into.sets = into_keys | keys
+        before = into.size
+        into.fold(msg, size)
+        self.size += into.size - before
+        self._count(into.parent or (msg.get("parent_header") or {}).get("msg_id"))
+        if crossed is not None:  # the two swap places: relink the comm's entries
+            into.before, crossed.before = crossed, into.before
+            self._widgets[comm] = into
+        into.stamp = next(self._stamps)  # the later message's place
+        self.entries.move_to_end(into)
+        self._place(comm, into.stamp)
+        return True
+
+    def _seed(self, entry: Entry, comm: Any, msg: Message, keys: set[str], known: set[str]) -> None:
+        """With the update ``msg`` (setting ``keys``) now in ``entry``: remember, for the keys
+        ``entry`` did not set (not in ``known``), the value each had before in an entry that
+        still waits (a set back to it is a change the page acts on), and that ``entry`` now
+        holds each key's latest value."""
+        values = self._values.setdefault(comm, {})
+        for key in keys:
+            if key not in known:
+                had = values.get(key)
+                if had is not None and had.waiting and had.msg is not None:
+                    old, value = value_of(had.msg, key), value_of(msg, key)
+                    if not same(old, value):
+                        if entry.prevs is None:
+                            entry.prevs = {}
+                        entry.prevs[key] = old
+            values[key] = entry
+
+    def _place(self, comm: Any, stamp: int) -> None:
+        if self._placed[0] != comm:
+            self._placed_other = self._placed
+        self._placed = (comm, stamp)
+
+    def _placed_after(self, comm: Any) -> int:
+        """The stamp of the last widget entry placed of another comm than ``comm``."""
+        return self._placed[1] if self._placed[0] != comm else self._placed_other[1]
 
     def _frame(self, entry: Entry) -> None:
         """Watch for a replaced animation frame, with ``entry`` (not widget state or a
@@ -159,15 +254,29 @@ class Line:
 
     def _left(self, entry: Entry) -> None:
         entry.waiting = False
+        entry.before = None  # a sent entry must not keep the ones before it alive
         self.size -= entry.size
-        if entry.kind == WIDGET and self._widgets.get(entry.key[0]) is entry:
-            del self._widgets[entry.key[0]]
+        if entry.kind == WIDGET:
+            self._forget(entry)
         elif entry.kind == DISPLAY and self._displays.get(entry.key) is entry:
             del self._displays[entry.key]
         elif entry is self._frame_clear:  # sent: its frame can no longer be skipped
             self._frame_clear, self._frame_outputs, self._next_clear = None, [], None
         if entry is self._last_significant:
             self._last_significant = None
+
+    def _forget(self, entry: Entry) -> None:
+        """A widget entry left: the line no longer holds it (nor its message) for its comm."""
+        comm = entry.key[0]
+        if self._widgets.get(comm) is entry:
+            del self._widgets[comm]  # the comm's last: every other one has left
+            self._values.pop(comm, None)
+            return
+        values = self._values.get(comm)
+        if values is not None:
+            for key in entry.sets:
+                if values.get(key) is entry:
+                    del values[key]
 
     def _count(self, parent: Any, n: int = 1) -> None:
         folded = self.folded

@@ -15,9 +15,13 @@ The kinds a message is read as (:func:`kind_of`), and what each may be folded wi
 * ``widget``: an ipywidgets ``comm_msg`` whose ``data.method`` is ``update`` or
   ``echo_update`` with a ``state`` object, for one comm and one method: the union of keys,
   the later value of each key, the later buffers for the paths under a later key (a model's
-  state is the merge of its updates); the merged update takes the *later* one's place, so
-  updates of several models reach the page in last-writer order (a frontend link between
-  two models ends where full delivery ends);
+  state is the merge of its updates), except where a key *changes back* (:func:`changes_of`:
+  to or from ``None``, or to the value it had before): the page acts on every change of a
+  key, and a command trait set then reset at once (plotly's ``FigureWidget``) is a change
+  folding would lose. :class:`~.line.Line` decides where the merged update stands (the
+  later one's place, only where no other model's state is crossed or the later one sets
+  every key the earlier set) and lets ``update`` and ``echo_update`` of one model cross
+  each other where they set different keys;
 * ``display``: ``update_display_data`` of one ``display_id``: the later replaces the earlier,
   in the later one's place;
 * ``clear`` / ``output``: a ``clear_output`` and the ``display_data`` (without a
@@ -33,8 +37,9 @@ The kinds a message is read as (:func:`kind_of`), and what each may be folded wi
 Folding moves content across the messages between the two, so it may only cross messages
 whose relative order does not change what the page ends with: a stream
 crosses widget state and display updates (not another output); widget state crosses outputs,
-``clear_output`` and other comms' state; a display update crosses streams, widget state and
-other displays' updates.
+``clear_output``, other comms' state (only when it sets again every key it moves past them)
+and its own comm's state of the other method that sets none of its keys; a display update
+crosses streams, widget state and other displays' updates.
 """
 
 from __future__ import annotations
@@ -104,12 +109,15 @@ class Entry:
 
     __slots__ = (
         "_texts",
+        "before",
         "counted",
         "key",
         "kind",
         "msg",
         "original",
         "parent",
+        "prevs",
+        "sets",
         "size",
         "stamp",
         "stands_for",
@@ -138,6 +146,14 @@ class Entry:
         self.stamp = 0
         #: still in the line (False once sent or skipped)
         self.waiting = True
+        #: widget state: the entry of the same comm that stood just before this one when it
+        #: was placed (the line's link to a model's second-latest entry)
+        self.before: Entry | None = None
+        #: widget state: the value each key had before the one this entry holds, where the
+        #: line knows it (a set back to it is a change the page must see: :func:`changes_of`)
+        self.prevs: dict[str, Any] | None = None
+        #: widget state: the keys it sets (:func:`state_keys`), kept by the line
+        self.sets: set[str] = set()
 
     @property
     def merged(self) -> bool:
@@ -193,6 +209,70 @@ class Entry:
         else:  # DISPLAY: the later replaces the earlier, parent and all
             self.msg = {**later, "content": dict(later["content"])}
             self.size = size
+
+    def remember_prevs(self, changes: list[tuple[str, Any]]) -> None:
+        """Before a later update is folded in: the value of each key it changes (``changes``
+        from :func:`changes_of`)."""
+        if changes:
+            if self.prevs is None:
+                self.prevs = {}
+            self.prevs.update(changes)
+
+
+def state_keys(data: dict[str, Any]) -> set[str]:
+    """The keys an ipywidgets state update sets: its ``state`` keys and, for a value that is
+    all binary (absent from ``state``), its ``buffer_paths`` heads."""
+    paths = data.get("buffer_paths")
+    if not paths:
+        return set(data["state"])
+    return set(data["state"]) | {path[0] for path in paths if path}
+
+
+class Binary(tuple[Any, ...]):
+    """A key's value that lives, at least in part, in the message's buffers: its JSON part
+    and the buffers under it, by path (never ``None``)."""
+
+
+def value_of(msg: Message, key: str) -> Any:
+    """A key's value in a state update ``msg``, as the page's model would hold it."""
+    data = msg["content"]["data"]
+    paths = data.get("buffer_paths")
+    if not paths:
+        return data["state"].get(key)
+    under = tuple(
+        (tuple(path), buf)
+        for path, buf in zip(paths, msg.get("buffers") or [], strict=False)
+        if path and path[0] == key
+    )
+    return Binary((data["state"].get(key), under)) if under else data["state"].get(key)
+
+
+def same(a: Any, b: Any) -> bool:
+    """JSON equality as the page's ``_.isEqual`` reads it at the top (``true`` is not ``1``;
+    buffers compare by their bytes)."""
+    return type(a) is type(b) and a == b
+
+
+def changes_of(earlier: Entry, later: Message, common: set[str]) -> list[tuple[str, Any]] | None:
+    """The keys among ``common`` (set by both) that folding ``later`` (a state update) into the
+    widget entry ``earlier`` changes, with ``earlier``'s value of each; or None where it would
+    lose a change the page acts on: ``later`` sets a key to ``None`` where ``earlier`` does
+    not, or the reverse (a command set then reset, or the reset between two commands that may
+    be equal), or back to the value it had before ``earlier``'s (a pulse). The page's change
+    events fire on every change (Backbone's ``set`` compares with the current value), so such
+    a key keeps every value in order: ``later`` is not folded."""
+    assert earlier.msg is not None
+    prevs = earlier.prevs
+    changes = []
+    for key in common:
+        old, new = value_of(earlier.msg, key), value_of(later, key)
+        if (old is None) != (new is None):
+            return None
+        if prevs is not None and key in prevs and same(prevs[key], new):
+            return None
+        if not same(old, new):
+            changes.append((key, old))
+    return changes
 
 
 def _nbytes(buffers: list[Any]) -> int:
