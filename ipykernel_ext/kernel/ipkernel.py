@@ -20,6 +20,7 @@ is still running (see PROTOCOL.md, "Queries publish no status").
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,16 +44,18 @@ from .comms.comm_routing import CommInbox, CommRouting, Routed
 from .comms.echo import DEFAULT_MAX_BUFFER_BYTES, CommEcho, frames_received
 from .comms.main_shell import CommsOnMainShell
 from .comms.mid_cell import interrupts_noted
+from .comms.one_callback import CallbackGate, InterruptCount
 from .comms.owners import create_owned_comm
+from .comms.subshell_sends import SubshellSends
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
-from .shell_handlers import ShellHandlers, dispatching_on
+from .shell_handlers import KeptMainLock, ShellHandlers, dispatching_on
 from .widgets.snapshot import WidgetStateRequestError, build_widget_state_reply
 from .zmqshell import ExtShell
 
 
-class ExtKernel(IOPubOptions, CommsOnMainShell):
+class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
     """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
 
     echo_enabled = Bool(
@@ -149,6 +152,10 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
         # package's hook for the kernel to say what a comm is, as ipykernel sets its own.
         comm.create_comm = create_owned_comm
         self.comm_inbox = CommInbox()
+        # One callback at a time, whichever thread lets it through (.comms.one_callback).
+        self.callback_gate = CallbackGate()
+        self.interrupt_count = InterruptCount()
+        self.subshell_sends = SubshellSends(lambda: self.shell_channel_thread.io_loop)
         self.comm_routing = CommRouting(
             self.session,
             self.comm_manager,
@@ -174,13 +181,19 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
         # A subshell console's cell runs while the main cell polls in a UI loop that swapped
         # the table's execute_request (.shell_handlers).
         self.shell_handlers = ShellHandlers(self.shell_handlers)
+        # A UI loop's swap of the main shell's lock is noted, never used (.shell_handlers).
+        self.shell_handlers.ui_loop_swap = self.main_lock_swap is not None
 
     async def dispatch_shell(
         self, msg: list[Any], /, subshell_id: str | None = None, *, concurrent: bool = False
     ) -> None:
         """Dispatch as stock does; a comm message's echo re-sends the frames received
         (.comms.echo: cheaper than packing the client's content again); a subshell runs its
-        cells with the kernel's own handler (.shell_handlers)."""
+        cells with the kernel's own handler (.shell_handlers); the main shell starts nothing
+        while a callback runs on a UI loop's thread (.comms.one_callback), in its turn: its
+        lock held, so what came after waits behind it."""
+        if not self.callback_gate.free and self._on_main_shell_thread():
+            await self.callback_gate.wait_free_async()
         with frames_received(msg), dispatching_on(subshell_id):
             await super().dispatch_shell(msg, subshell_id=subshell_id, concurrent=concurrent)
 
@@ -214,6 +227,12 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
 
     def _on_main_shell_thread(self) -> bool:
         return self.main_shell_status.is_main_thread()
+
+    def pre_handler_hook(self) -> None:
+        """As stock, interrupts counted (a UI loop's thread stops at one: .comms.one_callback)."""
+        super().pre_handler_hook()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self.interrupt_count.handler)
 
     def _comm_idle_mid_cell(self, parent: dict[str, Any]) -> None:
         """After a mid-cell comm's idle (.comms.main_shell): its sender has finished, and
@@ -285,6 +304,11 @@ class ExtKernel(IOPubOptions, CommsOnMainShell):
             if self.comm_inbox.batch_open and self.comm_routing.to_main_shell(frames):
                 # Comm messages that come after it wait behind it (their own marker).
                 self.comm_inbox.passed_to_main_shell()
+            sends = self.subshell_sends  # (a header read only while something waits)
+            if sends and sends.holds(subshell := self.comm_routing.subshell_of(frames)):
+                # Behind the messages that wait for that subshell's queue (.comms.subshell_sends).
+                sends.send_behind(subshell, self.shell_channel_thread.manager, msg)
+                return
         await super().shell_channel_thread_main(msg)
 
     # --- the IOPub socket's parts the missed-messages notice needs -------------------------

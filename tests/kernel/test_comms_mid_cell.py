@@ -553,3 +553,81 @@ def test_a_figure_a_callback_opens_mid_cell_is_shown_under_its_comm_message(
         if m["msg_type"] == "display_data" and "image/png" in m["content"]["data"]
     ]
     assert sorted(figures) == sorted([clicked, cell]), (figures, clicked, cell)
+
+
+FLUSHERS = {
+    "plt.show": "def _draw(_):\n    plt.figure()\n    plt.plot([3, 1, 2])\n    plt.show()\n",
+    "interact": (
+        "def _plot(x):\n    plt.plot([x, 1, 2])\n"
+        "def _draw(_):\n    _w.interactive(_plot, x=(0, 3))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("flusher", list(FLUSHERS))
+def test_a_callback_that_flushes_figures_mid_cell_leaves_the_cells_figure_to_the_cell(
+    kernel: BlockingKernelClient, flusher: str
+) -> None:
+    """A callback handled mid-cell that shows figures itself (``plt.show()``, or
+    ``interactive``, which flushes every figure): its figure goes under its comm message, and
+    the cell's figure stays the cell's, shown once in the cell at its end (issue 51).
+
+    Fails on main: the callback's flush showed the cell's pending figure under the comm message
+    and closed it (``interactive`` even drew into it): the cell showed no figure."""
+    pytest.importorskip("matplotlib", reason="the figure test needs matplotlib (test extra)")
+    code = (
+        "%matplotlib inline\nimport matplotlib.pyplot as plt, ipywidgets as _w\n"
+        "b = _w.Button()\n" + FLUSHERS[flusher] + "b.on_click(_draw)\n"
+        "log = []\nb.on_click(lambda _: log.append(1))\n"
+    )
+    model_id, subshell = widget_and_subshell(kernel, code, "b")
+    seen: list[Message] = []
+    cell = start_cell(
+        kernel,
+        "plt.figure()\nplt.plot([1, 2, 3])\n" + waiting_cell("handle_waiting_comms", 1),
+        seen,
+    )
+    clicked = click(kernel, subshell, model_id)
+    wait_idles(kernel, [cell, clicked], seen)
+    figures = [
+        m["parent_header"].get("msg_id")
+        for m in seen
+        if m["msg_type"] == "display_data" and "image/png" in m["content"]["data"]
+    ]
+    assert sorted(figures) == sorted([clicked, cell]), (figures, clicked, cell)
+
+
+def test_an_ipympl_figure_a_callback_opens_mid_cell_is_shown_under_its_comm_message(
+    kernel: BlockingKernelClient,
+) -> None:
+    """``%matplotlib widget`` (ipympl): a callback handled mid-cell that opens a figure has its
+    canvas displayed under its comm message; the cell's figure is displayed in the cell, once,
+    at its end (issue 51).
+
+    Fails on main: ipympl shows a new figure at the next ``post_execute``, which is the cell's
+    (held mid-cell), so the callback's figure was displayed in the cell."""
+    pytest.importorskip("ipympl", reason="the ipympl test needs ipympl (test extra)")
+    code = (
+        "%matplotlib widget\nimport matplotlib.pyplot as plt, ipywidgets as _w\n"
+        "b = _w.Button()\ndef _draw(_):\n    plt.figure()\n    plt.plot([3, 1, 2])\n"
+        "b.on_click(_draw)\nlog = []\nb.on_click(lambda _: log.append(1))\n"
+    )
+    try:
+        model_id, subshell = widget_and_subshell(kernel, code, "b")
+        seen: list[Message] = []
+        cell = start_cell(
+            kernel,
+            "plt.figure()\nplt.plot([1, 2, 3])\n" + waiting_cell("handle_waiting_comms", 1),
+            seen,
+        )
+        clicked = click(kernel, subshell, model_id)
+        wait_idles(kernel, [cell, clicked], seen)
+    finally:
+        run(kernel, "plt.close('all')\n%matplotlib inline")
+    canvases = [
+        m["parent_header"].get("msg_id")
+        for m in seen
+        if m["msg_type"] == "display_data"
+        and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
+    ]
+    assert sorted(canvases) == sorted([clicked, cell]), (canvases, clicked, cell)

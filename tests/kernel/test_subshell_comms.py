@@ -17,7 +17,8 @@ from jupyter_client import BlockingKernelClient
 
 from harness.cells import evaluate, kernel_set, run, start_cell
 from harness.kernels import EXT_KERNEL, running_kernel
-from harness.messages import control_request, printed
+from harness.messages import control_request, get_reply, printed, wait_iopub
+from harness.polling import wait_until
 from harness.subshells import (
     click,
     create_subshell,
@@ -266,3 +267,47 @@ def test_a_comm_open_whose_subshell_was_deleted_while_it_waited_is_still_handled
     """Stock would answer UnknownSubshellError, which no frontend reads for a comm."""
     records = comm_open_during_a_cell(kernel, tmp_path, "late", before_release="delete")
     assert records == [("MainThread", False)]
+
+
+#: Enough moves to fill a subshell's inproc queue (about two thousand messages) several times.
+MOVES = 5000
+
+
+def test_a_consoles_comms_never_block_the_shell_channel_thread(
+    kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
+    """A slider a subshell console made, moved 5000 times while that console's cell waits:
+    the moves wait for the console without blocking the shell-channel thread (issue 51). A
+    main-shell cell and another subshell's ``kernel_info`` are answered while the console
+    still waits (the test releases it only then); then every move runs, in order, on the
+    console. On main the console's inproc queue fills and blocks the shell-channel thread:
+    neither gets a reply within the hang guard."""
+    console, other = create_subshell(kernel), create_subshell(kernel)
+    made = execute_on(
+        kernel,
+        console,
+        "import ipywidgets as _w\nmoves = []\ns = _w.IntSlider(max=100000)\n"
+        "s.observe(lambda ch: moves.append(ch['new']), 'value')\n",
+    )
+    wait_idles(kernel, [made], [])
+    model_id = evaluate(kernel, "s.model_id")
+    release = tmp_path / "release"
+    seen: list[Message] = []
+    held = execute_on(kernel, console, waiting_cell(release))
+    wait_iopub(
+        kernel, lambda m: "CELL STARTED" in printed([m], held), "the console held", seen=seen
+    )
+    for value in range(1, MOVES + 1):
+        update(kernel, console, model_id, value=value)
+    try:
+        cell = kernel.execute("print('MAIN ANSWERED')")
+        assert get_reply(kernel, cell, timeout=20)["content"]["status"] == "ok"
+        info = send_on(kernel, other, "kernel_info_request", {})
+        assert get_reply(kernel, info, timeout=20)["content"]["status"] == "ok"
+    finally:
+        release.touch()
+    wait_idles(kernel, [held], seen)
+    wait_until(
+        lambda: evaluate(kernel, "len(moves)") == MOVES, timeout=60, what="every move handled"
+    )
+    assert evaluate(kernel, f"moves == list(range(1, {MOVES + 1}))") is True

@@ -17,6 +17,7 @@ was checked against are in README ("Tested with").
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib
 import inspect
@@ -382,6 +383,7 @@ MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
 COMM_ROUTING_PY = "ipykernel_ext/kernel/comms/comm_routing.py"
 COMM_OWNERS_PY = "ipykernel_ext/kernel/comms/owners.py"
 SHELL_HANDLERS_PY = "ipykernel_ext/kernel/shell_handlers.py"
+ONE_CALLBACK_PY = "ipykernel_ext/kernel/comms/one_callback.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -470,6 +472,53 @@ CONTRACT: list[Row] = [
         "re-sends; it looks the handler up with shell_handlers.get (a subshell reads the "
         "kernel's own execute_request there, shell_handlers.py)"
     ),
+    Row(
+        f"{KERNEL}._main_asyncio_lock", [Attribute(asyncio.Lock, _new_kernel)], (SHELL_HANDLERS_PY,)
+    ).because(
+        "the main shell's lock, assigned in __init__ and read by shell_main: the kernel keeps "
+        "it whatever a UI loop assigns (KeptMainLock, a property of ours)"
+    ),
+    Row(
+        f"{KERNEL}._input_request",
+        [
+            Function("self", "prompt", "ident", "parent", "password"),
+            Source(r"zmq\.select\(\[self\.stdin_socket\], \[\], \[self\.stdin_socket\], 0\.01\)"),
+        ],
+        (ONE_CALLBACK_PY,),
+    ).because(
+        "overridden: a callback's input() off the main thread ends with an interrupt, raised "
+        "in its thread, which the wait's 10 ms poll (Python code) lets in"
+    ),
+    Row(
+        f"{KERNEL}.pre_handler_hook",
+        [Function("self"), Source(r"signal\(SIGINT, default_int_handler\)")],
+        (KERNEL_PY,),
+    ).because(
+        "overridden: SIGINT raises KeyboardInterrupt while a request is handled; ours counts "
+        "the interrupts too (a UI loop's thread stops taking comm messages at one)"
+    ),
+    # jupyter-ui-poll (the test extra; what its ui_events() swaps in the kernel) -------------
+    Row(
+        "jupyter_ui_poll._poll:KernelWrapper.__init__",
+        [
+            Source(
+                r"kernel\._main_asyncio_lock = contextlib\.nullcontext\(\)",
+                r'kernel\.shell_handlers\["execute_request"\] = self\._execute_request_async',
+                r'shell\.events\.register\("post_run_cell"',
+            )
+        ],
+        (SHELL_HANDLERS_PY,),
+    ).because(
+        "ui_events() swaps the main shell's lock for nullcontext() (stock's shell_main then "
+        "drops the request) and the execute_request handler for one that defers the request, "
+        "until the next cell's post_run_cell: the kernel keeps its lock and, while the swap "
+        "is in force, its own execute_request handler"
+    ),
+    Row(
+        "jupyter_ui_poll._poll:KernelWrapper.restore",
+        [Source(r"_kernel\._main_asyncio_lock = self\._backup_main_asyncio_lock")],
+        (SHELL_HANDLERS_PY,),
+    ).because("the swap ends by assigning the kernel's own lock back: KeptMainLock's signal"),
     Row(
         f"{KERNEL}.should_handle", [Function("self", "stream", "msg", "idents")], (MAIN_SHELL_PY,)
     ).because(
@@ -1046,13 +1095,22 @@ CONTRACT: list[Row] = [
         ("ipykernel_ext/kernel/widgets/buffers.py",),
     ).because("check_packable predicts what the json packer accepts: json.dumps, else json_clean"),
     # matplotlib (the test extra; imported only if the user's code imported it) ---------------
+    Row("matplotlib._pylab_helpers:Gcf.figs", [Value(dict)], (CELL_EVENTS_PY,)).because(
+        "pyplot's open figures by number, in activation order: a callback handled mid-cell sees "
+        "only its own (the cell's set aside, then put back), so its plt.show() or interact "
+        "shows and closes its figures alone"
+    ),
     Row(
-        "matplotlib._pylab_helpers:Gcf.get_all_fig_managers",
-        [Function(kind="classmethod")],
+        "matplotlib_inline.backend_inline:flush_figures",
+        [Source(r"show\._draw_called", r"show\._to_draw")],
         (CELL_EVENTS_PY,),
     ).because(
-        "the open figures before and after a comm callback handled mid-cell: those it opened "
-        "are shown under its comm message, as matplotlib-inline's own flush reads them"
+        "the inline backend notes what was drawn since its last flush on its show function; "
+        "a callback's flush (interact) clears it, so the cell's note is kept and put back"
+    ),
+    Row("ipympl.backend_nbagg:_Backend_ipympl._to_show", [Value(list)], (CELL_EVENTS_PY,)).because(
+        "ipympl (%matplotlib widget) displays the figures listed here at the next post_execute; "
+        "a callback's, handled mid-cell, is displayed under its comm message and taken off it"
     ),
     Row(
         "matplotlib_inline.backend_inline:InlineBackend.close_figures",

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, frame_bytes, peek
+from ...protocol import COMM_MSG_TYPES, CONTENT, HEADER, frame_bytes, peek, split_frames
 from .owners import owner_subshell
 
 #: A marker is this prefix and the sequence number of the message it stands for.
@@ -70,6 +70,12 @@ class Waiting:
     number: int
     msg: list[Any]
     routed: Routed
+
+    @property
+    def signature(self) -> bytes | None:
+        """Its HMAC signature frame, as ``Session.digest_history`` keeps it."""
+        split = split_frames(self.msg)
+        return frame_bytes(split.parts[0]) if split is not None and split.parts else None
 
 
 class CommRouting:
@@ -129,6 +135,12 @@ class CommRouting:
             return None
         message = _Peeked(self.session, frames, self.comm_manager)
         return self._route(message, msg_type, subshell_id, enabled)
+
+    def subshell_of(self, frames: list[Any]) -> str | None:
+        """The subshell a message names (read, unverified), or None."""
+        header = peek(self.session, frames, HEADER)
+        found = header.get("subshell_id") if isinstance(header, dict) else None
+        return found if isinstance(found, str) and found else None
 
     def to_main_shell(self, frames: list[Any]) -> bool:
         """Whether stock's routing may send this message (one not routed here) to the main

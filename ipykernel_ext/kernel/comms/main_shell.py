@@ -22,17 +22,18 @@ from contextvars import copy_context
 from typing import Any
 
 import zmq
-from ipykernel.ipkernel import IPythonKernel
 from ipykernel.subshell import SubshellThread
 
-from ...protocol import frame_bytes, split_frames
+from ...protocol import split_frames
 from .cell_events import callback_figures, held_cell_events
 from .comm_routing import CommInbox, CommRouting, OnSubshell, Routed, Waiting, forget_reply_route
 from .mid_cell import MidCellComm, handling_mid_cell, run_now
 from .mid_cell import current as current_mid_cell_comm
+from .one_callback import CallbackGate, InterruptCount, InterruptibleInputs
+from .subshell_sends import SubshellSends
 
 
-class CommsOnMainShell(IPythonKernel):
+class CommsOnMainShell(InterruptibleInputs):
     """IPythonKernel whose comm messages wait for the main shell (PROTOCOL.md section 7).
 
     ``comm_routing`` and ``comm_inbox`` are set by the kernel's ``__init__``.
@@ -40,6 +41,12 @@ class CommsOnMainShell(IPythonKernel):
 
     comm_routing: CommRouting
     comm_inbox: CommInbox
+    #: held by a dispatch off the main shell's thread (jupyter-ui-poll's): .one_callback
+    callback_gate: CallbackGate
+    #: the interrupts the main thread took while handling a request: .one_callback
+    interrupt_count: InterruptCount
+    #: sends to a subshell's queue that never block the shell-channel thread
+    subshell_sends: SubshellSends
 
     def route_comm(
         self, msg: list[Any], frames: list[Any], routed: Routed | OnSubshell | None
@@ -62,7 +69,7 @@ class CommsOnMainShell(IPythonKernel):
                     return False  # no such subshell: stock's routing answers as stock does
                 routed = Routed(None)
             else:
-                socket.send_multipart(msg, copy=False)
+                self.subshell_sends.send(routed.subshell_id, socket, msg)
                 return True
         marker = self.comm_inbox.put(msg, routed)
         if marker is not None:  # (else it joins the batch whose marker is queued already)
@@ -121,10 +128,11 @@ class CommsOnMainShell(IPythonKernel):
                 finally:
                     lock.release()
                 return
-            # An async cell is awaiting (or jupyter-ui-poll's async loop, which swaps the lock
-            # out): handled now, as stock handles a comm message on the main shell then (a
-            # cell that awaits a widget change gets it). One at a time, the lock looked at
-            # again before each: the cell may have ended meanwhile.
+            # An async cell is awaiting (an `async with ui_events()` loop too: the kernel
+            # keeps its lock whatever the loop swaps in, .shell_handlers): handled now, as
+            # stock handles a comm message on the main shell then (a cell that awaits a
+            # widget change gets it). One at a time, the lock looked at again before each:
+            # the cell may have ended meanwhile.
             waiting = self.comm_inbox.take_next(met_only=True)
             if waiting is None:
                 return
@@ -167,21 +175,15 @@ class CommsOnMainShell(IPythonKernel):
         if mid.began or mid.returned:
             return
         mid.returned = True
-        signature = _signature(waiting.msg)
-        if signature is not None and not seen_before:
-            assert self.session is not None
+        if (signature := waiting.signature) is not None and not seen_before and self.session:
             self.session.digest_history.discard(signature)
         marker = self.comm_inbox.put_back(waiting)
         if marker is not None:
             self._queue_marker(marker)
 
     def _seen_before(self, waiting: Waiting) -> bool:
-        signature = _signature(waiting.msg)
-        return (
-            signature is not None
-            and self.session is not None
-            and signature in self.session.digest_history
-        )
+        signature, session = waiting.signature, self.session
+        return signature is not None and session is not None and signature in session.digest_history
 
     def handle_waiting_comms_now(self) -> int:
         """Handle the comm messages waiting for the main shell, now, on this thread.
@@ -190,25 +192,47 @@ class CommsOnMainShell(IPythonKernel):
         time, oldest first, so a callback that calls it again goes on with the next one
         (arrival order holds), and whatever a callback raises past ``dispatch_shell``
         (``SystemExit``) leaves the rest waiting. An interrupt that reaches a callback stops
-        the cell too (``KeyboardInterrupt`` here); the rest wait, and one it stopped before
-        it began goes back to the front. Only for the main cell: from the main shell's thread
-        or a thread in the main cell's context; else nothing, 0 (:meth:`_may_handle_comms`).
+        the cell too (``KeyboardInterrupt`` here); the rest wait, one stopped before it began
+        at the front. Only for the main cell and its callbacks (:meth:`_may_handle_comms`).
         """
         if not self._may_handle_comms():
             return 0
+        if self._on_main_shell_thread():
+            with self.callback_gate.main_held():  # (a callback off it: after that one)
+                return self._handle_now()
+        if current_mid_cell_comm() is None:
+            return 0  # a thread the cell started (to_thread): callbacks stay on the cell's side
+        return self._handle_off_thread()
+
+    def _handle_now(self, stop: Callable[[], bool] = lambda: False, stops: bool = True) -> int:
+        """Dispatch the waiting comm messages one by one here until none is left or ``stop()``;
+        an interrupt in a callback stops the cell if ``stops``, else just this loop."""
         handled = 0
-        while (waiting := self.comm_inbox.take_next()) is not None:
-            mid = MidCellComm()
-            seen_before = self._seen_before(waiting)
+        while not stop() and (waiting := self.comm_inbox.take_next()) is not None:
+            mid, seen_before = MidCellComm(), False
             try:
+                seen_before = self._seen_before(waiting)
                 self._run_comm_mid_cell(waiting, mid, run_now)
             except BaseException:
                 self._put_back(waiting, mid, seen_before)
                 raise
             handled += 1
-            if mid.interrupted:
+            if mid.interrupted and stops:
                 raise KeyboardInterrupt("interrupted in a comm callback")
+            if mid.interrupted:  # (a UI loop's thread: the main thread has its own)
+                break
         return handled
+
+    def _handle_off_thread(self) -> int:
+        """On a thread that runs for the main cell (jupyter-ui-poll's): each dispatched to its
+        end here, none left pending on that thread's loop (the loop's end would strand it),
+        in :attr:`callback_gate`; none taken once the main thread took an interrupt or the
+        cell ended: the rest wait for the main shell."""
+        interrupted, nested = self.interrupt_count.since_handoff(), current_mid_cell_comm()
+        with self.callback_gate.held(nested=nested is not None):
+            return self._handle_now(
+                lambda: interrupted() or not self._may_handle_comms(), bool(nested)
+            )
 
     async def do_one_iteration(self) -> int:
         """Handle the comm messages waiting for the main shell now, mid-cell; return how many.
@@ -221,42 +245,48 @@ class CommsOnMainShell(IPythonKernel):
         """
         if not self._may_handle_comms():
             return 0
+        if not self._on_main_shell_thread():
+            return self._handle_off_thread()
         handled = 0
         while (waiting := self.comm_inbox.take_next()) is not None:
-            await self._handle_comm_mid_cell(waiting)
+            mid = await self._handle_comm_mid_cell(waiting)
             handled += 1
+            if mid.interrupted:
+                raise KeyboardInterrupt("interrupted in a comm callback")
         return handled
 
     def _may_handle_comms(self) -> bool:
         """Whether the caller is the main cell (or the kernel at rest on the main thread).
 
         On the main shell's thread: yes. On the kernel's own threads (a subshell's, control,
-        shell channel): no. On any other thread, yes only in the context of the request the
-        main shell runs: jupyter-ui-poll hands its poll to a thread of its own through
-        ``asyncio.run_coroutine_threadsafe``, which runs it in a copy of the calling cell's
-        context, so its parent is that cell's; a subshell console's poll has the console's
+        shell channel): no. On any other thread, yes in a callback the main cell let through
+        (it waits for another event), else only in the context of the request the main shell
+        runs: jupyter-ui-poll's thread runs in a copy of the calling cell's context
+        (``asyncio.run_coroutine_threadsafe``); a subshell console's poll has the console's
         cell as parent, and a thread the user started has none.
         """
         if self._on_main_shell_thread():
             return True
         if self._on_a_kernel_thread():
             return False
+        if current_mid_cell_comm() is not None:
+            return True
         running = self._main_shell_running()
         return running is not None and _msg_id(self.get_parent("shell")) == _msg_id(running)
 
     def _on_a_kernel_thread(self) -> bool:
         """Whether this thread is one of the kernel's own: a subshell's, control, shell channel."""
-        thread = threading.current_thread()
         own = (getattr(self, "control_thread", None), getattr(self, "shell_channel_thread", None))
-        return isinstance(thread, SubshellThread) or thread in own
+        return isinstance(thread := threading.current_thread(), SubshellThread) or thread in own
 
     async def _handle_comm_mid_cell(self, waiting: Waiting) -> MidCellComm:
         """Handle a comm message while an async cell awaits (or ui_events' thread waits)."""
-        mid = MidCellComm()
-        seen_before = self._seen_before(waiting)
+        mid, seen_before = MidCellComm(), False
         try:
-            dispatch = self._dispatch_mid_cell(waiting, mid)
-            await asyncio.create_task(dispatch, context=copy_context())
+            seen_before = self._seen_before(waiting)
+            async with self.callback_gate.main_held_async():
+                dispatch = self._dispatch_mid_cell(waiting, mid)
+                await asyncio.create_task(dispatch, context=copy_context())
         except BaseException:
             # (cancelled before the task ran, or an interrupt before its busy)
             self._put_back(waiting, mid, seen_before)
@@ -368,11 +398,3 @@ def _msg_id(msg: Any) -> str | None:
     header = msg.get("header") if isinstance(msg, dict) else None
     msg_id = header.get("msg_id") if isinstance(header, dict) else None
     return msg_id if isinstance(msg_id, str) else None
-
-
-def _signature(msg: list[Any]) -> bytes | None:
-    """The HMAC signature frame of a framed message, as ``Session.digest_history`` keeps it."""
-    split = split_frames(msg)
-    if split is None or not split.parts:
-        return None
-    return frame_bytes(split.parts[0])
