@@ -7,6 +7,11 @@ jupyter_client.KernelManager with CurveZMQ required, a jupyter_server subprocess
 websocket client on a fresh kernel of that server. Module-scoped ones are made once per test
 module that asks for them; a module that needs a variant (other options, widgets made first)
 builds on them with its own fixture.
+
+Sizes: a test whose count only has to pass the point where its bug showed runs that smaller
+count; under ``--full-size`` it runs the full one (the report's, a seed's). Such a test asks
+for the :func:`full_size` fixture, which marks it ``full_size``: ``.ci/run`` runs
+``-m full_size --full-size`` after the README's command.
 """
 
 from __future__ import annotations
@@ -34,11 +39,31 @@ _HERE = Path(__file__).resolve().parent
 LAYERS = ("unit", "kernel", "client", "shared_channels", "server", "browser", "package", "upstream")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full-size",
+        action="store_true",
+        help="run the tests that ask for the full_size fixture at their full size (the "
+        "report's count, not the smaller one past where the bug showed); .ci/run runs "
+        "-m full_size --full-size",
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(item.path).resolve().relative_to(_HERE).parts
         if len(parts) > 1 and parts[0] in LAYERS:
             item.add_marker(getattr(pytest.mark, parts[0]))
+        # Given by the fixture, so that `-m full_size` selects exactly the tests it changes.
+        if "full_size" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.full_size)
+
+
+@pytest.fixture
+def full_size(request: pytest.FixtureRequest) -> bool:
+    """True under ``--full-size``: the test runs its full size, not the smaller one it runs
+    by default (its docstring says what the smaller one still proves)."""
+    return bool(request.config.getoption("--full-size"))
 
 
 KernelPair = tuple[KernelManager, BlockingKernelClient]

@@ -82,20 +82,28 @@ def test_a_dead_kernels_last_line_shows_in_its_cell(
     )
 
 
+#: The bar's steps, and under ``--full-size``. Each step waits for the page to render the bar
+#: beside the 6 MB log (about 3.5 s a step in a loaded page, 40 steps took 148 s a frontend).
+#: Every step is the same check, the next only once the page showed the one before: a bar
+#: held behind the log until the cell ends fails at the first, so 10 prove what 40 did.
+STEPS, STEPS_FULL = 10, 40
+
+
 @pytest.mark.parametrize("frontend", FRONTENDS)
 def test_a_progress_bar_beside_a_long_log_moves_while_the_cell_runs(
-    lab: JupyterServer, page: Any, frontend: str, tmp_path: Path
+    lab: JupyterServer, page: Any, frontend: str, tmp_path: Path, full_size: bool
 ) -> None:
-    """After 6 MB of log, a progress bar moves 40 steps, a short print each, each step once
-    the page shows the bar at the step before (a marker file per step): the bar moves in the
-    page while the cell runs, and the page ends with the log and every step's print. How few
-    stream messages the steps' prints take is the server test's verdict
-    (tests/server/test_pacer_server.py): here the page's own rendering of the 6 MB output paces
-    the steps, and that depends on the machine."""
+    """After 6 MB of log, a progress bar moves :data:`STEPS` steps (40 under ``--full-size``),
+    a short print each, each step once the page shows the bar at the step before (a marker file
+    per step): the bar moves in the page while the cell runs, and the page ends with the log
+    and every step's print. How few stream messages the steps' prints take is the server
+    test's verdict (tests/server/test_pacer_server.py): here the page's own rendering of the
+    6 MB output paces the steps, and that depends on the machine."""
+    steps = STEPS_FULL if full_size else STEPS
     name = f"progress-{frontend}"
     cells = [
-        "import ipywidgets as w\nbar = w.IntProgress(max=40)\nbar",
-        LOG + "for step in range(40):\n"
+        f"import ipywidgets as w\nbar = w.IntProgress(max={steps})\nbar",
+        LOG + f"for step in range({steps}):\n"
         "    bar.value = step + 1\n"
         "    print(f'step {step}', flush=True)\n"
         f"    while not pathlib.Path({str(tmp_path)!r}, str(step + 1)).exists():\n"
@@ -105,8 +113,8 @@ def test_a_progress_bar_beside_a_long_log_moves_while_the_cell_runs(
     run_cell(page, 0)
     wait_for(lambda: page.evaluate(BAR_JS, 0) == 0, 120, what="the bar, empty", page=page)
     run_cell(page, 1)
-    for step in range(1, 41):
-        width = step * 100 / 40
+    for step in range(1, steps + 1):
+        width = step * 100 / steps
 
         def shown(width: float = width) -> bool:
             return bool(page.evaluate(BAR_JS, 0) >= width - 0.01)
@@ -114,7 +122,7 @@ def test_a_progress_bar_beside_a_long_log_moves_while_the_cell_runs(
         wait_for(shown, 120, what=f"the bar at step {step} in the page", page=page)
         (tmp_path / str(step)).write_text("")
     wait_for(
-        lambda: page.evaluate(HOLDS_JS, [1, "step 39"]),
+        lambda: page.evaluate(HOLDS_JS, [1, f"step {steps - 1}"]),
         120,
         what="the last step's print in the page",
         page=page,

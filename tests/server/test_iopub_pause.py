@@ -5,10 +5,12 @@ once the client saw ``PAUSE_AFTER_COMM_OPEN`` comm_open of the seed's 3000-Butto
 cell waits until the pause began (:func:`harness.bursts.gated_widget_grid_code`), so the rest
 is made while it holds. Pauses: the server's event loop blocked (pause_extension), the server
 SIGSTOPped, gateway_provisioners' DistributedProvisioner with its default settings (stopped
-mid-burst too, so it falls behind on any machine), a tbf-shaped veth link. Each time the
-client gets all 9002 comm_open and the idle, the kernel's ``iopub_stats`` show the pause held
-it up (``stalls``/``waits``) and ``missed == 0``. A server-side pause lasts ``PAUSE_SECONDS``
-and then until the kernel's counters show it held messages back (:func:`held_up`).
+mid-burst too, so it falls behind on any machine), a tbf-shaped veth link (read slowly all
+along: a burst of ``SLOW_READER_BUTTONS``, the seed's under ``--full-size``).
+Each time the client gets every comm_open (9002 for the seed) and the idle, the kernel's
+``iopub_stats`` show the pause held it up (``stalls``/``waits``) and ``missed == 0``. A
+server-side pause lasts ``PAUSE_SECONDS`` and then until the kernel's counters show it held
+messages back (:func:`held_up`).
 
 Then a subscriber that never reads: given up, counted, the backlog within its limit, told
 what it missed once it reads again; and control answers while the backlog is not empty.
@@ -36,7 +38,6 @@ from harness.burst_reader import SCRIPT as BURST_READER
 from harness.bursts import (
     PAUSE_AFTER_COMM_OPEN,
     SEED_BUTTONS,
-    SEED_COMM_OPEN,
     PausedBurst,
     comm_loop_code,
     gated_widget_grid_code,
@@ -77,10 +78,25 @@ def kernel_counters(server: JupyterServer, kernel_id: str) -> Iterator[Callable[
         kc.stop_channels()
 
 
-def gated_burst(release: Path) -> str:
-    """The seed's burst, held at comm_open ``PAUSE_AFTER_COMM_OPEN`` until ``release`` exists
-    (made once the server is paused: else the server could relay it all before its pause)."""
-    return gated_widget_grid_code(SEED_BUTTONS, PAUSE_AFTER_COMM_OPEN // 3, str(release))
+def gated_burst(release: Path, buttons: int = SEED_BUTTONS) -> str:
+    """The seed's burst (or one of ``buttons``), held at comm_open ``PAUSE_AFTER_COMM_OPEN``
+    until ``release`` exists (made once the server is paused: else the server could relay it
+    all before its pause)."""
+    return gated_widget_grid_code(buttons, PAUSE_AFTER_COMM_OPEN // 3, str(release))
+
+
+#: The rate-limited link's burst: 1000 Buttons, 3002 comm_open. The reader is slow all along,
+#: so the time is the burst's size over the link's rate (the seed's 3000 took 51 s). What the
+#: size must do is keep the kernel's queue and the buffers behind it full for longer than a
+#: 2 s send timeout; a third of the seed does (the kernel waits, and with
+#: ``--iopub-send-timeout=2000`` it gives the reader up, which misses 1010 of 3002).
+#: ``--full-size``: the seed's 3000. (gateway_provisioners' reader keeps the seed's: see its
+#: test.)
+SLOW_READER_BUTTONS = 1000
+
+
+def slow_reader_buttons(full_size: bool) -> int:
+    return SEED_BUTTONS if full_size else SLOW_READER_BUTTONS
 
 
 def held_up(stats: Callable[[], dict[str, Any]]) -> Callable[[], bool]:
@@ -106,12 +122,16 @@ def given_up(stats: dict[str, Any]) -> int:
 
 
 def assert_whole_and_stalled(
-    burst: PausedBurst, before: dict[str, Any], after: dict[str, Any]
+    burst: PausedBurst,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    buttons: int = SEED_BUTTONS,
 ) -> None:
     """The verdict of every pause test: nothing lost, and the pause did hold the kernel up."""
     assert burst.paused is not False, "the burst ended before the pause: it proved nothing"
     # Loss first: what fails on a kernel that gives a paused subscriber up after 2 s.
-    assert burst.counts.get("comm_open", 0) == SEED_COMM_OPEN, (burst.counts, after)
+    comm_opens = 3 * buttons + 2  # 3 per Button, 2 for the grid (9002 for the seed's)
+    assert burst.counts.get("comm_open", 0) == comm_opens, (burst.counts, after)
     assert burst.idle, (burst.counts, after)
     assert burst.counts.get("display_data", 0) == 1, burst.counts
     assert burst.status == "ok", burst.reply
@@ -198,6 +218,13 @@ def gp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServe
 def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
     gp_server: JupyterServer, tmp_path: Path
 ) -> None:
+    """The seed's burst read through gateway_provisioners' listener, which reads 10 ms a
+    turn: stopped until the kernel waits, then slow; whole, and the kernel held up.
+
+    The seed's size is what this needs (about 85 s): the listener keeps up at first, and a
+    kernel with a 2 s send timeout (``iopub_send_timeout = 2000``) gave it up only after its
+    5486th comm_open; with 1000 Buttons that kernel kept it, so the smaller burst would not
+    tell a kernel that gives a slow reader up from ours."""
     release = tmp_path / "release"
     kernel_id = gp_server.start_kernel(GP_KERNEL)
     try:
@@ -224,7 +251,7 @@ def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
 # --- a slow reader: behind a rate-limited link --------------------------------------------
 
 #: ~170 Button comm_open (1.75 kB each) a second: under the 250/s a kernel that gives up
-#: after 2 s needs to see, and the burst takes under a minute.
+#: after 2 s needs to see; the burst takes about 20 s (the seed's about 55 s).
 LINK_RATE_BIT = 2_400_000
 
 
@@ -240,8 +267,11 @@ def slow_link() -> Iterator[VethNamespace]:
 
 @pytest.mark.timeout(420)  # a burst through a rate-limited link (minutes)
 def test_a_reader_behind_a_rate_limited_link_gets_the_whole_burst(
-    slow_link: VethNamespace,
+    slow_link: VethNamespace, full_size: bool
 ) -> None:
+    """A burst of :data:`SLOW_READER_BUTTONS` (the seed's under ``--full-size``) read through
+    a link slower than the kernel sends: whole, and the kernel held up."""
+    buttons = slow_reader_buttons(full_size)
     # The reader inside reaches the kernel only through the shaped link; control is here.
     with running_kernel(EXT_KERNEL, client=shell_and_control_client, ip=slow_link.host_ip) as (
         km,
@@ -254,7 +284,7 @@ def test_a_reader_behind_a_rate_limited_link_gets_the_whole_burst(
                 sys.executable,
                 str(BURST_READER),
                 km.connection_file,
-                f"--buttons={SEED_BUTTONS}",
+                f"--buttons={buttons}",
                 "--timeout=300",
             ],
             capture_output=True,
@@ -266,7 +296,7 @@ def test_a_reader_behind_a_rate_limited_link_gets_the_whole_burst(
         after = iopub_stats(kc)
     reply = {"content": {"status": result["status"]}} if result["status"] else None
     burst = PausedBurst(result["counts"], result["idle"], reply, [], None)
-    assert_whole_and_stalled(burst, before, after)
+    assert_whole_and_stalled(burst, before, after, buttons)
 
 
 # --- a subscriber that never comes back, and then does ---------------------------------------
