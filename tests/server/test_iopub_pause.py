@@ -311,9 +311,10 @@ TOPIC_ALLOWANCE = 256
 
 
 def test_a_subscriber_that_never_reads_is_given_up_counted_and_told(tmp_path: Path) -> None:
-    """Each step waits for the one before by a count: the cell bursts then waits for a file;
-    the healthy reader has it all (the stalled one is given up by then); the stalled one
-    reads what it holds; the file is made, and it reads up to the cell's idle."""
+    """Each step waits for the one before by a count or a barrier: the cell bursts then waits
+    for a file; the healthy reader has it all (the stalled one is given up by then); the
+    stalled one reads what it holds, up to a control request's idle (its pipe is live again);
+    the file is made, and it reads up to the cell's idle."""
     release = tmp_path / "release"
     code = comm_loop_code(GIVE_UP_BURST, pad=GIVE_UP_PAD) + textwrap.dedent(
         f"""
@@ -346,7 +347,10 @@ def test_a_subscriber_that_never_reads_is_given_up_counted_and_told(tmp_path: Pa
         given = iopub_stats(kc)
         # Bytes as the kernel sends it: its signed frames, plus room for the topic.
         largest = max(sum(map(len, kc.session.serialize(m))) + TOPIC_ALLOWANCE for m in ours)
-        stalled.drain()  # what it held before it was given up
+        # What it held before it was given up, up to a barrier's idle: one that reaches it
+        # proves libzmq has un-parked its pipe, so the notice and idle the release brings are
+        # not dropped for it (a quiet period could end while its pipe was still parked).
+        stalled.read_to_barrier(kc)
         release.touch()
         resumed = stalled.read_until(lambda m: is_idle_for(m, msg_id), timeout=60)
         wait_iopub(kc, is_status("idle", msg_id), what="the cell's idle", seen=None)
