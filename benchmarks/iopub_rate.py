@@ -13,13 +13,18 @@ fast as it can (:mod:`harness.kernel_websocket`):
 The cells: ``print`` (200000 lines of 48 bytes, 9.6 MB), ``slider`` (an ``IntSlider`` set
 20001 times), ``display`` (a display updated 20000 times), ``rows`` (20000 rows of
 ``display(i); bar.value = i``: an output and a progress bar's update each, the case a line
-that scanned back through what waited made O(n^2)). Per cell and mode, medians over trials
-(modes and cells interleaved):
+that scanned back through what waited made O(n^2)), ``command`` (a widget trait set to a
+command then reset to ``None`` 5000 times, as plotly's ``FigureWidget`` sends each restyle:
+issue 54), ``alternating`` (20000 steps of a stdout line and a stderr line, each flushed:
+traffic nothing merges, issue 50). Per cell and mode, medians over trials (modes and cells
+interleaved; ``--cells`` runs some of them):
 
 * ``exact``: trials whose tab ended exactly as the kernel's output (the folded outputs,
   the slider's last value: :class:`harness.tab_view.TabView`);
 * ``msgs``: messages the tab received for the cell; ``peak/3s``: the most counted messages
   (all but status, comm_open, execute_input) it received in any 3 s (by its own clock);
+* ``commands``: for ``command``, the commands the tab saw (its change events); ``worst age``:
+  the longest any message of the cell took from the kernel (its header's date) to the tab;
 * ``idle->tab``: from the kernel's ``idle`` (its header's date) to the tab receiving it; every
   output of the cell is before it, so this is when the tab's view is final;
 * ``server CPU``: the server process's user+system seconds for the cell; ``RSS``: its
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import threading
 import time
 from collections import deque
@@ -61,19 +67,45 @@ MODES = {
     "limit off": ["--ZMQChannelsWebsocketConnection.limit_rate=False"],
     "ours": [],
 }
-LINES, SETS, UPDATES, ROWS = 200_000, 20_001, 20_000, 20_000
+LINES, SETS, UPDATES, ROWS, COMMANDS, STEPS = 200_000, 20_001, 20_000, 20_000, 5_000, 20_000
 SETUP = "import ipywidgets as w\ns = w.IntSlider(max=30000)\ndisplay(s)\nprint(s.comm.comm_id)"
+#: A widget with a trait used as a command (set, then reset to None), as plotly's FigureWidget.
+COMMAND_SETUP = (
+    "import traitlets\n"
+    "class Commanded(w.DOMWidget):\n"
+    "    command = traitlets.Any(None).tag(sync=True)\n"
+    "c = Commanded()\n"
+    "print(c.comm.comm_id)"
+)
 CELLS = {
     "print": f"for i in range({LINES}): print(f'line {{i:07d}} ' + 'x' * 34)",
     "slider": f"for i in range({SETS}): s.value = i",
     "display": f"h = display('v', display_id=True)\nfor i in range({UPDATES}): h.update(f'v{{i}}')",
     "rows": f"for i in range({ROWS}):\n    display(i)\n    s.value = i % 30000",
+    "command": f"for i in range({COMMANDS}):\n    c.command = {{'i': i}}\n    c.command = None",
+    "alternating": (
+        "import sys\n"
+        f"for i in range({STEPS}):\n"
+        "    print(f'out {i}', flush=True)\n"
+        "    print(f'err {i}', file=sys.stderr, flush=True)"
+    ),
 }
 UNCOUNTED = {"status", "comm_open", "execute_input"}
 WINDOW = 3.0
 
 
-def exact(cell: str, view: TabView, slider: str) -> bool:
+def commands_seen(view: TabView, commanded: str) -> int:
+    """The commands the tab's change events saw (a value other than ``None``)."""
+    return sum(1 for v in view.changes.get((commanded, "command"), []) if json.loads(v)[0])
+
+
+def exact(cell: str, view: TabView, slider: str, commanded: str) -> bool:
+    if cell == "command":
+        return commands_seen(view, commanded) == COMMANDS
+    if cell == "alternating":
+        return view.text() == "".join(f"out {i}\n" for i in range(STEPS)) and view.text(
+            "stderr"
+        ) == "".join(f"err {i}\n" for i in range(STEPS))
     if cell == "rows":
         shown = [o.get("data", {}).get("text/plain") for o in view.outputs]
         return shown == [str(i) for i in range(ROWS)] and (
@@ -107,10 +139,21 @@ def round_trips(probe: KernelWebsocket, until: threading.Event) -> list[float]:
     return times
 
 
+def kernel_time(msg: dict[str, Any]) -> float:
+    """When the kernel made ``msg`` (its header's date), in seconds since the epoch."""
+    return datetime.fromisoformat(str(msg["header"]["date"]).replace("Z", "+00:00")).timestamp()
+
+
 def one_cell(
-    ws: KernelWebsocket, probe: KernelWebsocket, proc: psutil.Process, cell: str, slider: str
+    ws: KernelWebsocket,
+    probe: KernelWebsocket,
+    proc: psutil.Process,
+    cell: str,
+    widgets: tuple[str, str],
 ) -> dict[str, Any]:
+    slider, commanded = widgets
     counted: list[float] = []
+    ages: list[float] = []
     idle_at: list[float] = []
     done = threading.Event()
     probed: list[float] = []
@@ -118,6 +161,7 @@ def one_cell(
 
     def seen(msg: dict[str, Any]) -> None:
         now = time.time()
+        ages.append(now - kernel_time(msg))
         if msg["msg_type"] not in UNCOUNTED:
             counted.append(now)
         elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
@@ -133,13 +177,14 @@ def one_cell(
         prober.join()
     cpu_after = proc.cpu_times()
     idle = next(m for m in reversed(iopub) if m["msg_type"] == "status")
-    kernel_idle = datetime.fromisoformat(str(idle["header"]["date"]).replace("Z", "+00:00"))
     view = TabView(iopub)
     return {
-        "exact": exact(cell, view, slider),
+        "exact": exact(cell, view, slider, commanded),
+        "commands": commands_seen(view, commanded) if cell == "command" else None,
+        "worst_age": max(ages) if ages else None,
         "msgs": len(iopub),
         "peak": peak_in_window(counted),
-        "idle_to_tab": idle_at[-1] - kernel_idle.timestamp() if idle_at else None,
+        "idle_to_tab": idle_at[-1] - kernel_time(idle) if idle_at else None,
         "cpu": (cpu_after.user + cpu_after.system) - (cpu.user + cpu.system),
         "rss": proc.memory_info().rss / 1e6,
         "probe": median(probed) if probed else None,
@@ -147,8 +192,20 @@ def one_cell(
     }
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cells",
+        default=",".join(CELLS),
+        help=f"the cells to run, comma-separated (default: all of {', '.join(CELLS)})",
+    )
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, dict[str, list[dict[str, Any]]]] = {m: {c: [] for c in CELLS} for m in MODES}
+    cells = [c for c in args.cells.split(",") if c]
+    unknown = [c for c in cells if c not in CELLS]
+    if unknown or not cells:
+        raise SystemExit(f"--cells: unknown cell(s) {unknown}; choose from {', '.join(CELLS)}")
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {m: {c: [] for c in cells} for m in MODES}
     servers = {m: JupyterServer(ipykernel_ext=None, extra_args=a).start() for m, a in MODES.items()}
     try:
         tabs = {}
@@ -157,13 +214,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ws = KernelWebsocket(server, kernel_id)
             _, iopub = ws.run(SETUP)
             slider = TabView(iopub).text().strip()
+            _, iopub = ws.run(COMMAND_SETUP)
+            commanded = TabView(iopub).text().strip()
             probe = KernelWebsocket(server, server.start_kernel(EXT))
             assert server.proc is not None
-            tabs[mode] = (ws, probe, psutil.Process(server.proc.pid), slider)
+            tabs[mode] = (ws, probe, psutil.Process(server.proc.pid), (slider, commanded))
         for trial in range(args.trials):
-            for cell in CELLS:
-                for mode, (ws, probe, proc, slider) in tabs.items():
-                    results[mode][cell].append(one_cell(ws, probe, proc, cell, slider))
+            for cell in cells:
+                for mode, (ws, probe, proc, widgets) in tabs.items():
+                    results[mode][cell].append(one_cell(ws, probe, proc, cell, widgets))
             print(f"trial {trial + 1}/{args.trials} done", flush=True)
         for ws, probe, _, _ in tabs.values():
             ws.close()
@@ -172,7 +231,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for server in servers.values():
             server.stop()
     rows = []
-    for cell in CELLS:
+    for cell in cells:
         for mode in MODES:
             rs = results[mode][cell]
             rows.append(
@@ -180,6 +239,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     cell,
                     mode,
                     f"{sum(r['exact'] for r in rs)}/{len(rs)}",
+                    fmt(median(r["commands"] for r in rs), 0),
+                    fmt(median(r["worst_age"] for r in rs), 2, " s"),
                     fmt(median(r["msgs"] for r in rs), 0),
                     fmt(median(r["peak"] for r in rs), 0),
                     fmt(median(r["idle_to_tab"] for r in rs), 2, " s"),
@@ -194,6 +255,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "cell",
             "server",
             "exact",
+            "commands",
+            "worst age",
             "msgs",
             "peak/3s",
             "idle->tab",
