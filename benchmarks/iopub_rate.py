@@ -16,14 +16,17 @@ The cells: ``print`` (200000 lines of 48 bytes, 9.6 MB), ``slider`` (an ``IntSli
 that scanned back through what waited made O(n^2)), ``command`` (a widget trait set to a
 command then reset to ``None`` 5000 times, as plotly's ``FigureWidget`` sends each restyle:
 issue 54), ``alternating`` (20000 steps of a stdout line and a stderr line, each flushed:
-traffic nothing merges, issue 50). Per cell and mode, medians over trials (modes and cells
+traffic nothing merges, issue 50), ``plotly`` (a real plotly ``FigureWidget`` whose trace data
+is set 2000 times: each a restyle the page must apply; needs plotly, else the cell is left
+out, saying so). Per cell and mode, medians over trials (modes and cells
 interleaved; ``--cells`` runs some of them):
 
 * ``exact``: trials whose tab ended exactly as the kernel's output (the folded outputs,
   the slider's last value: :class:`harness.tab_view.TabView`);
 * ``msgs``: messages the tab received for the cell; ``peak/3s``: the most counted messages
   (all but status, comm_open, execute_input) it received in any 3 s (by its own clock);
-* ``commands``: for ``command``, the commands the tab saw (its change events); ``worst age``:
+* ``commands``: for ``command`` and ``plotly``, the commands (restyles) the tab saw (its
+  change events); ``worst age``:
   the longest any message of the cell took from the kernel (its header's date) to the tab;
 * ``idle->tab``: from the kernel's ``idle`` (its header's date) to the tab receiving it; every
   output of the cell is before it, so this is when the tab's view is final;
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import threading
 import time
@@ -68,6 +72,7 @@ MODES = {
     "ours": [],
 }
 LINES, SETS, UPDATES, ROWS, COMMANDS, STEPS = 200_000, 20_001, 20_000, 20_000, 5_000, 20_000
+RESTYLES = 2_000
 SETUP = "import ipywidgets as w\ns = w.IntSlider(max=30000)\ndisplay(s)\nprint(s.comm.comm_id)"
 #: A widget with a trait used as a command (set, then reset to None), as plotly's FigureWidget.
 COMMAND_SETUP = (
@@ -77,12 +82,19 @@ COMMAND_SETUP = (
     "c = Commanded()\n"
     "print(c.comm.comm_id)"
 )
+#: A real plotly figure (only when plotly is installed in the kernel's environment).
+PLOTLY_SETUP = (
+    "import plotly.graph_objects as go\n"
+    "fig = go.FigureWidget(data=[go.Scatter(y=[0, 0])])\n"
+    "print(fig.comm.comm_id)"
+)
 CELLS = {
     "print": f"for i in range({LINES}): print(f'line {{i:07d}} ' + 'x' * 34)",
     "slider": f"for i in range({SETS}): s.value = i",
     "display": f"h = display('v', display_id=True)\nfor i in range({UPDATES}): h.update(f'v{{i}}')",
     "rows": f"for i in range({ROWS}):\n    display(i)\n    s.value = i % 30000",
     "command": f"for i in range({COMMANDS}):\n    c.command = {{'i': i}}\n    c.command = None",
+    "plotly": f"for i in range({RESTYLES}):\n    fig.data[0].y = [i, i + 1]",
     "alternating": (
         "import sys\n"
         f"for i in range({STEPS}):\n"
@@ -94,14 +106,16 @@ UNCOUNTED = {"status", "comm_open", "execute_input"}
 WINDOW = 3.0
 
 
-def commands_seen(view: TabView, commanded: str) -> int:
-    """The commands the tab's change events saw (a value other than ``None``)."""
-    return sum(1 for v in view.changes.get((commanded, "command"), []) if json.loads(v)[0])
+def commands_seen(view: TabView, comm_id: str, key: str = "command") -> int:
+    """The commands the tab's change events saw on ``key`` (a value other than ``None``)."""
+    return sum(1 for v in view.changes.get((comm_id, key), []) if json.loads(v)[0])
 
 
-def exact(cell: str, view: TabView, slider: str, commanded: str) -> bool:
+def exact(cell: str, view: TabView, slider: str, commanded: str, figure: str) -> bool:
     if cell == "command":
         return commands_seen(view, commanded) == COMMANDS
+    if cell == "plotly":
+        return commands_seen(view, figure, "_py2js_restyle") == RESTYLES
     if cell == "alternating":
         return view.text() == "".join(f"out {i}\n" for i in range(STEPS)) and view.text(
             "stderr"
@@ -149,9 +163,9 @@ def one_cell(
     probe: KernelWebsocket,
     proc: psutil.Process,
     cell: str,
-    widgets: tuple[str, str],
+    widgets: tuple[str, str, str],
 ) -> dict[str, Any]:
-    slider, commanded = widgets
+    slider, commanded, figure = widgets
     counted: list[float] = []
     ages: list[float] = []
     idle_at: list[float] = []
@@ -179,8 +193,14 @@ def one_cell(
     idle = next(m for m in reversed(iopub) if m["msg_type"] == "status")
     view = TabView(iopub)
     return {
-        "exact": exact(cell, view, slider, commanded),
-        "commands": commands_seen(view, commanded) if cell == "command" else None,
+        "exact": exact(cell, view, slider, commanded, figure),
+        "commands": (
+            commands_seen(view, commanded)
+            if cell == "command"
+            else commands_seen(view, figure, "_py2js_restyle")
+            if cell == "plotly"
+            else None
+        ),
         "worst_age": max(ages) if ages else None,
         "msgs": len(iopub),
         "peak": peak_in_window(counted),
@@ -205,6 +225,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     unknown = [c for c in cells if c not in CELLS]
     if unknown or not cells:
         raise SystemExit(f"--cells: unknown cell(s) {unknown}; choose from {', '.join(CELLS)}")
+    if "plotly" in cells and importlib.util.find_spec("plotly") is None:
+        print("the plotly cell is left out: plotly is not installed (pip install plotly anywidget)")
+        cells.remove("plotly")
     results: dict[str, dict[str, list[dict[str, Any]]]] = {m: {c: [] for c in cells} for m in MODES}
     servers = {m: JupyterServer(ipykernel_ext=None, extra_args=a).start() for m, a in MODES.items()}
     try:
@@ -216,9 +239,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             slider = TabView(iopub).text().strip()
             _, iopub = ws.run(COMMAND_SETUP)
             commanded = TabView(iopub).text().strip()
+            figure = ""
+            if "plotly" in cells:
+                _, iopub = ws.run(PLOTLY_SETUP)
+                figure = TabView(iopub).text().strip()
             probe = KernelWebsocket(server, server.start_kernel(EXT))
             assert server.proc is not None
-            tabs[mode] = (ws, probe, psutil.Process(server.proc.pid), (slider, commanded))
+            tabs[mode] = (ws, probe, psutil.Process(server.proc.pid), (slider, commanded, figure))
         for trial in range(args.trials):
             for cell in cells:
                 for mode, (ws, probe, proc, widgets) in tabs.items():
