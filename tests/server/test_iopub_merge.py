@@ -27,7 +27,9 @@ KERNELS = ["python3-ext", "python3"]
 RATE_EXCEEDED = re.compile(r"IOPub (message|data) rate exceeded")
 #: jupyter_server's defaults: messages a second, over this window
 RATE, WINDOW = 1000, 3.0
-PEAK_LINE = re.compile(r"cell (\S+): (\d+) messages merged .*peak (\d+) counted messages")
+PEAK_LINE = re.compile(
+    r"cell (\S+): (\d+) messages merged .*peak (\d+) counted messages .*, (\d+) sent late"
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,10 @@ def printed(n: int) -> str:
 
 
 def merged_report(server: JupyterServer, msg_id: str) -> tuple[int, int]:
-    """The server's account of one cell for the tab: (messages merged, peak per window)."""
+    """The server's account of one cell for the tab: (messages merged, the most counted
+    messages in any window beyond those sent late). Late messages (older than 2.5 s) go past
+    the rates by design, and how many there are depends on the machine's speed; the rest
+    never pass the rate, however slow the machine."""
 
     def line() -> re.Match[str] | None:
         for match in PEAK_LINE.finditer(server.log_text()):
@@ -83,7 +88,8 @@ def merged_report(server: JupyterServer, msg_id: str) -> tuple[int, int]:
 
     found = wait_until(line, timeout=30, what=f"the server's merge line for cell {msg_id}")
     assert found is not None
-    return int(found.group(2)), int(found.group(3))
+    merged, peak, late = (int(found.group(i)) for i in (2, 3, 4))
+    return merged, max(0, peak - late)
 
 
 def print_flood_arrives_whole_and_paced(

@@ -259,12 +259,14 @@ class Pacer:
         if folded:
             self.log.info(
                 "IOPub to %s: cell %s: %d messages merged into others or skipped with a "
-                "replaced frame (none lost; peak %d counted messages in a %.3g s window)",
+                "replaced frame (none lost; peak %d counted messages in a %.3g s window, "
+                "%d sent late past the rates)",
                 self.name,
                 parent,
                 folded,
                 self.window.peak if self.window is not None else -1,
                 self.window.window if self.window is not None else 0,
+                self.caught_up,
             )
 
     def _schedule(self, delay: float) -> None:
