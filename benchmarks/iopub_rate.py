@@ -72,7 +72,7 @@ MODES = {
     "ours": [],
 }
 LINES, SETS, UPDATES, ROWS, COMMANDS, STEPS = 200_000, 20_001, 20_000, 20_000, 5_000, 20_000
-RESTYLES = 2_000
+RESTYLES, CUSTOM, THREADED = 2_000, 20_000, 10_000
 SETUP = "import ipywidgets as w\ns = w.IntSlider(max=30000)\ndisplay(s)\nprint(s.comm.comm_id)"
 #: A widget with a trait used as a command (set, then reset to None), as plotly's FigureWidget.
 COMMAND_SETUP = (
@@ -88,6 +88,22 @@ PLOTLY_SETUP = (
     "fig = go.FigureWidget(data=[go.Scatter(y=[0, 0])])\n"
     "print(fig.comm.comm_id)"
 )
+#: A custom comm no frontend has a target for (its messages reach the tab all the same).
+CUSTOM_SETUP = (
+    "from comm import create_comm\n"
+    "canvas = create_comm(target_name='bench.canvas')\n"
+    "print(canvas.comm_id)"
+)
+#: Run before each ``threads`` cell: a thread that prints under this cell once ``go`` is set.
+THREAD_SETUP = (
+    "import threading\n"
+    "go = threading.Event()\n"
+    "def chatter():\n"
+    "    go.wait()\n"
+    f"    for i in range({THREADED}): print(f'bg {{i}}', flush=True)\n"
+    "bg = threading.Thread(target=chatter)\n"
+    "bg.start()"
+)
 CELLS = {
     "print": f"for i in range({LINES}): print(f'line {{i:07d}} ' + 'x' * 34)",
     "slider": f"for i in range({SETS}): s.value = i",
@@ -101,6 +117,8 @@ CELLS = {
         "    print(f'out {i}', flush=True)\n"
         "    print(f'err {i}', file=sys.stderr, flush=True)"
     ),
+    "custom": f"for i in range({CUSTOM}): canvas.send({{'i': i}})",
+    "threads": f"go.set()\nfor i in range({THREADED}): print(f'fg {{i}}', flush=True)\nbg.join()",
 }
 UNCOUNTED = {"status", "comm_open", "execute_input"}
 WINDOW = 3.0
@@ -111,7 +129,15 @@ def commands_seen(view: TabView, comm_id: str, key: str = "command") -> int:
     return sum(1 for v in view.changes.get((comm_id, key), []) if json.loads(v)[0])
 
 
-def exact(cell: str, view: TabView, slider: str, commanded: str, figure: str) -> bool:
+def exact(cell: str, view: TabView, widgets: tuple[str, ...], other: TabView | None) -> bool:
+    slider, commanded, figure, canvas = widgets
+    if cell == "custom":
+        return view.custom.get(canvas) == [{"i": i} for i in range(CUSTOM)]
+    if cell == "threads":
+        assert other is not None
+        return view.text() == "".join(f"fg {i}\n" for i in range(THREADED)) and (
+            other.text() == "".join(f"bg {i}\n" for i in range(THREADED))
+        )
     if cell == "command":
         return commands_seen(view, commanded) == COMMANDS
     if cell == "plotly":
@@ -163,9 +189,9 @@ def one_cell(
     probe: KernelWebsocket,
     proc: psutil.Process,
     cell: str,
-    widgets: tuple[str, str, str],
+    widgets: tuple[str, str, str, str],
 ) -> dict[str, Any]:
-    slider, commanded, figure = widgets
+    _, commanded, figure, _ = widgets
     counted: list[float] = []
     ages: list[float] = []
     idle_at: list[float] = []
@@ -181,6 +207,7 @@ def one_cell(
         elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             idle_at.append(now)
 
+    setup_id = ws.run(THREAD_SETUP)[0]["parent_header"]["msg_id"] if cell == "threads" else ""
     cpu = proc.cpu_times()
     msg_id = ws.execute(CELLS[cell])
     prober.start()
@@ -192,8 +219,12 @@ def one_cell(
     cpu_after = proc.cpu_times()
     idle = next(m for m in reversed(iopub) if m["msg_type"] == "status")
     view = TabView(iopub)
+    other = None
+    if setup_id:  # the thread's lines: under the earlier cell, kept in the backlog
+        other = TabView([m for m in ws.backlog if m["parent_header"].get("msg_id") == setup_id])
+        ws.backlog = [m for m in ws.backlog if m["parent_header"].get("msg_id") != setup_id]
     return {
-        "exact": exact(cell, view, slider, commanded, figure),
+        "exact": exact(cell, view, widgets, other),
         "commands": (
             commands_seen(view, commanded)
             if cell == "command"
@@ -239,17 +270,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             slider = TabView(iopub).text().strip()
             _, iopub = ws.run(COMMAND_SETUP)
             commanded = TabView(iopub).text().strip()
+            _, iopub = ws.run(CUSTOM_SETUP)
+            canvas = TabView(iopub).text().strip()
             figure = ""
             if "plotly" in cells:
                 _, iopub = ws.run(PLOTLY_SETUP)
                 figure = TabView(iopub).text().strip()
             probe = KernelWebsocket(server, server.start_kernel(EXT))
             assert server.proc is not None
-            tabs[mode] = (ws, probe, psutil.Process(server.proc.pid), (slider, commanded, figure))
+            widgets = (slider, commanded, figure, canvas)
+            tabs[mode] = (ws, probe, psutil.Process(server.proc.pid), widgets)
         for trial in range(args.trials):
             for cell in cells:
-                for mode, (ws, probe, proc, widgets) in tabs.items():
-                    results[mode][cell].append(one_cell(ws, probe, proc, cell, widgets))
+                for mode, (ws, probe, proc, made) in tabs.items():
+                    results[mode][cell].append(one_cell(ws, probe, proc, cell, made))
             print(f"trial {trial + 1}/{args.trials} done", flush=True)
         for ws, probe, _, _ in tabs.values():
             ws.close()
