@@ -202,14 +202,9 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
     def _as_from_gateway(self, item: Any) -> FromGateway:
         """A waiting entry (or a merged message the outbox held) as a message from the
         gateway: as it came, or the merged message as this side encodes it."""
-        if isinstance(item, FromGateway):
-            return item
         if isinstance(item, Entry):
-            if not item.merged:
-                original: FromGateway = item.original
-                return original
-            item = item.message()
-        return self._encode_merged(item)
+            item = item.handed_over()
+        return item if isinstance(item, FromGateway) else self._encode_merged(item)
 
     # --- tab -> gateway ------------------------------------------------------------------
 

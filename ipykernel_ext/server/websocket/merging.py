@@ -189,6 +189,11 @@ class Entry:
             self._texts = None
         return self.msg
 
+    def handed_over(self) -> Any:
+        """What the tab gets for this entry when it is handed over (a close, a replay): the
+        original as it came, or, merged, the message that stands for what it folded."""
+        return self.message() if self.merged else self.original
+
     def fold(self, later: Message, size: int) -> None:
         """Fold ``later`` (of the same kind and key) into this entry."""
         msg = self.msg

@@ -90,15 +90,9 @@ class WebsocketWire(ZMQChannelsWebsocketConnection):
         websocket's replay takes: as it came, or, merged, the message that stands for
         several, signed by this connection's session (the kernel's key), as the kernel's
         would be."""
-        if isinstance(entry, KernelMessage):
-            return entry
-        if isinstance(entry, Entry):
-            if not entry.merged:
-                original: KernelMessage = entry.original
-                return original
-            msg = entry.message()
-        else:
-            msg = entry
+        msg = entry.handed_over() if isinstance(entry, Entry) else entry
+        if isinstance(msg, KernelMessage):
+            return msg
         parts = [self.session.pack(msg[key]) for key in MESSAGE_PARTS]
         frames = [self.session.sign(parts), *parts, *msg["buffers"]]
         return KernelMessage("iopub", frames, self.session.unpack)
