@@ -9,7 +9,6 @@ older than the pacer's bound when it arrives, measured with the kernel's own hea
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -22,8 +21,6 @@ from harness.server import JupyterServer
 from ipykernel_ext.server.websocket.budgets import MAX_AGE
 
 pytestmark = pytest.mark.timeout(300)
-
-KERNELS = ["python3-ext", "python3"]
 
 #: The message rate the server is given: far below what a kernel writes in a flushed loop.
 RATE = 200
@@ -45,14 +42,6 @@ def server() -> Iterator[JupyterServer]:
     args = [f"--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit={RATE}"]
     with JupyterServer(ipykernel_ext=None, extra_args=args) as srv:  # as installed
         yield srv
-
-
-@pytest.fixture(params=KERNELS)
-def kernel(request: pytest.FixtureRequest, server: JupyterServer) -> Iterator[str]:
-    kernel_id = server.start_kernel(request.param)
-    yield kernel_id
-    with contextlib.suppress(Exception):
-        server.shutdown_kernel(kernel_id)
 
 
 def text_of(messages: list[dict[str, Any]], name: str) -> str:

@@ -9,7 +9,6 @@ hang guard far from what the case takes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +20,6 @@ from harness.server import JupyterServer
 from harness.tab_view import TabView
 
 pytestmark = pytest.mark.timeout(300)
-
-KERNELS = ["python3-ext", "python3"]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[JupyterServer]:
-    with JupyterServer(ipykernel_ext=None) as srv:  # as installed
-        yield srv
-
-
-@pytest.fixture(params=KERNELS)
-def kernel(request: pytest.FixtureRequest, server: JupyterServer) -> Iterator[str]:
-    kernel_id = server.start_kernel(request.param)
-    yield kernel_id
-    with contextlib.suppress(Exception):
-        server.shutdown_kernel(kernel_id)
 
 
 #: 6 MB of log as 300 stream messages of 20 kB (within stock ipykernel's own IOPub limit,

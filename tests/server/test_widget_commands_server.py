@@ -43,12 +43,6 @@ display(fig, s)
 """
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[JupyterServer]:
-    with JupyterServer(ipykernel_ext=None) as srv:  # as installed
-        yield srv
-
-
 @pytest.fixture(scope="module", params=KERNELS)
 def tab(request: pytest.FixtureRequest, server: JupyterServer) -> Iterator[KernelWebsocket]:
     kernel_id = server.start_kernel(request.param)
