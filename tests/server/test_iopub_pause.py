@@ -90,7 +90,7 @@ def gated_burst(release: Path, buttons: int = SEED_BUTTONS) -> str:
 #: size must do is keep the kernel's queue and the buffers behind it full for longer than a
 #: 2 s send timeout; a third of the seed does (the kernel waits, and with
 #: ``--iopub-send-timeout=2000`` it gives the reader up, which misses 1010 of 3002).
-#: ``--full-size``: the seed's 3000. (gateway_provisioners' reader keeps the seed's: see its
+#: ``--full-size``: the seed's 3000. (gateway_provisioners' reader runs the same sizes: see its
 #: test.)
 SLOW_READER_BUTTONS = 1000
 
@@ -216,15 +216,18 @@ def gp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServe
 
 @pytest.mark.timeout(420)  # a kernel through gateway_provisioners, a burst read slowly
 def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
-    gp_server: JupyterServer, tmp_path: Path
+    gp_server: JupyterServer, tmp_path: Path, full_size: bool
 ) -> None:
-    """The seed's burst read through gateway_provisioners' listener, which reads 10 ms a
-    turn: stopped until the kernel waits, then slow; whole, and the kernel held up.
+    """A burst read through gateway_provisioners' listener, which reads 10 ms a turn:
+    stopped until the kernel waits, then slow; whole, and the kernel held up.
 
-    The seed's size is what this needs (about 85 s): the listener keeps up at first, and a
+    By default :data:`SLOW_READER_BUTTONS` (about 25 s): that proves the adopted socket
+    (stock ``IPKernelApp`` with ``ExtKernel``) holds a paused listener's messages and loses
+    none. What tells our kernel from one that gives a slow reader up needs the seed's size,
+    run under ``--full-size`` (about 85 s, ``.ci/run``): the listener keeps up at first, and a
     kernel with a 2 s send timeout (``iopub_send_timeout = 2000``) gave it up only after its
-    5486th comm_open; with 1000 Buttons that kernel kept it, so the smaller burst would not
-    tell a kernel that gives a slow reader up from ours."""
+    5486th comm_open; with 1000 Buttons that kernel kept it."""
+    buttons = slow_reader_buttons(full_size)
     release = tmp_path / "release"
     kernel_id = gp_server.start_kernel(GP_KERNEL)
     try:
@@ -236,7 +239,7 @@ def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
                 # Behind for sure, on any machine: stopped until the kernel waits for it.
                 burst = run_paused_burst(
                     client,
-                    gated_burst(release),
+                    gated_burst(release, buttons),
                     lambda: gp_server.stop_process(
                         0, until=kernel_waited, on_started=release.touch
                     ),
@@ -245,7 +248,7 @@ def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
             after = ws_stats(client)
     finally:
         gp_server.shutdown_kernel(kernel_id)
-    assert_whole_and_stalled(burst, before, after)
+    assert_whole_and_stalled(burst, before, after, buttons)
 
 
 # --- a slow reader: behind a rate-limited link --------------------------------------------

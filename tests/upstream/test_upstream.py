@@ -178,10 +178,43 @@ def _env(jupyter_path: Path, scratch: Path) -> dict[str, str]:
     return env
 
 
-def _run_upstream(
+@dataclass
+class UpstreamRun:
+    """ipykernel's suite running in a subprocess, its output in a file (no pipe to fill)."""
+
+    proc: subprocess.Popen[bytes]
+    xml: Path
+    log: Path
+
+    def outcome(self, timeout: float = 840) -> Outcome:
+        """Wait for the run to end (a hang guard: ``timeout``) and read its JUnit XML."""
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        log = self.log.read_text(errors="replace")
+        # 0: all passed, 1: some failed; anything else (usage, collection, internal error)
+        # means the suite did not run as meant.
+        assert rc in (0, 1) and self.xml.exists(), f"rc {rc}:\n{log[-6000:]}"
+        outcome = Outcome(set(), set(), set(), log)
+        for case in ET.parse(self.xml).getroot().iter("testcase"):
+            name = f"{case.get('classname', '').removeprefix('tests.')}::{case.get('name')}"
+            if case.find("failure") is not None or case.find("error") is not None:
+                outcome.failed.add(name)
+            elif case.find("skipped") is not None:
+                outcome.skipped.add(name)
+            else:
+                outcome.passed.add(name)
+        return outcome
+
+
+def _start_upstream(
     upstream: Path, env: dict[str, str], scratch: Path, ignore: tuple[str, ...] = ()
-) -> Outcome:
-    """ipykernel's suite in ``upstream`` with ``env``, but for the paths in ``ignore``."""
+) -> UpstreamRun:
+    """ipykernel's suite in ``upstream`` with ``env``, but for the paths in ``ignore``,
+    started (not awaited)."""
     xml = scratch / "junit.xml"
     cmd = [
         sys.executable, "-m", "pytest", "tests",
@@ -199,21 +232,10 @@ def _run_upstream(
         cmd += ["--deselect", node]
     for path in ignore:
         cmd += ["--ignore", path]
-    done = subprocess.run(cmd, cwd=upstream, env=env, capture_output=True, text=True, timeout=840)
-    log = done.stdout + done.stderr
-    # 0: all passed, 1: some failed; anything else (usage, collection, internal error)
-    # means the suite did not run as meant.
-    assert done.returncode in (0, 1) and xml.exists(), f"rc {done.returncode}:\n{log[-6000:]}"
-    outcome = Outcome(set(), set(), set(), log)
-    for case in ET.parse(xml).getroot().iter("testcase"):
-        name = f"{case.get('classname', '').removeprefix('tests.')}::{case.get('name')}"
-        if case.find("failure") is not None or case.find("error") is not None:
-            outcome.failed.add(name)
-        elif case.find("skipped") is not None:
-            outcome.skipped.add(name)
-        else:
-            outcome.passed.add(name)
-    return outcome
+    log = scratch / "upstream.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=upstream, env=env, stdout=out, stderr=subprocess.STDOUT)
+    return UpstreamRun(proc, xml, log)
 
 
 #: The flags that give stock's behaviour wherever ours differs (PROTOCOL.md): the mode where
@@ -221,13 +243,12 @@ def _run_upstream(
 STOCK_FLAGS = ["--no-answer-while-busy", "--comms-on-subshells"]
 
 
-@pytest.fixture(params=["default", "stock-flags"])
-def upstream_run(
-    request: pytest.FixtureRequest, upstream_dir: Path, tmp_path: Path
-) -> Iterator[tuple[str, Outcome]]:
-    mode = request.param
-    extra = STOCK_FLAGS if mode == "stock-flags" else []
-    env = _env(_install_spec(tmp_path / "prefix", extra), tmp_path)
+MODES = {"default": [], "stock-flags": STOCK_FLAGS}
+
+
+def _start_mode(mode: str, upstream: Path, scratch: Path) -> UpstreamRun:
+    extra = MODES[mode]
+    env = _env(_install_spec(scratch / "prefix", extra), scratch)
     # The drop-in really is what "python3" starts in that environment.
     argv = subprocess.run(
         [sys.executable, "-c",
@@ -238,14 +259,32 @@ def upstream_run(
     assert "'ipykernel_ext'" in argv and all(flag in argv for flag in extra), argv
     # The spec-free files once: they see no flag, so the stock-flags mode leaves them out.
     ignore = SPEC_FREE if mode == "stock-flags" else ()
-    yield mode, _run_upstream(upstream_dir, env, tmp_path, ignore)
+    return _start_upstream(upstream, env, scratch, ignore)
+
+
+@pytest.fixture(scope="module")
+def upstream_runs(
+    upstream_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, UpstreamRun]]:
+    """Both modes, started together: each is one pytest process that mostly waits (on its
+    kernels' start-up, replies and sleeps), so the two side by side take little more than the
+    longer one. The modes share nothing: each has its own prefix, runtime dir, IPython dir and XML."""
+    runs = {mode: _start_mode(mode, upstream_dir, tmp_path_factory.mktemp(mode)) for mode in MODES}
+    yield runs
+    for run in runs.values():  # a mode whose test failed early still ends here
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
 
 
 # ipykernel's own suite in a subprocess, about 2 min per mode (its sdist's download on the
 # first): a hang guard well above that; the default is 120 s.
 @pytest.mark.timeout(900)
-def test_upstream_suite_against_the_drop_in(upstream_run: tuple[str, Outcome]) -> None:
-    mode, outcome = upstream_run
+@pytest.mark.parametrize("mode", MODES)
+def test_upstream_suite_against_the_drop_in(
+    upstream_runs: dict[str, UpstreamRun], mode: str
+) -> None:
+    outcome = upstream_runs[mode].outcome()
     ran = len(outcome.passed) + len(outcome.failed)
     assert ran >= MIN_TESTS[mode], f"only {ran} upstream tests ran:\n{outcome.tail()}"
     allowed = ALLOWED_FAILURES if mode == "default" else frozenset()
