@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -50,6 +51,11 @@ class KernelWebsocket:
 
     Messages that :meth:`recv` reads while a caller waits for something else are not lost:
     :meth:`recv_until` keeps the ones it skipped in ``self.backlog`` for later calls.
+
+    A slow tab: ``rcvbuf`` sets the socket's receive buffer (bytes, before it connects), and
+    :meth:`pause_reading` stops the reader after the frame it is reading, so what the server
+    writes next stays in the server (once the small buffers between are full) until
+    :meth:`close`, which reads again up to the server's close.
     """
 
     def __init__(
@@ -60,6 +66,7 @@ class KernelWebsocket:
         timeout: float = 60,
         ready_on: str = "shell",
         legacy: bool = False,
+        rcvbuf: int | None = None,
     ) -> None:
         self.server = server
         self.kernel_id = kernel_id
@@ -73,6 +80,7 @@ class KernelWebsocket:
             header=[": ".join(auth_header(server.token))],
             timeout=timeout,
             enable_multithread=True,
+            sockopt=() if rcvbuf is None else ((socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf),),
         )
         selected = self.ws.getsubprotocol()
         if selected != (None if legacy else WS_V1):
@@ -85,6 +93,9 @@ class KernelWebsocket:
         self.ws.settimeout(None)
         self._inbox: queue.Queue[dict[str, Any] | BaseException] = queue.Queue()
         self._broken: BaseException | None = None
+        #: cleared: the reader stops after the frame it is reading (:meth:`pause_reading`)
+        self._reading = threading.Event()
+        self._reading.set()
         self._reader = threading.Thread(
             target=self._read, name=f"ws-reader-{self.session_id[:8]}", daemon=True
         )
@@ -96,10 +107,17 @@ class KernelWebsocket:
     def session_id(self) -> str:
         return self.session.session
 
+    def pause_reading(self) -> None:
+        """Read no more frames after the one being read (a tab that fell behind): the
+        server's writes to this websocket back up; :meth:`close` reads again."""
+        self._reading.clear()
+
     def close(self) -> None:
-        """Close the websocket (the server then closes its kernel channels for it)."""
+        """Close the websocket (the server then closes its kernel channels for it); a paused
+        reader reads again, what the server wrote up to its close."""
         with contextlib.suppress(Exception):
             self.ws.send_close()
+        self._reading.set()
         self._reader.join(timeout=5)  # it ends on the server's close frame
         with contextlib.suppress(Exception):
             self.ws.shutdown()
@@ -173,6 +191,7 @@ class KernelWebsocket:
                 continue
             msg["received"] = received  # time.perf_counter() when the frame was read
             self._inbox.put(msg)
+            self._reading.wait()
 
     def recv(self, timeout: float) -> dict[str, Any]:
         """The next message from the websocket; ``TimeoutError`` if none in ``timeout`` s.

@@ -16,6 +16,7 @@ import pytest
 
 from harness.iopub_witness import IOPubWitness
 from harness.kernel_websocket import KernelWebsocket
+from harness.polling import wait_until
 from harness.server import JupyterServer
 from harness.tab_view import TabView
 
@@ -151,3 +152,79 @@ def test_a_websocket_closed_mid_flood_hands_what_waited_to_its_session(
         + "".join(f"held {i}\n" for i in range(1000))
         + "".join(f"after {i}\n" for i in range(1000))
     )
+
+
+#: A filler display larger than every buffer between the server and a tab that stopped
+#: reading (its receive buffer :data:`SLOW_RCVBUF`, the server's send buffer, at most
+#: ``tcp_wmem``'s 4 MiB): its write never completes, so the tab's outbox stays behind and
+#: what comes after waits in the server.
+FILLER = 16 * 1024 * 1024
+SLOW_RCVBUF = 4096
+
+#: The cell the slow tab runs behind the filler: 50 lines, a slider moved to 29 between
+#: them, then an error (the issue's ``[50 lines, slider=29, error]``).
+SLIDER_CELL = (
+    "for i in range(50):\n"
+    "    print(f'line {i}', flush=True)\n"
+    "    if i < 30: slider.value = i\n"
+    "raise ValueError('the cell ends')\n"
+)
+
+
+def test_a_restart_then_a_close_on_a_slow_tab_replays_every_line_once(
+    server: JupyterServer, kernel: str, tmp_path: Path
+) -> None:
+    """A tab stops reading behind a 16 MB display; a cell prints 50 lines with a slider moved
+    to 29 between them, then fails; the next cell's kernel dies and the server restarts it
+    (its ``restarting`` status sends what waits into the tab's outbox at once, merged:
+    ``release()``); then the tab closes and its session comes back. Between the two
+    websockets the session gets every line once, in order, the slider at 29 and the error
+    after the lines, before the next cell's output. On 19e7e8a the merged entries sat in the
+    outbox without an original and the close handed over none of them (the issue: of
+    ``[50 lines, slider=29, error]`` the replay got ``[error]``): here the session got no
+    line behind our kernel, ``line 0`` alone behind stock (the first one, not merged yet).
+    Barriers: a client of the kernel itself sees the last cell's line
+    before it dies; the server logs the restart before the tab closes."""
+    marker = tmp_path / "die"
+    tab = KernelWebsocket(server, kernel, rcvbuf=SLOW_RCVBUF)
+    session = tab.session_id
+    tab.run("import ipywidgets as w\nslider = w.IntSlider(min=-1, value=-1); display(slider)")
+    _, iopub = tab.run("print(slider.comm.comm_id)")
+    comm_id = TabView(iopub).text().strip()
+    with witness(server, kernel) as kernel_iopub:
+        tab.pause_reading()
+        tab.execute(f"display({{'text/plain': 'f' * {FILLER}}}, raw=True)")
+        cell = tab.execute(SLIDER_CELL, stop_on_error=False)
+        last = tab.execute(
+            "print('dying', flush=True)\nimport os, pathlib, time\n"
+            f"while not pathlib.Path({str(marker)!r}).exists(): time.sleep(0.01)\n"
+            "os._exit(1)\n"
+        )
+        kernel_iopub.wait_published("dying")
+    marker.write_text("")
+    wait_until(
+        lambda: f"kernel {kernel} restarted" in server.log_text(), 120, "the server's restart"
+    )
+    got: list[dict[str, Any]] = list(tab.backlog)
+    tab.close()
+    with contextlib.suppress(ConnectionError):
+        while True:
+            got.append(tab.recv(60))
+    with KernelWebsocket(server, kernel, session_id=session) as back:
+        got += back.backlog  # the replay comes before the kernel_info reply
+
+    def of(msg_id: str) -> list[int]:
+        return [i for i, m in enumerate(got) if m["parent_header"].get("msg_id") == msg_id]
+
+    ours = [got[i] for i in of(cell)]
+    view = TabView(ours)
+    assert view.text() == "".join(f"line {i}\n" for i in range(50))
+    assert view.widgets[comm_id]["value"] == 29
+    assert [o["output_type"] for o in view.outputs] == ["stream", "error"]
+    assert max(of(cell)) < min(of(last))  # the next cell's output after all of it
+    restarting = [
+        i
+        for i, m in enumerate(got)
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "restarting"
+    ]
+    assert all(i > max(of(last)) for i in restarting)
