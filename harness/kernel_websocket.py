@@ -80,6 +80,10 @@ class KernelWebsocket:
             header=[": ".join(auth_header(server.token))],
             timeout=timeout,
             enable_multithread=True,
+            # The reader decodes each text frame (``data.decode()``, which checks its UTF-8 in
+            # C); websocket-client's own check is pure Python, about 3 MB/s: seconds a frame
+            # of the legacy protocol's megabytes.
+            skip_utf8_validation=True,
             sockopt=() if rcvbuf is None else ((socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf),),
         )
         selected = self.ws.getsubprotocol()
