@@ -182,9 +182,9 @@ def test_a_restart_then_a_close_on_a_slow_tab_replays_every_line_once(
     after the lines, before the next cell's output. On 19e7e8a the merged entries sat in the
     outbox without an original and the close handed over none of them (the issue: of
     ``[50 lines, slider=29, error]`` the replay got ``[error]``): here the session got no
-    line behind our kernel, ``line 0`` alone behind stock (the first one, not merged yet).
-    Barriers: a client of the kernel itself sees the last cell's line
-    before it dies; the server logs the restart before the tab closes."""
+    line, behind either kernel (once behind stock ``line 0`` alone, sent before the rest
+    merged). Barriers: a client of the kernel itself sees the last cell's line before it
+    dies; the server logs the restart before the tab closes."""
     marker = tmp_path / "die"
     tab = KernelWebsocket(server, kernel, rcvbuf=SLOW_RCVBUF)
     session = tab.session_id
