@@ -268,8 +268,9 @@ def upstream_runs(
 ) -> Iterator[dict[str, UpstreamRun]]:
     """Both modes, started together: each is one pytest process that mostly waits (on its
     kernels' start-up, replies and sleeps), so the two side by side take little more than the
-    longer one. The modes share nothing: each has its own prefix, runtime dir, IPython dir and XML."""
-    runs = {mode: _start_mode(mode, upstream_dir, tmp_path_factory.mktemp(mode)) for mode in MODES}
+    longer one. The modes share nothing: each has its own prefix, runtime dir, IPython dir
+    and XML."""
+    runs = {m: _start_mode(m, upstream_dir, tmp_path_factory.mktemp(m)) for m in MODES}
     yield runs
     for run in runs.values():  # a mode whose test failed early still ends here
         if run.proc.poll() is None:
