@@ -42,8 +42,8 @@ from harness.kernels import EXT_KERNEL
 from harness.server import JupyterServer
 from ipykernel_ext.server.websocket.budgets import CATCH_UP_AGE, MAX_AGE
 
-# A module server of its own (about 10 s to start) and, on the old main, a minute of lines at
-# the rate before the verdict: the hang guard of the whole test, fixture included.
+# A module server of its own (about 10 s to start) and, on the old main, over a minute of lines
+# at the rate before the verdict: the hang guard of the whole test, fixture included.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 #: The server's message rate (a second): the kernel writes up to 20 times as many.
@@ -55,8 +55,8 @@ PACE = 0.01
 #: Seconds of kernel time the cell floods before the key is typed (longer than
 #: ``CATCH_UP_AGE``: by then the first lines are late, and the pacer sends them as fast as the
 #: page takes them). No ``--full-size`` run of the issue's 30 s: JupyterLab renders each of
-#: these lines as an output of its own, and the 12000 outputs of 30 s were not all rendered
-#: after 4 minutes in a trial (the page's own work, which the verdict allows, not the pacer's).
+#: these lines as an output of its own, and in a trial the page had not shown the last of the
+#: 12000 of 30 s 4 minutes on (the page's own work, which the verdict allows, not the pacer's).
 FLOOD_S = 3.0
 #: Steps the cell writes after the page answered the key.
 TAIL = 100
