@@ -162,7 +162,7 @@ def test_alternating_print_and_log_lines_reach_the_page_whole_in_order_and_in_ti
       before the test has seen it: it waits for the marker the test writes then);
     * the page ends with every line once, in order (its output text is exactly the steps'
       ``out N``/``err N`` lines, alternating, then ``END``);
-    * the page shows ``END`` within ``MAX_AGE`` (5 s) of the kernel writing it, plus the
+    * the page shows ``END`` within twice ``MAX_AGE`` (5 s) of the kernel writing it, plus the
       time the page's own main thread spent working meanwhile (Chromium's ``TaskDuration``
       from the cell's start: whatever the page took to take and render the lines, however
       loaded the machine, is allowed; what is not allowed is time the server held the lines).
@@ -183,7 +183,7 @@ def test_alternating_print_and_log_lines_reach_the_page_whole_in_order_and_in_ti
 
     On the old main (19e7e8a), lines that cannot merge went at the rate whatever their age:
     the last assertion fails (372 steps: ``END`` shown 69.98 s after the kernel wrote it,
-    against 5 s plus the 11.71 s the page worked)."""
+    against 10 s plus the 11.71 s the page worked)."""
     flooded, typed = tmp_path / "flooded", tmp_path / "typed"
     cells = ["", flood_cell(FLOOD_S, flooded, typed)]
     open_notebook(page, lab, "lab", "flood", cells, EXT_KERNEL, run_all=False)
@@ -219,7 +219,9 @@ def test_alternating_print_and_log_lines_reach_the_page_whole_in_order_and_in_ti
     lag = shown_ms / 1000 - written_at
     print(f"{steps} steps ({2 * steps} lines); END shown {lag:.2f} s after the kernel wrote it;")
     print(f"the page's main thread worked {busy:.2f} s from the cell's start")
-    assert lag <= MAX_AGE + busy, (
-        f"END shown {lag:.2f} s after the kernel wrote it: more than MAX_AGE ({MAX_AGE} s) "
-        f"plus the {busy:.2f} s the page worked ({steps} steps at a rate of {RATE})"
+    # Twice the bound: the server's and the transport's own scheduling on a loaded machine
+    # is not measured (the page's is); the old main was minutes late, not seconds.
+    assert lag <= 2 * MAX_AGE + busy, (
+        f"END shown {lag:.2f} s after the kernel wrote it: more than twice MAX_AGE "
+        f"({MAX_AGE} s) plus the {busy:.2f} s the page worked ({steps} steps at a rate of {RATE})"
     )
