@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import websocket  # websocket-client
@@ -227,3 +228,80 @@ def test_a_restart_through_the_server_ends_an_owned_cell_with_what_it_had(
     assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
     assert cell.execution_count == count
     assert nb.log_says("running cells end idle (restart)")
+
+
+BEFORE_AFTER_CELL = """\
+import time
+from pathlib import Path
+print("before", flush=True)
+while not Path(r"{go}").exists():
+    time.sleep(0.005)
+print("after", flush=True)
+"""
+
+
+def test_a_session_that_comes_back_gets_what_the_kernel_sent_after_its_websocket_closed(
+    gateway: EnterpriseGateway, server: JupyterServer
+) -> None:
+    """A network blip: a cell prints ``before`` and waits for a marker; the tab's websocket
+    closes; once the gateway buffers for the kernel's last websocket (its log's "Starting
+    buffering for K:"), the marker is written and the cell prints ``after`` and ends; the
+    kernel is idle (the gateway's model); the same session comes back and runs ``1``
+    (after the cell in the shell queue: all of the cell has come by its idle). Between its
+    two websockets the session gets every message of the cell once, in order: ``before``,
+    ``after``, the cell's idle and its ``execute_reply``. The server keeps the tab's gateway
+    websocket open for the grace, so it closes after the feed: the gateway buffers for the
+    tab's session, and the tab's websocket on return opens before the feed.
+
+    On f14a6ba the feed closed last, the gateway buffered for the feed's session and dropped
+    that buffer when the feed connected again: ``AssertionError: assert '' == 'after\\n'``
+    (nothing of the cell after the close: no line, no idle, no reply)."""
+    kernel_id = server.start_kernel(EG_EXT)
+    go = server.root_dir / f"gw-back-{uuid.uuid4().hex}"
+    try:
+        tab = KernelWebsocket(server, kernel_id, legacy=True)
+        session = tab.session_id
+        cell = tab.execute(BEFORE_AFTER_CELL.format(go=go))
+        first = [*tab.backlog]
+        tab.backlog = []
+        first.append(
+            tab.recv_until(
+                lambda m: m["msg_type"] == "stream" and "before" in m["content"]["text"], HANG
+            )
+        )
+        first += tab.backlog
+        tab.close()
+        wait_until(
+            lambda: f"Starting buffering for {kernel_id}:" in gateway.log_text(),
+            HANG,
+            "the gateway buffering for the kernel's last websocket",
+        )
+        go.touch()
+        wait_until(
+            lambda: gateway.kernel_model(kernel_id)["execution_state"] == "idle",
+            HANG,
+            "the cell's end",
+        )
+        with KernelWebsocket(server, kernel_id, session_id=session, legacy=True) as back:
+            # The client goes on counting its messages (a new Session counts from 0 again,
+            # and its request's msg_id would be the cell's).
+            back.session.message_count = tab.session.message_count
+            back.collect_execution(back.execute("1"))
+            second = [*back.backlog]
+    finally:
+        server.shutdown_kernel(kernel_id)
+
+    def of(messages: list[dict[str, Any]], msg_type: str) -> list[dict[str, Any]]:
+        return [
+            m
+            for m in messages
+            if m["parent_header"].get("msg_id") == cell and m["msg_type"] == msg_type
+        ]
+
+    assert "".join(m["content"]["text"] for m in of(first, "stream")) == "before\n"
+    later = [m for m in second if m["parent_header"].get("msg_id") == cell]
+    assert "".join(m["content"]["text"] for m in of(later, "stream")) == "after\n"
+    states = [m["content"]["execution_state"] for m in of(later, "status")]
+    assert states == ["idle"]
+    assert len(of(later, "execute_reply")) == 1
+    assert [m["msg_type"] for m in later if m["channel"] == "iopub"] == ["stream", "status"]
