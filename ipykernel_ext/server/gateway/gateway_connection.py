@@ -59,6 +59,7 @@ class GatewayOutputsConnection(SessionReturn, KeepOutputs, PacedIOPub):
     _deferred = False  # nothing opened yet: the client may fail the handshake (above)
     _starting: asyncio.Future[None] | None = None
     _pacer: Pacer | None = None
+    _too_slow_closed = False  # closed with 1013 by this server: not parked on its close
 
     def _feed(self) -> GatewayFeed | None:
         owner = self.owner
@@ -118,7 +119,12 @@ class GatewayOutputsConnection(SessionReturn, KeepOutputs, PacedIOPub):
             # next websocket: the gateway will not send it again.
             unwritten = self._pacer.outbox.close()
             waiting = [*unwritten, *self._pacer.close()]
-        if self.owner is not None and self.ws is not None and self.keep_outputs_grace > 0:
+        if (
+            self.owner is not None
+            and self.ws is not None
+            and self.keep_outputs_grace > 0
+            and not self._too_slow_closed  # a 1013 is no blip: what waits is held (below)
+        ):
             self._park(waiting)
         else:
             super().disconnect()
@@ -249,6 +255,7 @@ class GatewayOutputsConnection(SessionReturn, KeepOutputs, PacedIOPub):
         return self._pacer
 
     def _too_slow(self, buffered: int) -> None:
+        self._too_slow_closed = True
         self.log.warning(
             "Closing websocket %s of gateway kernel %s: it did not read its messages "
             "(%d bytes waiting, over its %d-byte budget)",

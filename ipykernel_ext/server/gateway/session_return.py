@@ -44,6 +44,12 @@ class FromGateway(NamedTuple):
 HELD_FOR = 600.0
 
 
+#: The most a parked websocket keeps (bytes of text): a quarter of a websocket's budget, so
+#: that what it hands over at once (charged about twice, with its decoded messages) does not
+#: overflow the next websocket; past it, it closes, and the gateway buffers the rest.
+PARKED_BYTES = DEFAULT_BUDGET // 4
+
+
 class Held(NamedTuple):
     """What a closed websocket of a kernel had not delivered, for its session's return."""
 
@@ -96,7 +102,7 @@ class SessionReturn(GatewayLink):
             return False
         self._parked.append(FromGateway(incoming_msg, msg))
         self._parked_bytes += len(incoming_msg)
-        if self._parked_bytes > DEFAULT_BUDGET:
+        if self._parked_bytes > PARKED_BYTES:
             self._unpark()  # the gateway buffers the rest, if this closes last
         return True
 
