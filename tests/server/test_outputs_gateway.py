@@ -7,7 +7,9 @@ the class. The cell prints a line per barrier file (:mod:`harness.outputs_notebo
 Checked: a closed tab's cell reaches the file (ours and stock); with collaboration the
 document follows it; the input echo stays; a restart ends an owned cell; the server's own
 websocket to the gateway is there while needed and gone after; a failed handshake opens
-nothing at the gateway; with the extension off the later lines are lost, as on stock.
+nothing at the gateway; with the extension off the later lines are lost, as on stock; a
+tab's session that comes back (within the grace, or after it) gets what the kernel sent after
+its websocket closed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from harness.outputs_notebook import (
     Notebook,
     document_follows_the_cell,
     lines,
+    stdout_of,
     stream,
     until_line,
 )
@@ -52,10 +55,13 @@ def gateway() -> Iterator[EnterpriseGateway]:
 
 
 def gateway_server(
-    gateway: EnterpriseGateway, collab: bool = False, extension: bool | None = None
+    gateway: EnterpriseGateway,
+    collab: bool = False,
+    extension: bool | None = None,
+    grace: float = 0.5,
 ) -> JupyterServer:
     """A notebook server in gateway mode (to start); ``extension=None``: ours as installed."""
-    args = [f"--gateway-url={gateway.url}", "--KeepOutputs.keep_outputs_grace=0.5"]
+    args = [f"--gateway-url={gateway.url}", f"--KeepOutputs.keep_outputs_grace={grace}"]
     if collab:
         args += [
             '--ServerApp.jpserver_extensions={"outputs_room_extension": True, '
@@ -305,3 +311,51 @@ def test_a_session_that_comes_back_gets_what_the_kernel_sent_after_its_websocket
     assert states == ["idle"]
     assert len(of(later, "execute_reply")) == 1
     assert [m["msg_type"] for m in later if m["channel"] == "iopub"] == ["stream", "status"]
+
+
+def test_a_session_back_within_the_grace_takes_its_gateway_websocket_over(
+    gateway: EnterpriseGateway,
+) -> None:
+    """A network blip under a followed cell (JupyterLab's ``cellId``), the session back
+    within ``keep_outputs_grace`` (60 s here: the return is within it whatever the machine's
+    speed). The cell prints up to ``line K``; the tab's websocket closes (the server's log:
+    its websocket to the gateway stays open; on f14a6ba: the gateway counts the feed alone);
+    the cell prints the rest and ends (the gateway's model idle); the same session comes back
+    and runs ``1``. It takes the parked gateway websocket over (the log says so): between its
+    two websockets the session gets every line once, in order, the cell's idle and its
+    ``execute_reply``. One more server start (60 s of grace), about 6 s.
+
+    On f14a6ba the feed stayed open for the followed cell, so the gateway buffered nothing for
+    the tab's session: ``AssertionError: assert 'line 0\\nline 1\\nline 2\\n' ==
+    'line 0\\nline...e 6\\nline 7\\n'`` (nothing after the close)."""
+    with gateway_server(gateway, grace=60) as srv:
+        nb = Notebook(srv, "gw-blip.ipynb", EG_EXT)
+        tab = KernelWebsocket(srv, nb.kernel_id, legacy=True)
+        cell = nb.run(tab)
+        nb.release(K + 1)
+        first = until_line(tab, cell, K)
+        tab.close()
+        first += tab.backlog
+        wait_until(
+            lambda: nb.log_says("stays open") or gateway_connections(gateway, nb) == 1,
+            HANG,
+            "the server done with the tab's close (f14a6ba: its gateway websocket closed)",
+        )
+        nb.release(N)
+        wait_until(
+            lambda: gateway.kernel_model(nb.kernel_id)["execution_state"] == "idle",
+            HANG,
+            "the cell's end",
+        )
+        with KernelWebsocket(srv, nb.kernel_id, session_id=tab.session_id, legacy=True) as back:
+            back.session.message_count = tab.session.message_count  # as in the test above
+            back.collect_execution(back.execute("1"))
+            second = [*back.backlog]
+        handed_on = nb.log_says("is back: its websocket to the gateway")
+    got = [m for m in [*first, *second] if m["parent_header"].get("msg_id") == cell]
+    assert stdout_of(got, cell) == lines(N)
+    idle = [
+        m for m in got if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+    ]
+    assert len(idle) == 1 and len([m for m in got if m["msg_type"] == "execute_reply"]) == 1
+    assert handed_on

@@ -129,6 +129,8 @@ class SessionReturn(GatewayLink):
             self.kernel_id,
             self.keep_outputs_grace,
         )
+        if self._parked_bytes > PARKED_BYTES:
+            self._unpark()
 
     def take_over(self, successor: SessionReturn) -> bool:
         """The session is back within the grace: ``successor`` gets this gateway websocket
@@ -156,7 +158,10 @@ class SessionReturn(GatewayLink):
         read what it still sends until the close completes (:meth:`reading_ended`)."""
         if self._park_timer is None:
             return
-        self._leave_park()
+        # Still found (closing) by the session's next websocket, which waits for the close:
+        # what this one read is held by then (:meth:`_end_park`).
+        self._park_timer.cancel()
+        self._park_timer = None
         if self.ws is not None:
             self.ws.close()
         else:
