@@ -359,6 +359,7 @@ MKM = "jupyter_server.services.kernels.kernelmanager:MappingKernelManager"
 GWS = "jupyter_server.gateway.connections:GatewayWebSocketConnection"
 GATEWAY_PY = "ipykernel_ext/server/gateway/gateway_connection.py"
 GATEWAY_LINK_PY = "ipykernel_ext/server/gateway/gateway_link.py"
+SESSION_RETURN_PY = "ipykernel_ext/server/gateway/session_return.py"
 
 KERNEL_PY = "ipykernel_ext/kernel/ipkernel.py"
 APP_PY = "ipykernel_ext/kernel/kernelapp.py"
@@ -964,6 +965,12 @@ CONTRACT: list[Row] = [
     ),
     Row(f"{GWS}.disconnected", [Trait("Bool")], (GATEWAY_PY,)).because(
         "set by disconnect(); a deferred connection sets it too"
+    ),
+    Row(f"{GWS}.ws", [Trait("Instance")], (SESSION_RETURN_PY,)).because(
+        "the gateway websocket: a parked one is handed to its session's next connection"
+    ),
+    Row(f"{GWS}.ws_future", [Trait("Instance")], (SESSION_RETURN_PY,)).because(
+        "handed on with the websocket; a new connection waits for it before the feed opens"
     ),
     Row(
         "jupyter_server.services.kernels.connection.base:serialize_msg_to_ws_v1",

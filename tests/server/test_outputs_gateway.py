@@ -7,13 +7,16 @@ the class. The cell prints a line per barrier file (:mod:`harness.outputs_notebo
 Checked: a closed tab's cell reaches the file (ours and stock); with collaboration the
 document follows it; the input echo stays; a restart ends an owned cell; the server's own
 websocket to the gateway is there while needed and gone after; a failed handshake opens
-nothing at the gateway; with the extension off the later lines are lost, as on stock.
+nothing at the gateway; with the extension off the later lines are lost, as on stock; a
+tab's session that comes back (within the grace, or after it) gets what the kernel sent after
+its websocket closed.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import websocket  # websocket-client
@@ -28,6 +31,7 @@ from harness.outputs_notebook import (
     Notebook,
     document_follows_the_cell,
     lines,
+    stdout_of,
     stream,
     until_line,
 )
@@ -51,10 +55,13 @@ def gateway() -> Iterator[EnterpriseGateway]:
 
 
 def gateway_server(
-    gateway: EnterpriseGateway, collab: bool = False, extension: bool | None = None
+    gateway: EnterpriseGateway,
+    collab: bool = False,
+    extension: bool | None = None,
+    grace: float = 0.5,
 ) -> JupyterServer:
     """A notebook server in gateway mode (to start); ``extension=None``: ours as installed."""
-    args = [f"--gateway-url={gateway.url}", "--KeepOutputs.keep_outputs_grace=0.5"]
+    args = [f"--gateway-url={gateway.url}", f"--KeepOutputs.keep_outputs_grace={grace}"]
     if collab:
         args += [
             '--ServerApp.jpserver_extensions={"outputs_room_extension": True, '
@@ -227,3 +234,128 @@ def test_a_restart_through_the_server_ends_an_owned_cell_with_what_it_had(
     assert [dict(o) for o in cell.outputs] == [stream(lines(K + 1))]
     assert cell.execution_count == count
     assert nb.log_says("running cells end idle (restart)")
+
+
+BEFORE_AFTER_CELL = """\
+import time
+from pathlib import Path
+print("before", flush=True)
+while not Path(r"{go}").exists():
+    time.sleep(0.005)
+print("after", flush=True)
+"""
+
+
+def test_a_session_that_comes_back_gets_what_the_kernel_sent_after_its_websocket_closed(
+    gateway: EnterpriseGateway, server: JupyterServer
+) -> None:
+    """A network blip: a cell prints ``before`` and waits for a marker; the tab's websocket
+    closes; once the gateway buffers for the kernel's last websocket (its log's "Starting
+    buffering for K:"), the marker is written and the cell prints ``after`` and ends; the
+    kernel is idle (the gateway's model); the same session comes back and runs ``1``
+    (after the cell in the shell queue: all of the cell has come by its idle). Between its
+    two websockets the session gets every message of the cell once, in order: ``before``,
+    ``after``, the cell's idle and its ``execute_reply``. The server keeps the tab's gateway
+    websocket open for the grace, so it closes after the feed: the gateway buffers for the
+    tab's session, and the tab's websocket on return opens before the feed.
+
+    On f14a6ba the feed closed last, the gateway buffered for the feed's session and dropped
+    that buffer when the feed connected again: ``AssertionError: assert '' == 'after\\n'``
+    (nothing of the cell after the close: no line, no idle, no reply)."""
+    kernel_id = server.start_kernel(EG_EXT)
+    go = server.root_dir / f"gw-back-{uuid.uuid4().hex}"
+    try:
+        tab = KernelWebsocket(server, kernel_id, legacy=True)
+        session = tab.session_id
+        cell = tab.execute(BEFORE_AFTER_CELL.format(go=go))
+        first = [*tab.backlog]
+        tab.backlog = []
+        first.append(
+            tab.recv_until(
+                lambda m: m["msg_type"] == "stream" and "before" in m["content"]["text"], HANG
+            )
+        )
+        first += tab.backlog
+        tab.close()
+        wait_until(
+            lambda: f"Starting buffering for {kernel_id}:" in gateway.log_text(),
+            HANG,
+            "the gateway buffering for the kernel's last websocket",
+        )
+        go.touch()
+        wait_until(
+            lambda: gateway.kernel_model(kernel_id)["execution_state"] == "idle",
+            HANG,
+            "the cell's end",
+        )
+        with KernelWebsocket(server, kernel_id, session_id=session, legacy=True) as back:
+            # The client goes on counting its messages (a new Session counts from 0 again,
+            # and its request's msg_id would be the cell's).
+            back.session.message_count = tab.session.message_count
+            back.collect_execution(back.execute("1"))
+            second = [*back.backlog]
+    finally:
+        server.shutdown_kernel(kernel_id)
+
+    def of(messages: list[dict[str, Any]], msg_type: str) -> list[dict[str, Any]]:
+        return [
+            m
+            for m in messages
+            if m["parent_header"].get("msg_id") == cell and m["msg_type"] == msg_type
+        ]
+
+    assert "".join(m["content"]["text"] for m in of(first, "stream")) == "before\n"
+    later = [m for m in second if m["parent_header"].get("msg_id") == cell]
+    assert "".join(m["content"]["text"] for m in of(later, "stream")) == "after\n"
+    states = [m["content"]["execution_state"] for m in of(later, "status")]
+    assert states == ["idle"]
+    assert len(of(later, "execute_reply")) == 1
+    assert [m["msg_type"] for m in later if m["channel"] == "iopub"] == ["stream", "status"]
+
+
+def test_a_session_back_within_the_grace_takes_its_gateway_websocket_over(
+    gateway: EnterpriseGateway,
+) -> None:
+    """A network blip under a followed cell (JupyterLab's ``cellId``), the session back
+    within ``keep_outputs_grace`` (60 s here: the return is within it whatever the machine's
+    speed). The cell prints up to ``line K``; the tab's websocket closes (the server's log:
+    its websocket to the gateway stays open; on f14a6ba: the gateway counts the feed alone);
+    the cell prints the rest and ends (the gateway's model idle); the same session comes back
+    and runs ``1``. It takes the parked gateway websocket over (the log says so): between its
+    two websockets the session gets every line once, in order, the cell's idle and its
+    ``execute_reply``. One more server start (60 s of grace), about 6 s.
+
+    On f14a6ba the feed stayed open for the followed cell, so the gateway buffered nothing for
+    the tab's session: ``AssertionError: assert 'line 0\\nline 1\\nline 2\\n' ==
+    'line 0\\nline...e 6\\nline 7\\n'`` (nothing after the close)."""
+    with gateway_server(gateway, grace=60) as srv:
+        nb = Notebook(srv, "gw-blip.ipynb", EG_EXT)
+        tab = KernelWebsocket(srv, nb.kernel_id, legacy=True)
+        cell = nb.run(tab)
+        nb.release(K + 1)
+        first = until_line(tab, cell, K)
+        tab.close()
+        first += tab.backlog
+        wait_until(
+            lambda: nb.log_says("stays open") or gateway_connections(gateway, nb) == 1,
+            HANG,
+            "the server done with the tab's close (f14a6ba: its gateway websocket closed)",
+        )
+        nb.release(N)
+        wait_until(
+            lambda: gateway.kernel_model(nb.kernel_id)["execution_state"] == "idle",
+            HANG,
+            "the cell's end",
+        )
+        with KernelWebsocket(srv, nb.kernel_id, session_id=tab.session_id, legacy=True) as back:
+            back.session.message_count = tab.session.message_count  # as in the test above
+            back.collect_execution(back.execute("1"))
+            second = [*back.backlog]
+        handed_on = nb.log_says("is back: its websocket to the gateway")
+    got = [m for m in [*first, *second] if m["parent_header"].get("msg_id") == cell]
+    assert stdout_of(got, cell) == lines(N)
+    idle = [
+        m for m in got if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+    ]
+    assert len(idle) == 1 and len([m for m in got if m["msg_type"] == "execute_reply"]) == 1
+    assert handed_on

@@ -8,6 +8,8 @@ kernel's outputs owner. A module per concept:
   and merged through :mod:`ipykernel_ext.server.websocket`'s pacer, its outputs kept;
 * :mod:`.gateway_link`: the server's own websocket to a gateway kernel (:class:`GatewayFeed`,
   :class:`GatewayLink`), and the gateway's messages as the owner reads them.
+* :mod:`.session_return`: :class:`SessionReturn`, the tab's websocket to the gateway kept
+  for its session's return (what the kernel sent while the tab was away).
 """
 
 from .gateway_connection import GatewayOutputsConnection

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from jupyter_client.jsonutil import json_default
 from jupyter_server.services.kernels.connection.base import serialize_binary_message
@@ -35,43 +35,11 @@ from jupyter_server.services.kernels.connection.base import serialize_binary_mes
 from ..keep_outputs import KeepOutputs
 from ..outputs import OutputsOwner
 from ..websocket import DEFAULT_BUDGET, Entry, Message, Outbox, PacedIOPub, Pacer, close_too_slow
-from .gateway_link import (
-    FEED_READY_TIMEOUT,
-    FeedSocket,
-    GatewayFeed,
-    GatewayLink,
-    GatewayMessage,
-    decode,
-)
+from .gateway_link import FEED_READY_TIMEOUT, FeedSocket, GatewayFeed, GatewayMessage, decode
+from .session_return import FromGateway, SessionReturn, parked_websocket
 
 
-class FromGateway(NamedTuple):
-    """One message from the gateway as its pacer holds it: the text, and its decoding
-    (None: not JSON; it is passed on untouched, in its place)."""
-
-    text: str | bytes
-    msg: dict[str, Any] | None
-
-
-#: Seconds what a closed tab's websocket had read from the gateway and not delivered is kept
-#: for the same session's next websocket (the gateway has sent it already: it is ours alone).
-HELD_FOR = 600.0
-
-
-class Held(NamedTuple):
-    """What a closed websocket of a kernel had not delivered, for its session's return."""
-
-    session: str
-    messages: list[FromGateway]
-    expiry: asyncio.TimerHandle | None
-
-
-#: By kernel: the last closed websocket's undelivered messages (one session a kernel, as
-#: jupyter_server's own buffer of a local kernel's last websocket).
-_held: dict[str, Held] = {}
-
-
-class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
+class GatewayOutputsConnection(SessionReturn, KeepOutputs, PacedIOPub):
     """jupyter_server's gateway websocket, whose tab's outputs survive the tab (module
     docstring); the relaying itself is stock.
 
@@ -91,6 +59,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
     _deferred = False  # nothing opened yet: the client may fail the handshake (above)
     _starting: asyncio.Future[None] | None = None
     _pacer: Pacer | None = None
+    _too_slow_closed = False  # closed with 1013 by this server: not parked on its close
 
     def _feed(self) -> GatewayFeed | None:
         owner = self.owner
@@ -109,10 +78,23 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
     async def _connect(self) -> None:
         if self.keeps_outputs():
             self.find_owner(self._make_feed)
-            self.owner_opened()  # opens the feed if it is not
+            parked = parked_websocket(self.kernel_id, self.session_id)
+            if parked is not None and parked.take_over(self):
+                self.owner_opened()
+                return  # its gateway websocket is this one's now: nothing to open
+            if parked is not None:
+                await parked.park_over  # closing: what it read is held once it closed
         if self.paces_iopub:
             self._replay_held()
         await super().connect()
+        if self.owner is not None:
+            # The gateway hands what it buffered for this session to the first websocket of
+            # the kernel that opens, if it has this session (any other drops it): the feed,
+            # which the owner opens if it is not, connects once this one has.
+            if self.ws_future is not None:
+                await asyncio.wait([self.ws_future])
+            if not self.disconnected and self._parked is None:  # not closed meanwhile
+                self.owner_opened()
 
     def _make_feed(self, owner: OutputsOwner) -> GatewayFeed:
         """The kernel's feed, for its new owner: the server's own websocket to the gateway,
@@ -130,74 +112,24 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         if self._deferred:
             self.disconnected = True
             return  # nothing was opened
-        super().disconnect()
+        waiting: list[Any] = []
         if self._pacer is not None:
             # What the gateway sent and this tab never got: the outbox's unwritten messages,
             # then the line, then what came once either stopped. Kept for the session's
             # next websocket: the gateway will not send it again.
             unwritten = self._pacer.outbox.close()
-            self._hold_for_session([*unwritten, *self._pacer.close()])
+            waiting = [*unwritten, *self._pacer.close()]
+        if (
+            self.owner is not None
+            and self.ws is not None
+            and self.keep_outputs_grace > 0
+            and not self._too_slow_closed  # a 1013 is no blip: what waits is held (below)
+        ):
+            self._park(waiting)
+        else:
+            super().disconnect()
+            self._hold_for_session(waiting)
         self.owner_closed()
-
-    def _hold_for_session(self, waiting: list[Any]) -> None:
-        kept = [self._as_from_gateway(item) for item in waiting]
-        previous = _held.pop(self.kernel_id, None)
-        if previous is not None:
-            self._drop_held(previous, "a newer websocket of the kernel closed")
-        if not kept:
-            return
-        loop = asyncio.get_event_loop()
-        kernel_id = self.kernel_id
-        expiry = loop.call_later(HELD_FOR, lambda: self._expire_held(kernel_id))
-        _held[kernel_id] = Held(self.session_id, kept, expiry)
-        self.log.info(
-            "Websocket %s of gateway kernel %s closed with %d messages waiting: kept for "
-            "its session's next websocket",
-            self.session_id,
-            kernel_id,
-            len(kept),
-        )
-
-    def _expire_held(self, kernel_id: str) -> None:
-        held = _held.pop(kernel_id, None)
-        if held is not None:
-            self._drop_held(held, f"its session did not come back within {HELD_FOR:g} s")
-
-    def _drop_held(self, held: Held, why: str) -> None:
-        if held.expiry is not None:
-            held.expiry.cancel()
-        self.log.warning(
-            "Gateway kernel %s: %d messages session %s never got are dropped: %s (with "
-            "keep_outputs the outputs are in the notebook)",
-            self.kernel_id,
-            len(held.messages),
-            held.session,
-            why,
-        )
-
-    def _replay_held(self) -> None:
-        """What this session's last websocket had not delivered, first (the gateway replays
-        what came after it, if it buffered, once this connects)."""
-        held = _held.pop(self.kernel_id, None)
-        if held is None:
-            return
-        if held.session != self.session_id:
-            self._drop_held(held, f"session {self.session_id} connected")
-            return
-        if held.expiry is not None:
-            held.expiry.cancel()
-        self.log.info(
-            "Replaying %d messages kept for session %s", len(held.messages), self.session_id
-        )
-        owner = self.owner
-        for item in held.messages:
-            if (
-                owner is not None
-                and item.msg is not None
-                and owner.hides(GatewayMessage(item.msg), self.session_id)
-            ):
-                continue  # the owner wrote it into the live document this tab shows
-            self._pace(item)
 
     def _as_from_gateway(self, item: Any) -> FromGateway:
         """A waiting entry (or a merged message the outbox held) as a message from the
@@ -257,6 +189,10 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
     def handle_outgoing_message(self, incoming_msg: str | bytes, *args: Any) -> None:
         """Stock, but what the gateway routes to this tab alone is heard by the owner, and
         what the owner wrote into the live document for this tab's session is left out."""
+        if self._successor is not None:  # the session's next websocket took this one over
+            successor = self._successor
+            successor.handle_outgoing_message(incoming_msg, *args)  # type: ignore[arg-type]  # bytes too
+            return
         owner = self.owner
         if owner is not None and (
             owner.hiding
@@ -276,6 +212,8 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
                     owner.received(heard)
                 elif owner.hides(heard, self.session.session):
                     return
+        if self._parked is not None and self._keep_parked(incoming_msg, decode(incoming_msg)):
+            return  # its tab is gone: kept for the session's return
         if not self.paces_iopub:
             if isinstance(incoming_msg, bytes):  # stock would write it as a text frame
                 if self.websocket_handler.ws_connection is not None:  # not closed yet
@@ -317,6 +255,7 @@ class GatewayOutputsConnection(GatewayLink, KeepOutputs, PacedIOPub):
         return self._pacer
 
     def _too_slow(self, buffered: int) -> None:
+        self._too_slow_closed = True
         self.log.warning(
             "Closing websocket %s of gateway kernel %s: it did not read its messages "
             "(%d bytes waiting, over its %d-byte budget)",

@@ -123,7 +123,14 @@ class GatewayLink(GatewayWebSocketConnection):
             if message is None:
                 break
             self.handle_outgoing_message(message)  # type: ignore[arg-type]  # typed str; bytes too
+        if self.reading_ended():
+            return
         await super()._read_messages()
+
+    def reading_ended(self) -> bool:
+        """The loop above ended (the websocket closed, or this side disconnected): True if
+        a subclass dealt with it, and stock's reconnect must not run."""
+        return False
 
 
 class FeedSocket(GatewayLink):
