@@ -46,6 +46,8 @@ module:
 * :mod:`.package_source`: the package read as source (its modules, what each imports);
 * :mod:`.outputs_cells`: the cell *code* of the outputs browser tests and the nbmodel
   benchmark, and the marker files that pace it (:mod:`.cells` runs cells; this writes them);
+* :mod:`.callback_cells`: the cell code the widget-callback tests share (counters and a probe
+  of where the kernel's main thread is);
 * :mod:`.browser_outputs`: what a notebook page and its ``.ipynb`` show of a cell's outputs;
 * :mod:`.browser_subshell`: the slider scenario (a widget moved in a page while a cell draws);
 * :mod:`.server_extensions`: server extensions the server loads for tests and benchmarks (its

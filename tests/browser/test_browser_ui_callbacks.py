@@ -28,6 +28,7 @@ from harness.browser_subshell import (
     run_cell,
     wait_idle,
 )
+from harness.callback_cells import CALLBACK_PRELUDE
 from harness.kernels import EXT_KERNEL
 from harness.page_websocket import Frame, WebsocketLog
 from harness.server import JupyterServer
@@ -48,18 +49,11 @@ def cells(running: Path, started: Path) -> list[str]:
     ``ui_events()`` loop, ``KeyboardInterrupt`` caught. Cell 2: the next cell, which collects
     garbage first (what only the collector would put back shows before it, not at some later
     collection) and prints the counters."""
-    button = f"""\
-import pathlib, sys, threading, time as _time, ipywidgets as _w
-started, finished, active, most = [], [], [0], [0]
-_main, _kernel = threading.main_thread(), get_ipython().kernel
-
-def _main_in(name):
-    frame = sys._current_frames().get(_main.ident)
-    while frame is not None:
-        if frame.f_code.co_name == name:
-            return True
-        frame = frame.f_back
-    return False
+    button = (
+        CALLBACK_PRELUDE
+        + f"""\
+import pathlib
+_kernel = get_ipython().kernel
 
 def _clicked(_):
     n = len(started) + 1
@@ -81,6 +75,7 @@ def _clicked(_):
 b = _w.Button(description="Click")
 b.on_click(_clicked)
 b"""
+    )
     polling = f"""\
 import pathlib, time as _time
 from jupyter_ui_poll import ui_events

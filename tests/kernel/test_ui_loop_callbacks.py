@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, KernelManager
 
+from harness.callback_cells import CALLBACK_PRELUDE
 from harness.cells import START_MARKER, evaluate, run, start_cell
 from harness.messages import get_reply, is_status, printed, wait_iopub
 from harness.subshells import click, create_subshell, wait_idles
@@ -29,19 +30,9 @@ pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (the 
 
 Message = dict[str, Any]
 
-BUTTON = """
-import sys, threading, time as _time, ipywidgets as _w
-started, finished, active, most = [], [], [0], [0]
-_main = threading.main_thread()
-
-def _main_in(name):
-    frame = sys._current_frames().get(_main.ident)
-    while frame is not None:
-        if frame.f_code.co_name == name:
-            return True
-        frame = frame.f_back
-    return False
-
+BUTTON = (
+    CALLBACK_PRELUDE
+    + """
 def _main_waits_for_a_request():
     frame = sys._current_frames().get(_main.ident)
     return frame is not None and frame.f_code.co_name == 'select'
@@ -73,6 +64,7 @@ def _clicked(_):
 b = _w.Button()
 b.on_click(_clicked)
 """
+)
 
 POLLING_CELL = (
     "import time as _time\nfrom jupyter_ui_poll import ui_events\n"

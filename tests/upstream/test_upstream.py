@@ -29,7 +29,6 @@ import sys
 import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -262,30 +261,20 @@ def _start_mode(mode: str, upstream: Path, scratch: Path) -> UpstreamRun:
     return _start_upstream(upstream, env, scratch, ignore)
 
 
-@pytest.fixture(scope="module")
-def upstream_runs(
-    upstream_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, UpstreamRun]]:
-    """Both modes, started together: each is one pytest process that mostly waits (on its
-    kernels' start-up, replies and sleeps), so the two side by side take little more than the
-    longer one. The modes share nothing: each has its own prefix, runtime dir, IPython dir
-    and XML."""
-    runs = {m: _start_mode(m, upstream_dir, tmp_path_factory.mktemp(m)) for m in MODES}
-    yield runs
-    for run in runs.values():  # a mode whose test failed early still ends here
-        if run.proc.poll() is None:
-            run.proc.kill()
-            run.proc.wait()
-
-
 # ipykernel's own suite in a subprocess, about 2 min per mode (its sdist's download on the
 # first): a hang guard well above that; the default is 120 s.
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("mode", MODES)
-def test_upstream_suite_against_the_drop_in(
-    upstream_runs: dict[str, UpstreamRun], mode: str
-) -> None:
-    outcome = upstream_runs[mode].outcome()
+def test_upstream_suite_against_the_drop_in(upstream_dir: Path, tmp_path: Path, mode: str) -> None:
+    # One mode at a time: two at once had the other's debugger (debugpy) land on a port a
+    # kernel was about to bind (ipykernel's own suite runs one kernel after another too).
+    run = _start_mode(mode, upstream_dir, tmp_path)
+    try:
+        outcome = run.outcome()
+    finally:
+        if run.proc.poll() is None:  # the hang guard fired: leave nothing running
+            run.proc.kill()
+            run.proc.wait()
     ran = len(outcome.passed) + len(outcome.failed)
     assert ran >= MIN_TESTS[mode], f"only {ran} upstream tests ran:\n{outcome.tail()}"
     allowed = ALLOWED_FAILURES if mode == "default" else frozenset()
