@@ -221,7 +221,8 @@ def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
     """A burst read through gateway_provisioners' listener, which reads 10 ms a turn:
     stopped until the kernel waits, then slow; whole, and the kernel held up.
 
-    By default :data:`SLOW_READER_BUTTONS` (about 25 s): that proves the adopted socket
+    By default :data:`SLOW_READER_BUTTONS` (50 s on a loaded machine, against 80 s for the
+    seed's on a quiet one): that proves the adopted socket
     (stock ``IPKernelApp`` with ``ExtKernel``) holds a paused listener's messages and loses
     none. What tells our kernel from one that gives a slow reader up needs the seed's size,
     run under ``--full-size`` (about 85 s, ``.ci/run``): the listener keeps up at first, and a
