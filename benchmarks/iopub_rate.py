@@ -96,12 +96,14 @@ CUSTOM_SETUP = (
 )
 #: Run before each ``threads`` cell: a thread that prints under this cell once ``go`` is set.
 THREAD_SETUP = (
-    "import threading\n"
+    "import contextvars, threading\n"
     "go = threading.Event()\n"
     "def chatter():\n"
     "    go.wait()\n"
     f"    for i in range({THREADED}): print(f'bg {{i}}', flush=True)\n"
-    "bg = threading.Thread(target=chatter)\n"
+    # The earlier cell's context (its parent header) goes with the thread: its lines are that
+    # cell's output, as ipykernel routes a thread started with the cell's context.
+    "bg = threading.Thread(target=contextvars.copy_context().run, args=(chatter,))\n"
     "bg.start()"
 )
 CELLS = {
