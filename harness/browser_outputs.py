@@ -217,8 +217,17 @@ def open_notebook(page: Any, url: str, n_cells: int) -> None:
     wait_page(page, "the notebook's cells drawn", lambda shown: len(shown) == n_cells)
 
 
+#: True once the page's app is up and its notebook's document loaded (what Save acts on).
+DOCUMENT_READY_JS = (
+    "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+    " return !!(w && w.context && w.context.isReady); }"
+)
+
+
 def save(page: Any) -> None:
-    """File > Save, as a user would (the command resolves later: not handed to Playwright)."""
+    """File > Save, as a user would (the command resolves later: not handed to Playwright),
+    once the page's notebook is loaded: a page just reloaded may not have its app yet."""
+    wait_for(lambda: page.evaluate(DOCUMENT_READY_JS), HANG, what="the notebook loaded", page=page)
     page.evaluate("() => { window.jupyterapp.commands.execute('docmanager:save'); }")
 
 
