@@ -93,6 +93,14 @@ class TabView:
     def count(self, msg_type: str) -> int:
         return sum(1 for m in self.messages if m["msg_type"] == msg_type)
 
+    def comm_messages(self, comm_id: str) -> int:
+        """How many ``comm_msg`` of ``comm_id`` the tab got (merged ones count once)."""
+        return sum(
+            1
+            for m in self.messages
+            if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id
+        )
+
 
 #: a key's change to ``None`` as :attr:`TabView.changes` holds it
 NONE = json.dumps([None, []])

@@ -542,12 +542,11 @@ def test_a_figure_a_callback_opens_mid_cell_is_shown_under_its_comm_message(
     assert_one_figure_each_for_a_click_mid_cell(kernel, model_id, subshell)
 
 
-def assert_one_figure_each_for_a_click_mid_cell(
+def click_while_a_cell_draws(
     kernel: BlockingKernelClient, model_id: str, subshell: str
-) -> None:
+) -> tuple[list[Message], str, str]:
     """A cell draws a figure and lets callbacks through; a click of ``model_id`` is handled
-    meanwhile: exactly one figure is shown under the click's comm message and one under the
-    cell."""
+    meanwhile. What both sent, the cell's msg_id and the click's, once both are idle."""
     seen: list[Message] = []
     cell = start_cell(
         kernel,
@@ -556,6 +555,15 @@ def assert_one_figure_each_for_a_click_mid_cell(
     )
     clicked = click(kernel, subshell, model_id)
     wait_idles(kernel, [cell, clicked], seen)
+    return seen, cell, clicked
+
+
+def assert_one_figure_each_for_a_click_mid_cell(
+    kernel: BlockingKernelClient, model_id: str, subshell: str
+) -> None:
+    """:func:`click_while_a_cell_draws`: exactly one figure is shown under the click's comm
+    message and one under the cell."""
+    seen, cell, clicked = click_while_a_cell_draws(kernel, model_id, subshell)
     figures = [
         m["parent_header"].get("msg_id")
         for m in seen
@@ -610,14 +618,7 @@ def test_an_ipympl_figure_a_callback_opens_mid_cell_is_shown_under_its_comm_mess
     )
     try:
         model_id, subshell = widget_and_subshell(kernel, code, "b")
-        seen: list[Message] = []
-        cell = start_cell(
-            kernel,
-            "plt.figure()\nplt.plot([1, 2, 3])\n" + waiting_cell("handle_waiting_comms", 1),
-            seen,
-        )
-        clicked = click(kernel, subshell, model_id)
-        wait_idles(kernel, [cell, clicked], seen)
+        seen, cell, clicked = click_while_a_cell_draws(kernel, model_id, subshell)
     finally:
         run(kernel, "plt.close('all')\n%matplotlib inline")
     canvases = [
