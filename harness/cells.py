@@ -244,11 +244,23 @@ def kernel_set(kc: BlockingKernelClient, name: str, value: Any, after: Any) -> I
         run(kc, f"get_ipython().kernel.{name} = {after!r}")
 
 
+#: How many times :func:`evaluate` sends its request again when the kernel aborted it.
+EVALUATE_TRIES = 50
+
+
 def evaluate(kc: BlockingKernelClient, expression: str) -> Any:
-    """The value of ``expression`` in the kernel (through repr and ast.literal_eval)."""
-    reply = kc.execute_interactive(
-        "", user_expressions={"x": expression}, timeout=60, output_hook=lambda m: None
-    )
+    """The value of ``expression`` in the kernel (through repr and ast.literal_eval).
+
+    A request that reaches the kernel right after a cell failed can be *aborted* (ipykernel's
+    ``stop_on_error``: what comes while it clears its queue is not run): it was not run, so it
+    is sent again, as a user would run the cell again."""
+    for _ in range(EVALUATE_TRIES):
+        reply = kc.execute_interactive(
+            "", user_expressions={"x": expression}, timeout=60, output_hook=lambda m: None
+        )
+        if reply["content"]["status"] != "aborted":
+            break
+    assert reply["content"]["status"] == "ok", reply["content"]
     result = reply["content"]["user_expressions"]["x"]
     assert result["status"] == "ok", result
     return ast.literal_eval(result["data"]["text/plain"])
