@@ -105,6 +105,18 @@ def wait_idle(page: Any, status_js: str) -> None:
     page.wait_for_function(f"() => ({status_js})().toLowerCase() === 'idle'", timeout=60_000)
 
 
+def start_beside_a_widget(
+    page: Any, status_js: str, widget: Any, started: Path, what: str = "the widget"
+) -> None:
+    """Run cell 0 until its widget (``widget``, a locator) is drawn and the kernel is idle,
+    then cell 1 until it touched ``started``: the waiting cell runs with the widget shown."""
+    run_cell(page, 0)
+    wait_for(lambda: widget.count() == 1, 60, what=what, page=page)
+    wait_idle(page, status_js)
+    run_cell(page, 1)
+    wait_for(started.exists, 60, what="cell 1 started", page=page)
+
+
 def comm_msgs_sent(log: WebsocketLog, method: str) -> list[Any]:
     """The ``comm_msg`` s the page sent on the shell channel whose data method is ``method``
     (``update`` for a slider's moves, ``custom`` for a button's clicks)."""

@@ -50,6 +50,7 @@ from harness.browser_subshell import (
     scenario_files,
     sent_and_detail,
     slider_and_waiting_cells,
+    start_beside_a_widget,
     wait_idle,
 )
 from harness.kernels import EXT_KERNEL
@@ -288,12 +289,8 @@ def test_slider_dragged_while_a_cell_waits_reaches_the_kernel_every_time(
     cells = waiting_cells(record, started, release, wait)
     try:
         log, status_js = open_notebook(page, lab, frontend, name, cells, KERNEL, run_all=False)
-        run_cell(page, 0)
         handle = page.locator(SLIDER_HANDLE)
-        wait_for(lambda: handle.count() == 1, 60, what="the slider rendered", page=page)
-        wait_idle(page, status_js)
-        run_cell(page, 1)
-        wait_for(started.exists, 60, what="cell 1 started", page=page)
+        start_beside_a_widget(page, status_js, handle, started, "the slider rendered")
         for value in range(1, DRAGS + 1):
             drag_slider(page, value - 1, 1)
             wait_for(

@@ -26,7 +26,7 @@ from harness.browser_subshell import (
     comm_msgs_sent,
     open_notebook,
     run_cell,
-    wait_idle,
+    start_beside_a_widget,
 )
 from harness.callback_cells import CALLBACK_PRELUDE
 from harness.kernels import EXT_KERNEL
@@ -114,12 +114,8 @@ def test_stop_during_a_ui_events_callback_then_the_next_cell(
     log, status_js = open_notebook(
         page, lab, frontend, name, cells(running, started), EXT_KERNEL, run_all=False
     )
-    run_cell(page, 0)
     button = page.locator(BUTTON)
-    wait_for(lambda: button.count() == 1, 60, what="the button", page=page)
-    wait_idle(page, status_js)
-    run_cell(page, 1)
-    wait_for(started.exists, 60, what="the UI loop's cell started", page=page)
+    start_beside_a_widget(page, status_js, button, started, "the button")
     for _ in range(CLICKS):
         button.click()
     wait_for(running.exists, 60, what="the first callback, the others waiting", page=page)

@@ -185,17 +185,14 @@ class SessionReturn(GatewayLink):
             self.park_over.set_result(None)
 
     def reading_ended(self) -> bool:
-        successor = self._successor
-        if successor is not None:
-            successor._gateway_websocket_ended()
-            return True
-        if self._parked is not None:
-            self._end_park()
-            return True
-        return False
+        if self._successor is None and self._parked is None:
+            return False  # its own tab's: stock's reconnect
+        self._gateway_websocket_ended()
+        return True
 
     def _gateway_websocket_ended(self) -> None:
-        """The gateway websocket this one took over closed."""
+        """The gateway websocket this one holds (its own, parked, or one it took over)
+        closed: the websocket that now holds it deals with it."""
         if self._successor is not None:
             self._successor._gateway_websocket_ended()
         elif self._parked is not None:
