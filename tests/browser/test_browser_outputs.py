@@ -32,7 +32,6 @@ from harness.browser_outputs import (
     STDOUT,
     WIDGET,
     Notebook,
-    cells,
     check_counting_cell_end,
     check_counting_cell_mid,
     file_output_data,
@@ -289,9 +288,9 @@ def run_all_case(context: Any, nb: Notebook) -> None:
         page = reload(page)
         first.release(1)
         mid = check_counting_cell_mid(page)
-        shown = cells(page)
-        # The running tab shows [*] on the cells queued behind the running one too.
-        mid = mid or running(shown, 3)
+        # The running tab shows [*] on the cells queued behind the running one too (the
+        # reloaded page draws its cells one after another: wait for all three).
+        shown = wait_page(page, "three cells, each [*]", lambda s: running(s, 3) is None)
         assert [outputs(c) for c in shown[1:]] == [[], []], summary(shown)
         first.release(2)
         counts = [nb.count(h, i, page) for i, h in enumerate((first, second, third))]

@@ -90,8 +90,8 @@ def gated_burst(release: Path, buttons: int = SEED_BUTTONS) -> str:
 #: size must do is keep the kernel's queue and the buffers behind it full for longer than a
 #: 2 s send timeout; a third of the seed does (the kernel waits, and with
 #: ``--iopub-send-timeout=2000`` it gives the reader up, which misses 1010 of 3002).
-#: ``--full-size``: the seed's 3000. (gateway_provisioners' reader runs the same sizes: see its
-#: test.)
+#: ``--full-size``: the seed's 3000. (gateway_provisioners' reader always runs the seed's: see
+#: its test.)
 SLOW_READER_BUTTONS = 1000
 
 
@@ -216,19 +216,19 @@ def gp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServe
 
 @pytest.mark.timeout(420)  # a kernel through gateway_provisioners, a burst read slowly
 def test_a_slow_reader_behind_gateway_provisioners_gets_the_whole_burst(
-    gp_server: JupyterServer, tmp_path: Path, full_size: bool
+    gp_server: JupyterServer, tmp_path: Path
 ) -> None:
     """A burst read through gateway_provisioners' listener, which reads 10 ms a turn:
     stopped until the kernel waits, then slow; whole, and the kernel held up.
 
-    By default :data:`SLOW_READER_BUTTONS` (50 s on a loaded machine, against 80 s for the
-    seed's on a quiet one): that proves the adopted socket
-    (stock ``IPKernelApp`` with ``ExtKernel``) holds a paused listener's messages and loses
-    none. What tells our kernel from one that gives a slow reader up needs the seed's size,
-    run under ``--full-size`` (about 85 s, ``.ci/run``): the listener keeps up at first, and a
-    kernel with a 2 s send timeout (``iopub_send_timeout = 2000``) gave it up only after its
-    5486th comm_open; with 1000 Buttons that kernel kept it."""
-    buttons = slow_reader_buttons(full_size)
+    The seed's size (3000 Buttons, 9002 comm_open, about 16 MB), always: the server is
+    stopped until the kernel waits, so what follows the pause must be more than the kernel's
+    queue and both sockets' buffers hold, on any machine. With 1000 Buttons it was not on
+    CI's (the kernel never waited; the pause's condition timed out), though it was here.
+    That size also tells our kernel from one that gives a slow reader up: the listener keeps
+    up at first, and a kernel with a 2 s send timeout (``iopub_send_timeout = 2000``) gave it
+    up only after its 5486th comm_open."""
+    buttons = SEED_BUTTONS
     release = tmp_path / "release"
     kernel_id = gp_server.start_kernel(GP_KERNEL)
     try:

@@ -116,6 +116,10 @@ class Pacer:
         self.caught_up = 0
         #: the oldest a message was when it was sent from the line (seconds)
         self.worst_age = 0.0
+        #: the same since the last merge line was logged, and ``caught_up`` then: the line
+        #: says how long this pacer itself kept messages (PROTOCOL section 8's bound)
+        self._longest_since_logged = 0.0
+        self._late_logged = 0
         #: over the byte budget: nothing more is sent, what comes is kept for :meth:`close`
         self.stopped = False
         #: handed over (:meth:`close`): nothing more is taken
@@ -231,7 +235,9 @@ class Pacer:
             self.stream_budget.spend(now, stream_key(msg), [text])
 
     def _send_entry(self, entry: Entry, now: float) -> None:
-        self.worst_age = max(self.worst_age, now - entry.born)
+        waited = now - entry.born
+        self.worst_age = max(self.worst_age, waited)
+        self._longest_since_logged = max(self._longest_since_logged, waited)
         if entry.merged:
             self.wire.pace_send_merged(entry.message())
             self.sent_merged += 1
@@ -256,18 +262,24 @@ class Pacer:
         if self.stream_budget is not None:
             self.stream_budget.cell_ended(parent)
         folded = self.line.folded.pop(parent, 0)
-        if folded:
+        if folded or self.caught_up > self._late_logged:
+            # Also when nothing merged but messages went late: a flood that cannot merge
+            # says how long it waited here, whichever cell's messages they were.
             self.log.info(
                 "IOPub to %s: cell %s: %d messages merged into others or skipped with a "
                 "replaced frame (none lost; peak %d counted messages in a %.3g s window, "
-                "%d sent late past the rates)",
+                "%d sent late past the rates; the longest wait here since the last such "
+                "line %.2f s)",
                 self.name,
                 parent,
                 folded,
                 self.window.peak if self.window is not None else -1,
                 self.window.window if self.window is not None else 0,
                 self.caught_up,
+                self._longest_since_logged,
             )
+            self._late_logged = self.caught_up
+            self._longest_since_logged = 0.0
 
     def _schedule(self, delay: float) -> None:
         """Look at the line again in ``delay`` seconds, or sooner if a look is due sooner (a
