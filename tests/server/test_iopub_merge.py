@@ -340,7 +340,6 @@ def test_a_flood_nothing_merges_arrives_whole_and_never_waits_past_the_bound(
         comm_id = comm_id_of(tab, "canvas")
     msg_id, view = run(tab, code)
     late, waited = longest_wait(server, msg_id)
-    print("WAITED", kind, late, waited)
     if kind == "alternating":
         assert view.text() == "".join(f"out {i}\n" for i in range(FLOOD))
         assert view.text("stderr") == "".join(f"err {i}\n" for i in range(FLOOD))
