@@ -116,8 +116,7 @@ class Pacer:
         self.caught_up = 0
         #: the oldest a message was when it was sent from the line (seconds)
         self.worst_age = 0.0
-        #: the same since the last merge line was logged, and ``caught_up`` then: the line
-        #: says how long this pacer itself kept messages (PROTOCOL section 8's bound)
+        #: since the last line logged: the longest wait here (section 8's bound), caught_up
         self._longest_since_logged = 0.0
         self._late_logged = 0
         #: over the byte budget: nothing more is sent, what comes is kept for :meth:`close`
@@ -235,9 +234,8 @@ class Pacer:
             self.stream_budget.spend(now, stream_key(msg), [text])
 
     def _send_entry(self, entry: Entry, now: float) -> None:
-        waited = now - entry.born
-        self.worst_age = max(self.worst_age, waited)
-        self._longest_since_logged = max(self._longest_since_logged, waited)
+        self.worst_age = max(self.worst_age, now - entry.born)
+        self._longest_since_logged = max(self._longest_since_logged, now - entry.born)
         if entry.merged:
             self.wire.pace_send_merged(entry.message())
             self.sent_merged += 1
@@ -263,13 +261,11 @@ class Pacer:
             self.stream_budget.cell_ended(parent)
         folded = self.line.folded.pop(parent, 0)
         if folded or self.caught_up > self._late_logged:
-            # Also when nothing merged but messages went late: a flood that cannot merge
-            # says how long it waited here, whichever cell's messages they were.
+            # Also when only lateness: a flood that cannot merge says how long it waited.
             self.log.info(
-                "IOPub to %s: cell %s: %d messages merged into others or skipped with a "
-                "replaced frame (none lost; peak %d counted messages in a %.3g s window, "
-                "%d sent late past the rates; the longest wait here since the last such "
-                "line %.2f s)",
+                "IOPub to %s: cell %s: %d messages merged into others or skipped with a replaced "
+                "frame (none lost; peak %d counted messages in a %.3g s window, %d sent late past "
+                "the rates; the longest wait here since the last such line %.2f s)",
                 self.name,
                 parent,
                 folded,
