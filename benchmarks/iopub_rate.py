@@ -58,6 +58,7 @@ from typing import Any
 import psutil
 
 from benchmarks.trials import EXT, fmt, median, print_table
+from harness.bursts import alternating_streams_code, thread_beside_cell_code
 from harness.cell_messages import display, widget_update
 from harness.kernel_websocket import KernelWebsocket
 from harness.server import JupyterServer
@@ -94,18 +95,9 @@ CUSTOM_SETUP = (
     "canvas = create_comm(target_name='bench.canvas')\n"
     "print(canvas.comm_id)"
 )
-#: Run before each ``threads`` cell: a thread that prints under this cell once ``go`` is set.
-THREAD_SETUP = (
-    "import contextvars, threading\n"
-    "go = threading.Event()\n"
-    "def chatter():\n"
-    "    go.wait()\n"
-    f"    for i in range({THREADED}): print(f'bg {{i}}', flush=True)\n"
-    # The earlier cell's context (its parent header) goes with the thread: its lines are that
-    # cell's output, as ipykernel routes a thread started with the cell's context.
-    "bg = threading.Thread(target=contextvars.copy_context().run, args=(chatter,))\n"
-    "bg.start()"
-)
+#: Run before each ``threads`` cell: a thread that prints under this cell once ``go`` is set;
+#: the cell prints beside it.
+THREAD_SETUP, THREAD_CELL = thread_beside_cell_code(THREADED)
 CELLS = {
     "print": f"for i in range({LINES}): print(f'line {{i:07d}} ' + 'x' * 34)",
     "slider": f"for i in range({SETS}): s.value = i",
@@ -113,14 +105,9 @@ CELLS = {
     "rows": f"for i in range({ROWS}):\n    display(i)\n    s.value = i % 30000",
     "command": f"for i in range({COMMANDS}):\n    c.command = {{'i': i}}\n    c.command = None",
     "plotly": f"for i in range({RESTYLES}):\n    fig.data[0].y = [i, i + 1]",
-    "alternating": (
-        "import sys\n"
-        f"for i in range({STEPS}):\n"
-        "    print(f'out {i}', flush=True)\n"
-        "    print(f'err {i}', file=sys.stderr, flush=True)"
-    ),
+    "alternating": alternating_streams_code(STEPS),
     "custom": f"for i in range({CUSTOM}): canvas.send({{'i': i}})",
-    "threads": f"go.set()\nfor i in range({THREADED}): print(f'fg {{i}}', flush=True)\nbg.join()",
+    "threads": THREAD_CELL,
 }
 UNCOUNTED = {"status", "comm_open", "execute_input"}
 WINDOW = 3.0

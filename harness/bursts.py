@@ -68,6 +68,36 @@ def gated_widget_grid_code(buttons: int, gate_after: int, release: str) -> str:
     )
 
 
+def alternating_streams_code(steps: int) -> str:
+    """A cell that prints, each step, ``out i`` on stdout then ``err i`` on stderr, each
+    flushed: two streams that alternate, so nothing of them merges."""
+    return (
+        "import sys\n"
+        f"for i in range({steps}):\n"
+        "    print(f'out {i}', flush=True)\n"
+        "    print(f'err {i}', file=sys.stderr, flush=True)"
+    )
+
+
+def thread_beside_cell_code(lines: int, suffix: str = "") -> tuple[str, str]:
+    """(setup, cell): the setup cell starts a thread that prints ``bg i`` (plus ``suffix``)
+    ``lines`` times, each flushed, once the cell sets ``go``; the cell prints as many
+    ``fg i`` (plus ``suffix``) and joins it. The setup cell's context goes with the thread:
+    its lines are the setup cell's output, as ipykernel routes a thread started with a
+    cell's context, beside the running cell's."""
+    setup = (
+        "import contextvars, threading\n"
+        "go = threading.Event()\n"
+        "def chatter():\n"
+        "    go.wait()\n"
+        f"    for i in range({lines}): print(f'bg {{i}}{suffix}', flush=True)\n"
+        "bg = threading.Thread(target=contextvars.copy_context().run, args=(chatter,))\n"
+        "bg.start()"
+    )
+    cell = f"go.set()\nfor i in range({lines}): print(f'fg {{i}}{suffix}', flush=True)\nbg.join()"
+    return setup, cell
+
+
 def comm_loop_code(count: int, pad: int = 0) -> str:
     """A cell that opens ``count`` comms to a target nobody registered (one comm_open each)."""
     return textwrap.dedent(

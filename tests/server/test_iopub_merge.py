@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from harness.bursts import alternating_streams_code, thread_beside_cell_code
 from harness.kernel_websocket import KernelWebsocket
 from harness.polling import wait_until
 from harness.server import JupyterServer
@@ -284,33 +285,13 @@ FLOOD = 5000
 #: The threads' lines are long: two threads flushing each line make about 1100 messages a
 #: second here, hardly over the message rate, but 4 MB/s, four times the stream budget.
 PAD = "x" * 4000
-THREAD_SETUP = (
-    "import contextvars, threading\n"
-    "go = threading.Event()\n"
-    "def chatter():\n"
-    "    go.wait()\n"
-    f"    for i in range({FLOOD}): print(f'bg {{i}} {PAD}', flush=True)\n"
-    # The setup cell's context goes with the thread: its lines are that cell's output, as
-    # ipykernel routes a thread started with a cell's context.
-    "bg = threading.Thread(target=contextvars.copy_context().run, args=(chatter,))\n"
-    "bg.start()"
-)
 FLOODS = {
-    "alternating": (
-        "",
-        "import sys\n"
-        f"for i in range({FLOOD}):\n"
-        "    print(f'out {i}', flush=True)\n"
-        "    print(f'err {i}', file=sys.stderr, flush=True)",
-    ),
+    "alternating": ("", alternating_streams_code(FLOOD)),
     "custom": (
         "from comm import create_comm\ncanvas = create_comm(target_name='ipykernel-ext-test')",
         f"for i in range(2 * {FLOOD}): canvas.send({{'i': i}})",
     ),
-    "threads": (
-        THREAD_SETUP,
-        f"go.set()\nfor i in range({FLOOD}): print(f'fg {{i}} {PAD}', flush=True)\nbg.join()",
-    ),
+    "threads": thread_beside_cell_code(FLOOD, f" {PAD}"),
 }
 
 
