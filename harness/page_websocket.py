@@ -100,11 +100,17 @@ class WebsocketLog:
             for callback in self._on_sent:
                 callback(frame)
 
-    def last_sent_at(self) -> float:
-        """``time.perf_counter()`` of the page's latest message (0 if none)."""
-        with self._lock:
-            sent = [f.t for f in self._frames if f.direction == "sent"]
-        return max(sent, default=0.0)
+    def unanswered(self, since: float) -> list[Frame]:
+        """What the page sent after ``since`` that nothing answered yet: no reply and no IOPub
+        child (``NO_ANSWER`` messages aside). Empty once the page's requests are all served:
+        a barrier the kernel's replies raise, not a quiet period."""
+        frames = self.frames(since)
+        answered = {f.parent_msg_id for f in frames if f.direction == "received"}
+        return [
+            f
+            for f in frames
+            if f.direction == "sent" and f.msg_type not in NO_ANSWER and f.msg_id not in answered
+        ]
 
     def frames(self, since: float = 0.0) -> list[Frame]:
         with self._lock:

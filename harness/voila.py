@@ -24,6 +24,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from .browser import VOILA_IOPUB_WAIT
 from .logged_process import LoggedProcess
 from .polling import wait_until
 
@@ -83,6 +84,7 @@ class StandaloneVoila(LoggedProcess):
             "--no-browser",
             f"--port={self.port}",
             "--Voila.ip=127.0.0.1",
+            VOILA_IOPUB_WAIT,
             *self.extra_args,
         ]
 

@@ -49,6 +49,7 @@ from harness.browser import (
 from harness.kernel_websocket import KernelWebsocket
 from harness.page_websocket import Frame, WebsocketLog, format_requests, tracked_statuses
 from harness.server import JupyterServer
+from ipykernel_ext.kernel.busy.busy_routing import INFO_REQUESTS
 
 # Hang guard per test (default 120 s): a JupyterLab server, Chromium and a widget restore.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
@@ -62,8 +63,6 @@ CELL_SECONDS = 900
 #: A hang guard on the restore (about 2 s here), not a speed bar: a kernel that does not
 #: answer mid-cell never restores before the stop file, however fast the machine.
 RESTORE_BOUND = 120
-#: After the restore, the page is done reconnecting once it has sent nothing for this long.
-QUIET_SECONDS = 3
 N_SLIDERS = 200
 N_BUTTONS = 1000
 
@@ -206,6 +205,38 @@ def wait_until_idle(page: Any, lab: JupyterServer, kernel_id: str, status_js: st
     )
 
 
+def reconnected(page: Any, log: WebsocketLog, reload_at: float) -> None:
+    """Wait until the reloaded page has asked for the kernel's info and every message it sent
+    since the reload that the kernel answers mid-cell is answered (a reply, or an IOPub
+    child): its reconnection traffic is served, whatever the machine's speed. Shell requests
+    other than ``INFO_REQUESTS`` (JupyterLab's ``history_request``) wait for the cell, as on
+    stock ipykernel."""
+
+    def pending() -> list[Frame]:
+        return [
+            f
+            for f in log.unanswered(reload_at)
+            if not (
+                f.channel == "shell"
+                and f.msg_type.endswith("_request")
+                and f.msg_type not in INFO_REQUESTS
+            )
+        ]
+
+    def served() -> bool:
+        asked = any(
+            f.direction == "sent" and f.msg_type == "kernel_info_request"
+            for f in log.frames(reload_at)
+        )
+        return asked and not pending()
+
+    try:
+        wait_for(served, RESTORE_BOUND, what="the page's reconnection answered", page=page)
+    except TimeoutError:
+        left = [(f.channel, f.msg_type, f.content) for f in pending()]
+        raise AssertionError(f"unanswered since the reload: {left}") from None
+
+
 def placeholders(page: Any) -> list[str]:
     text = page.locator(".jp-OutputArea").all_inner_texts()
     return [t for t in PLACEHOLDER_TEXTS if any(t in chunk for chunk in text)]
@@ -238,12 +269,7 @@ def reload_mid_cell(page: Any, lab: JupyterServer, frontend: str) -> None:
             restore = watch_restore(page, log, SLIDER, N_SLIDERS, status_js, RESTORE_BOUND)
             # Let the page finish reconnecting (create_subshell, debugger queries, ...) while
             # the cell still runs: that traffic must not make the kernel look idle either.
-            wait_for(
-                lambda: time.perf_counter() - log.last_sent_at() > QUIET_SECONDS,
-                RESTORE_BOUND,
-                what="the page stops sending",
-                page=page,
-            )
+            reconnected(page, log, restore.reload_at)
             mid_cell_end = time.perf_counter()
             still_running = not done_marker(stop).exists()
             shown_placeholders = placeholders(page)
@@ -407,12 +433,7 @@ def test_jupyterlab_reload_during_widget_updates_ends_with_kernel_values(
         wait_for(running_marker(stop).exists, 60, what="the long cell started", page=page)
         save_notebook(page, path)
         restore = watch_restore(page, log, ".restore-gate", 1, LAB_STATUS_JS, RESTORE_BOUND)
-        wait_for(
-            lambda: time.perf_counter() - log.last_sent_at() > QUIET_SECONDS,
-            RESTORE_BOUND,
-            what="the page stops sending",
-            page=page,
-        )
+        reconnected(page, log, restore.reload_at)
         still_running = not done_marker(stop).exists()
         loop_end = time.perf_counter()
         stop.touch()  # end the loop

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import warnings
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import ipykernel
@@ -99,6 +100,8 @@ class Outcome:
     failed: set[str]
     skipped: set[str]
     log: str
+    #: each test's pytest node id (module path, class if any, test), by its name above
+    nodes: dict[str, str] = field(default_factory=dict)
 
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.log.splitlines()[-lines:])
@@ -184,6 +187,8 @@ class UpstreamRun:
     proc: subprocess.Popen[bytes]
     xml: Path
     log: Path
+    upstream: Path
+    env: dict[str, str]
 
     def outcome(self, timeout: float = 840) -> Outcome:
         """Wait for the run to end (a hang guard: ``timeout``) and read its JUnit XML."""
@@ -199,7 +204,9 @@ class UpstreamRun:
         assert rc in (0, 1) and self.xml.exists(), f"rc {rc}:\n{log[-6000:]}"
         outcome = Outcome(set(), set(), set(), log)
         for case in ET.parse(self.xml).getroot().iter("testcase"):
-            name = f"{case.get('classname', '').removeprefix('tests.')}::{case.get('name')}"
+            classname = case.get("classname", "")
+            name = f"{classname.removeprefix('tests.')}::{case.get('name')}"
+            outcome.nodes[name] = _node_id(self.upstream, classname, case.get("name", ""))
             if case.find("failure") is not None or case.find("error") is not None:
                 outcome.failed.add(name)
             elif case.find("skipped") is not None:
@@ -209,14 +216,30 @@ class UpstreamRun:
         return outcome
 
 
+def _node_id(upstream: Path, classname: str, name: str) -> str:
+    """The node id of a JUnit test case: its module is the longest dotted prefix of
+    ``classname`` that is a file; a class name after it stays, as ``::Case``."""
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        path = "/".join(parts[:end]) + ".py"
+        if (upstream / path).is_file():
+            return "::".join([path, *parts[end:], name])
+    return f"{classname}::{name}"
+
+
 def _start_upstream(
-    upstream: Path, env: dict[str, str], scratch: Path, ignore: tuple[str, ...] = ()
+    upstream: Path,
+    env: dict[str, str],
+    scratch: Path,
+    ignore: tuple[str, ...] = (),
+    targets: tuple[str, ...] = ("tests",),
 ) -> UpstreamRun:
-    """ipykernel's suite in ``upstream`` with ``env``, but for the paths in ``ignore``,
-    started (not awaited)."""
+    """ipykernel's suite in ``upstream`` with ``env`` (``targets``: its tests, or some of
+    them), but for the paths in ``ignore``, started (not awaited)."""
+    scratch.mkdir(parents=True, exist_ok=True)
     xml = scratch / "junit.xml"
     cmd = [
-        sys.executable, "-m", "pytest", "tests",
+        sys.executable, "-m", "pytest", *targets,
         "-p", "no:cacheprovider",
         # Upstream's addopts are for its own checkout (doctests of its sources, colour,
         # locals in tracebacks); its other settings (asyncio_mode, filterwarnings) stay.
@@ -234,7 +257,7 @@ def _start_upstream(
     log = scratch / "upstream.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=upstream, env=env, stdout=out, stderr=subprocess.STDOUT)
-    return UpstreamRun(proc, xml, log)
+    return UpstreamRun(proc, xml, log, upstream, env)
 
 
 #: The flags that give stock's behaviour wherever ours differs (PROTOCOL.md): the mode where
@@ -279,4 +302,28 @@ def test_upstream_suite_against_the_drop_in(upstream_dir: Path, tmp_path: Path, 
     assert ran >= MIN_TESTS[mode], f"only {ran} upstream tests ran:\n{outcome.tail()}"
     allowed = ALLOWED_FAILURES if mode == "default" else frozenset()
     unexpected = outcome.failed - allowed
+    if unexpected:
+        # Each failure once more, alone: ipykernel's suite picks its kernels' ports as
+        # jupyter_client does (free when picked, bound by the kernel a moment later), so a
+        # port another process takes in between fails a test by chance (seen once in
+        # test_debugger, with a second test worker starting kernels beside it). Upstream
+        # reruns its own such tests (the flaky plugin). A failure of ours fails again.
+        again = _rerun(run, sorted(outcome.nodes[name] for name in unexpected), tmp_path)
+        warnings.warn(
+            f"upstream {mode}: {sorted(unexpected)} failed, then, run again alone, "
+            f"{'passed' if not (unexpected - again.passed) else 'failed again'}",
+            stacklevel=1,
+        )
+        unexpected -= again.passed
     assert not unexpected, f"not documented: {sorted(unexpected)}\n{outcome.tail()}"
+
+
+def _rerun(run: UpstreamRun, nodes: list[str], scratch: Path) -> Outcome:
+    """The tests ``nodes`` of ``run``, once more, in a pytest run of their own."""
+    again = _start_upstream(run.upstream, run.env, scratch / "again", targets=tuple(nodes))
+    try:
+        return again.outcome()
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+            again.proc.wait()
