@@ -36,15 +36,16 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
-#: JupyterLab without the "new version?" call to PyPI, and with ``window.jupyterapp`` so a test
-#: can run commands (``docmanager:save``) as a user's menu click would. Notebook 7 has the same
-#: switch on its own app class.
 #: nbclient (which runs a Voila dashboard's cells) gives a cell's IOPub output 4 s after its
 #: reply, then renders without the rest. A 1000-widget cell's outputs can trail its reply by
 #: more on a loaded machine, stock or ours alike: the tests' Voilas wait as long as their own
 #: hang guards instead, so what they render does not depend on the machine's load.
 VOILA_IOPUB_WAIT = "--VoilaExecutor.iopub_timeout=120"
 
+#: JupyterLab without the "new version?" call to PyPI, and with ``window.jupyterapp`` so a test
+#: can run commands (``docmanager:save``) as a user's menu click would. Notebook 7 has the same
+#: switch on its own app class. Voila's extension (in the same server) waits as
+#: :data:`VOILA_IOPUB_WAIT` says.
 LAB_ARGS = (
     "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     "--LabApp.expose_app_in_browser=True",

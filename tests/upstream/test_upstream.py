@@ -191,13 +191,15 @@ class UpstreamRun:
     env: dict[str, str]
 
     def outcome(self, timeout: float = 840) -> Outcome:
-        """Wait for the run to end (a hang guard: ``timeout``) and read its JUnit XML."""
+        """Wait for the run to end (a hang guard: ``timeout``) and read its JUnit XML. A run
+        still going when the wait ends (the guard, or the test's own hang guard) is killed:
+        nothing is left running."""
         try:
             rc = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
         log = self.log.read_text(errors="replace")
         # 0: all passed, 1: some failed; anything else (usage, collection, internal error)
         # means the suite did not run as meant.
@@ -292,12 +294,7 @@ def test_upstream_suite_against_the_drop_in(upstream_dir: Path, tmp_path: Path, 
     # One mode at a time: two at once had the other's debugger (debugpy) land on a port a
     # kernel was about to bind (ipykernel's own suite runs one kernel after another too).
     run = _start_mode(mode, upstream_dir, tmp_path)
-    try:
-        outcome = run.outcome()
-    finally:
-        if run.proc.poll() is None:  # the hang guard fired: leave nothing running
-            run.proc.kill()
-            run.proc.wait()
+    outcome = run.outcome()
     ran = len(outcome.passed) + len(outcome.failed)
     assert ran >= MIN_TESTS[mode], f"only {ran} upstream tests ran:\n{outcome.tail()}"
     allowed = ALLOWED_FAILURES if mode == "default" else frozenset()
@@ -320,10 +317,4 @@ def test_upstream_suite_against_the_drop_in(upstream_dir: Path, tmp_path: Path, 
 
 def _rerun(run: UpstreamRun, nodes: list[str], scratch: Path) -> Outcome:
     """The tests ``nodes`` of ``run``, once more, in a pytest run of their own."""
-    again = _start_upstream(run.upstream, run.env, scratch / "again", targets=tuple(nodes))
-    try:
-        return again.outcome()
-    finally:
-        if again.proc.poll() is None:
-            again.proc.kill()
-            again.proc.wait()
+    return _start_upstream(run.upstream, run.env, scratch / "again", targets=tuple(nodes)).outcome()
