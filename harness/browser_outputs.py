@@ -114,13 +114,20 @@ class Notebook:
         """Once the cell has ended: the execution count the kernel gave it (its
         ``execute_input``, received by the running tab when the cell started)."""
         holds.wait_ended(page)
-        assert self.log is not None
-        counts = [
-            f.content["execution_count"]
-            for f in self.log.frames()
-            if f.direction == "received" and f.msg_type == "execute_input"
-        ]
-        return counts[cell]
+        log = self.log
+        assert log is not None
+
+        def counts() -> list[int]:
+            return [
+                f.content["execution_count"]
+                for f in log.frames()
+                if f.direction == "received" and f.msg_type == "execute_input"
+            ]
+
+        # The end file is the kernel's barrier, not the page's: on a loaded machine the
+        # frame may still be on its way to the tab, so wait for it in the page's log.
+        wait_for(lambda: len(counts()) > cell, HANG, what=f"execute_input {cell}", page=page)
+        return counts()[cell]
 
     def open(self, context: Any, tab: int = 0) -> Any:
         page = context.new_page()

@@ -21,7 +21,6 @@ from typing import Any
 
 import ipykernel
 import zmq
-from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp, kernel_aliases, kernel_flags
 from jupyter_core.paths import jupyter_config_path
 from traitlets import CaselessStrEnum, Dict, Type, Unicode, default
@@ -31,6 +30,7 @@ from traitlets.config.loader import ConfigFileNotFound, KVArgParseConfigLoader
 from .. import PROG, __version__
 from .iopub.settings import IOPubTraits
 from .iopub.socket import NoDropXPubSocket
+from .iopub.thread import WakeSafeIOPubThread
 from .ipkernel import ExtKernel
 from .router_identity import bind_with_endpoint_identity
 
@@ -204,7 +204,8 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         self.iopub_port = self._bind_socket(socket, self.iopub_port)
         self.log.debug("iopub PUB Channel on port: %i", self.iopub_port)  # stock's words
         self.configure_tornado_logger()
-        self.iopub_thread = IOPubThread(socket, pipe=True, session=self.session)
+        # Stock's thread, except that it never waits on its own wake-up pipe (.iopub.thread).
+        self.iopub_thread = WakeSafeIOPubThread(socket, pipe=True, session=self.session)
         # Waits for a full subscriber are spread over the IOPub thread's loop (.iopub.socket).
         socket.attach(self.iopub_thread.io_loop.call_later, self.iopub_thread.thread)
         self.iopub_thread.start()

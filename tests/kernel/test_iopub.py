@@ -10,7 +10,9 @@ What is checked, and how each check can fail:
   counted, logged once on the kernel's stderr (never on stdout or IOPub), and gets messages
   again once it drains; a subscriber killed mid-burst changes nothing for the others;
 * launcher flags, ``--ExtKernelApp.x=`` and config files reach the socket, bad values stop
-  the kernel before it writes its connection file.
+  the kernel before it writes its connection file;
+* the IOPub thread sends more messages from one of its own events than its wake-up pipe holds
+  and goes on (stock's thread blocks for ever on its own pipe).
 
 Raw subscribers are plain ``zmq.SUB`` sockets with the connection file's curve keys, a small
 ``RCVHWM`` and a small kernel receive buffer (``RCVBUF``): a subscriber that does not read
@@ -580,3 +582,38 @@ def test_bad_values_stop_the_kernel_before_it_starts(tmp_path: Path) -> None:
         # The connection file is written only after every socket is bound.
         assert not connection_file.exists(), args
         assert "To connect another client" not in out + err
+
+
+# --- 6. the IOPub thread never waits on its own wake-ups ----------------------------
+
+#: Messages sent from one event on the IOPub thread: more than its own wake-up pipe holds
+#: (2000, libzmq's default high water marks of the PUSH and the PULL).
+SELF_WAKEUPS = 5000
+
+ON_THE_IOPUB_THREAD = f"""
+import threading
+_done = threading.Event()
+def _flush_lines():
+    for i in range({SELF_WAKEUPS}):
+        print(f"io {{i}}", flush=True)
+    _done.set()
+get_ipython().kernel.iopub_thread.schedule(_flush_lines)
+print("sent", _done.wait(60))
+"""
+
+
+# Hang guard: the cell takes about a second; stock's never ends.
+@pytest.mark.timeout(150)
+def test_the_iopub_thread_never_waits_on_its_own_wakeups(kernel: BlockingKernelClient) -> None:
+    """Flushes on the IOPub thread (where ipykernel runs every flush of a stream and where
+    each of them schedules its send) put a wake-up each into that thread's own pipe, read only
+    by the thread itself, one a turn. Threads printing flushed lines beside a cell pile such
+    wake-ups up on a loaded machine, seen as a thread-beside-cell flood that stopped after
+    about 2000 messages and never ended ("IOStream.flush timed out" every 10 s). Here one
+    event sends 5000 at once, more than the pipe holds: every line arrives, in order, then
+    the cell's own line. On stock ipykernel and on 109f109 (no ``WakeSafeIOPubThread``) the
+    IOPub thread blocks for ever on its 2001st wake-up and nothing more leaves the kernel
+    (checked)."""
+    run = run_cell(kernel, ON_THE_IOPUB_THREAD, timeout=60)
+    text = "".join(m["content"]["text"] for m in run.messages if m["msg_type"] == "stream")
+    assert text == "".join(f"io {i}\n" for i in range(SELF_WAKEUPS)) + "sent True\n"

@@ -374,6 +374,7 @@ EXTENSION_PY = "ipykernel_ext/server/extension.py"
 STREAMS_PY = "ipykernel_ext/shared_channels/clients.py"
 IOPUB_ADOPT_PY = "ipykernel_ext/kernel/iopub/adoption.py"
 IOPUB_KERNEL_OPTIONS_PY = "ipykernel_ext/kernel/iopub/kernel_options.py"
+IOPUB_THREAD_PY = "ipykernel_ext/kernel/iopub/thread.py"
 BUSY_ANSWERS_PY = "ipykernel_ext/kernel/busy/answers.py"
 BUSY_ROUTING_PY = "ipykernel_ext/kernel/busy/busy_routing.py"
 CONTROL_COMM_PY = "ipykernel_ext/kernel/widgets/control_comm.py"
@@ -717,9 +718,32 @@ CONTRACT: list[Row] = [
     ),
     Row(
         "ipykernel.iostream:IOPubThread.schedule",
-        [Function("self", "f")],
-        (IOPUB_ADOPT_PY, IOPUB_KERNEL_OPTIONS_PY),
-    ).because("runs the adoption, and a run-time change of the options, on the IOPub thread"),
+        [
+            Function("self", "f"),
+            Source(r"self\._events\.append\(f\)", r"self\._event_pipe\.send\(b\"\"\)"),
+        ],
+        (IOPUB_ADOPT_PY, IOPUB_KERNEL_OPTIONS_PY, IOPUB_THREAD_PY),
+    ).because(
+        "runs the adoption, and a run-time change of the options, on the IOPub thread; "
+        "WakeSafeIOPubThread overrides it: queue the event, then wake the thread with a "
+        "blocking send on the caller's own pipe (the send it makes non-blocking on that thread)"
+    ),
+    Row(
+        "ipykernel.iostream:IOPubThread._event_pipe",
+        [IsProperty(), Source(r"zmq\.PUSH", r"self\._local\.event_pipe")],
+        (IOPUB_THREAD_PY,),
+    ).because("the calling thread's own PUSH to the IOPub thread's PULL: its wake-ups go there"),
+    Row(
+        "ipykernel.iostream:IOPubThread._handle_event",
+        [
+            Function("self", "msg"),
+            Source(r"n_events\s*=\s*len\(self\._events\)", r"self\._events\.popleft\(\)"),
+        ],
+        (IOPUB_THREAD_PY,),
+    ).because(
+        "each wake-up runs every event queued by then: a wake-up skipped on a full pipe leaves "
+        "its event to the next one, which that full pipe holds"
+    ),
     Row(
         "ipykernel.iostream:IOPubThread._thread_main",
         [

@@ -11,6 +11,8 @@ The kernel's IOPub socket and what it runs with, one concept per module:
 * :mod:`.notice`: the affected cell told, in its own output, what a frontend missed;
 * :mod:`.adoption`: the same socket under any other app (stock ``IPKernelApp``, the cluster
   launchers, ``embed_kernel``): :class:`~.adoption.AdoptedXPubSocket` over the socket it bound;
+* :mod:`.thread`: :class:`~.thread.WakeSafeIOPubThread`, ipykernel's IOPub thread, which
+  never waits on its own full wake-up pipe (a deadlock in stock's);
 * :mod:`.kernel_options`: :class:`~.kernel_options.IOPubOptions`, the kernel's options mixin
   (the adoption when the kernel is made, a change at run time).
 
