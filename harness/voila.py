@@ -18,6 +18,7 @@ there too)::
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -30,6 +31,8 @@ from .polling import wait_until
 
 #: What Voila logs once it listens ("Voilà is running at:", then the address).
 RUNNING = " is running at:"
+#: The address, on the line after :data:`RUNNING`: its port is the one Voila took.
+LISTENING = re.compile(re.escape(RUNNING) + r"\s*http://[^\s:/]+:(\d+)/")
 
 
 def install_prefix(prefix: Path) -> Path:
@@ -45,7 +48,8 @@ def install_prefix(prefix: Path) -> Path:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (Voila takes ``--port``, not 0)."""
+    """A TCP port free on 127.0.0.1 now (Voila takes ``--port``, not 0; it may be taken by the
+    time Voila binds it, and Voila then tries the next ones: see ``wait_until_up``)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -110,6 +114,11 @@ class StandaloneVoila(LoggedProcess):
 
     def wait_until_up(self) -> None:
         wait_until(self._listening, self.startup_timeout, "Voila listening", interval=0.2)
+        # The port Voila took: when another process bound ``--port`` first (another test
+        # worker's kernel, say), Voila tries the next ones and says which one it listens on.
+        listening = LISTENING.search(self.log_text())
+        assert listening is not None, self.log_text()[-2000:]
+        self.port = int(listening.group(1))
 
     def _listening(self) -> bool:
         assert self.proc is not None

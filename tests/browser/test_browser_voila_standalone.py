@@ -25,6 +25,7 @@ import pytest
 
 from harness.browser import chromium, require_browser, wait_for, write_notebook
 from harness.kernels import EXT_KERNEL, STOCK_KERNEL
+from harness.polling import WaitTimeout
 from harness.voila import StandaloneVoila, install_prefix
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
@@ -75,7 +76,15 @@ def after_page() -> Callable[[], None]:
 
 def click_and_read(page: Any, voila: StandaloneVoila, sets: int) -> tuple[str, str]:
     """Open the dashboard, click its button once it shows, wait for the label to show the
-    kernel's value; the label's text and the slider's readout."""
+    kernel's value; the label's text and the slider's readout. A wait that times out fails
+    with the end of Voila's log as it was then."""
+    try:
+        return _click_and_read(page, voila, sets)
+    except WaitTimeout as exc:
+        raise AssertionError(f"{exc}\nVoila's log:\n{voila.log_text()[-3000:]}") from exc
+
+
+def _click_and_read(page: Any, voila: StandaloneVoila, sets: int) -> tuple[str, str]:
     page.goto(voila.url, wait_until="commit")
     button = page.locator("button.jupyter-button", has_text="go")
     wait_for(lambda: button.count() == 1, 180, what="the dashboard's button", page=page)
@@ -84,7 +93,7 @@ def click_and_read(page: Any, voila: StandaloneVoila, sets: int) -> tuple[str, s
     wait_for(
         lambda: label.count() == 1,
         240,
-        what=f"the label with the kernel's value ({sets})\n{voila.log_text()[-3000:]}",
+        what=f"the label with the kernel's value ({sets})",
         page=page,
     )
     readout = page.locator(".widget-readout").first
