@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,30 @@ for _i in range({n}):
 _fan.close()
 """
 
+#: The slow-reader test's burst, in chunks of ``chunk`` messages: after each chunk the cell
+#: waits until the test has seen every reader take it (a file in ``flags``, see :func:`pace`).
+#: The readers all run in the test process; on a loaded machine (a second test worker, a busy
+#: loop on each core) they fell 8 MiB behind a stock kernel's unpaced burst, and the server
+#: closed them as slow readers too. Paced, they hold a chunk at most, while the websocket that
+#: never reads still passes the budget: if it held the others back, they would never take a
+#: chunk and the cell would not end.
+PACED_FANOUT_CODE = """
+import pathlib, time
+from comm import create_comm
+_fan = create_comm(target_name="fan-out", data={{}})
+_pad = "x" * 8000
+_flags = pathlib.Path({flags!r})
+for _i in range({n}):
+    _fan.send({{"i": _i, "pad": _pad}})
+    if (_i + 1) % {chunk} == 0:
+        _end = time.monotonic() + 120
+        while not (_flags / f"took{{_i + 1}}").exists() and time.monotonic() < _end:
+            time.sleep(0.01)
+_fan.close()
+"""
+#: Messages of a chunk of :data:`PACED_FANOUT_CODE`: half stock's IOPub queue (SNDHWM 1000).
+CHUNK = 500
+
 #: What each websocket of a kernel may hold in the server in the slow-reader test.
 SLOW_BUDGET = 8 * 1024 * 1024
 #: The twenty-websocket test's budget: room for its whole burst (2000 of 8 kB) at each
@@ -47,17 +72,35 @@ def print_relay_log(srv: SharedChannelsServer) -> None:
             print(line[:400])
 
 
+async def pace(clients: list[CountingClient], msg_id: str, n: int, flags: Path) -> None:
+    """Tell :data:`PACED_FANOUT_CODE` each time every client has taken a chunk of ``msg_id``.
+    If they never do (stock ipykernel dropped some for the relay), let the cell go on: the
+    caller's checks say what arrived."""
+    for took in range(CHUNK, n + 1, CHUNK):
+
+        def all_took(took: int = took) -> bool:
+            return all(c.comm_msgs(msg_id) >= took for c in clients)
+
+        if not await settle(all_took, timeout=120):
+            for rest in range(took, n + 1, CHUNK):
+                (flags / f"took{rest}").touch()
+            return
+        (flags / f"took{took}").touch()
+
+
 async def burst_then_marker(
-    clients: list[CountingClient], code: str, kernel_name: str, n: int
+    clients: list[CountingClient], code: str, kernel_name: str, n: int, paced: Path | None = None
 ) -> tuple[str, list[int]]:
     """Run the burst, then a cell whose idle comes after all of it; the burst's msg_id and
     each client's comm_msg count. Behind our kernel every client gets all ``n`` and the idle.
     Stock ipykernel itself may drop for the relay on a loaded machine (seen at load 4-6 on 2
     cores): there, every client got the same, and the caller checks nothing was lost after
-    the kernel (the server's per-websocket counts)."""
+    the kernel (the server's per-websocket counts). ``paced``: the folder of a
+    :data:`PACED_FANOUT_CODE` burst's files, paced by :func:`pace` meanwhile."""
     msg_id = clients[0].execute(code)
     marker = clients[0].execute("import time; time.sleep(1)")
-    await asyncio.gather(*(c.idle_after(marker, timeout=120) for c in clients))
+    pacing = [pace(clients, msg_id, n, paced)] if paced is not None else []
+    await asyncio.gather(*pacing, *(c.idle_after(marker, timeout=150) for c in clients))
     counts = [c.comm_msgs(msg_id) for c in clients]
     assert len(set(counts)) == 1, f"websockets of one kernel got different bursts: {counts}"
     idles = [any(is_status("idle", msg_id)(m) for m in c.messages) for c in clients]
@@ -135,7 +178,7 @@ def test_twenty_websockets_get_every_message_of_an_8kB_burst(
 
 @pytest.mark.parametrize("kernel_name", [EXT_KERNEL, STOCK_KERNEL])
 def test_a_websocket_that_stops_reading_holds_only_itself(
-    fanout_server: SharedChannelsServer, kernel_name: str
+    fanout_server: SharedChannelsServer, kernel_name: str, tmp_path: Path
 ) -> None:
     """One websocket never reads: the others get every message; the stuck one is closed once
     its buffer passes the budget, never holding more than budget + one message. The burst
@@ -149,7 +192,8 @@ def test_a_websocket_that_stops_reading_holds_only_itself(
         stuck = StuckWebsocket(srv, kernel_id)
         readers = await connect_all([CountingClient(srv, kernel_id) for _ in range(4)])
         await readers[0].until_iopub_live()  # the stuck one attached before (its open() ran)
-        msg_id, _ = await burst_then_marker(readers, FANOUT_CODE.format(n=n), kernel_name, n)
+        code = PACED_FANOUT_CODE.format(n=n, chunk=CHUNK, flags=str(tmp_path))
+        msg_id, _ = await burst_then_marker(readers, code, kernel_name, n, paced=tmp_path)
         await asyncio.gather(*(c.close() for c in readers))
         return stuck, readers, msg_id
 
