@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from harness.kernel_websocket import KernelWebsocket
+from harness.kernels import STOCK_KERNEL
 from harness.server import JupyterServer
 from ipykernel_ext.server.websocket.budgets import MAX_AGE
 
@@ -74,7 +75,7 @@ def test_an_unmergeable_flood_above_the_rate_arrives_whole_and_never_far_behind(
     for name, prefix in (("stdout", "out"), ("stderr", "err")):
         sent = [f"{prefix} {i}" for i in range(LINES)]
         got = text_of(iopub, name).splitlines()
-        if server.kernel_model(kernel)["name"] == "python3":
+        if server.kernel_model(kernel)["name"] == STOCK_KERNEL:
             # Stock's own IOPub drops what its queue (SNDHWM 1000) cannot hold while the
             # server reads a loaded machine's flood, before the pacer sees it: what arrives
             # is in order and never twice, and the bound below still holds.
