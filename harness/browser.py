@@ -235,9 +235,19 @@ def open_and_run_all(
     """Open ``url``; once the page's kernel is connected and idle, run all cells (without
     waiting for them to finish)."""
     open_connected(page, lab, log, url, status_js)
+    wait_command_enabled(page, "notebook:run-all-cells")
     # commands.execute returns a promise that resolves when every cell has finished:
     # do not hand it back to Playwright, which would wait for it.
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+
+def wait_command_enabled(page: Any, command: str) -> None:
+    """Wait until the page's ``command`` is enabled. JupyterLab's notebook commands act on
+    the notebook tracker's current widget, which a loaded page may set after its kernel is
+    idle; a command executed before that does nothing, and says nothing."""
+    page.wait_for_function(
+        "(command) => window.jupyterapp.commands.isEnabled(command)", arg=command, timeout=60_000
+    )
 
 
 def save_notebook(page: Any, path: Path, views: int = 1) -> None:

@@ -37,6 +37,7 @@ from .browser import (
     notebook_url,
     open_and_run_all,
     open_connected,
+    wait_command_enabled,
     wait_for,
     write_notebook,
 )
@@ -92,13 +93,32 @@ def open_notebook(
     return log, status_js
 
 
+#: Cell ``index``'s input prompt (``[ ]:``, ``[*]:``, ``[3]:``), or null for a cell without one.
+PROMPT_JS = """(index) => {
+  const cell = window.jupyterapp.shell.currentWidget.content.widgets[index];
+  const prompt = cell && cell.node.querySelector('.jp-InputPrompt');
+  return prompt ? prompt.textContent : null;
+}"""
+
+
 def run_cell(page: Any, index: int) -> None:
-    """Run the notebook's cell ``index`` as a user would (select it, Run), without waiting."""
+    """Run the notebook's cell ``index`` as a user would (select it, Run), without waiting
+    for it to finish: only until the page took the run (the command is enabled before, the
+    cell's prompt changed after: ``[*]``, or its new count)."""
+    wait_command_enabled(page, "notebook:run-cell")
+    before = page.evaluate(PROMPT_JS, index)
     page.evaluate(
         "() => { const nb = window.jupyterapp.shell.currentWidget.content;"
         f" nb.activeCellIndex = {index};"
         " window.jupyterapp.commands.execute('notebook:run-cell'); }"
     )
+    if before is not None:
+        wait_for(
+            lambda: page.evaluate(PROMPT_JS, index) != before,
+            60,
+            what=f"cell {index} taken to run (its prompt still {before!r})",
+            page=page,
+        )
 
 
 def wait_idle(page: Any, status_js: str) -> None:
