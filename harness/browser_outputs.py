@@ -117,17 +117,17 @@ class Notebook:
         log = self.log
         assert log is not None
 
-        def counts() -> list[int]:
-            return [
+        def count_of_cell() -> int | None:
+            counts = [
                 f.content["execution_count"]
                 for f in log.frames()
                 if f.direction == "received" and f.msg_type == "execute_input"
             ]
+            return counts[cell] if len(counts) > cell else None  # a count is 1 or more
 
         # The end file is the kernel's barrier, not the page's: on a loaded machine the
         # frame may still be on its way to the tab, so wait for it in the page's log.
-        wait_for(lambda: len(counts()) > cell, HANG, what=f"execute_input {cell}", page=page)
-        return counts()[cell]
+        return int(wait_for(count_of_cell, HANG, what=f"execute_input {cell}", page=page))
 
     def open(self, context: Any, tab: int = 0) -> Any:
         page = context.new_page()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -58,6 +59,10 @@ def gateway_command() -> list[str] | str:
             ".ci/run makes it)"
         )
     return [str(exe)]
+
+
+#: Enterprise Gateway's line once it listens, with the port it took.
+AVAILABLE = re.compile(r"Jupyter Enterprise Gateway \S+ is available at https?://[^\s:/]+:(\d+)")
 
 
 def _free_port() -> int:
@@ -110,7 +115,6 @@ class EnterpriseGateway(LoggedProcess):
             *self.executable,
             "--EnterpriseGatewayApp.ip=127.0.0.1",
             f"--EnterpriseGatewayApp.port={self.port}",
-            "--EnterpriseGatewayApp.port_retries=0",
             "--EnterpriseGatewayApp.remote_hosts=localhost",
         ]
 
@@ -133,13 +137,23 @@ class EnterpriseGateway(LoggedProcess):
         return env
 
     def wait_until_up(self) -> None:
-        """Until it lists both kernelspecs."""
+        """Until it says where it listens, then lists both kernelspecs there. The port it
+        was given was free a moment before: when another process bound it first (another test
+        worker's kernel, say), Enterprise Gateway tries others and says which one it took."""
         assert self.proc is not None
         deadline = time.monotonic() + self.startup_timeout
+        listening = None
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Enterprise Gateway exited:\n{self.log_tail()}")
+            if listening is None:
+                listening = AVAILABLE.search(self.log_text())
+                if listening is not None:
+                    self.port = int(listening.group(1))
+                    self.url = f"http://127.0.0.1:{self.port}"
             try:
+                if listening is None:
+                    raise OSError("not listening yet")
                 with urllib.request.urlopen(f"{self.url}/api/kernelspecs", timeout=5) as r:
                     specs = json.load(r)["kernelspecs"]
                 if {EG_EXT, EG_STOCK} <= specs.keys():

@@ -16,8 +16,11 @@ for the :func:`full_size` fixture, which marks it ``full_size``: ``.ci/run`` run
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,14 @@ from harness.server import JupyterServer
 
 # Kernels started by the tests must not pick up a developer's own Jupyter config.
 os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")
+# Each test process (each of the two workers) gives its kernels an IPython directory of its
+# own, removed at its exit. IPython keeps one history database per directory, and a "tail"
+# history request reads the latest entries of every session in it: a kernel of the other
+# worker running cells meanwhile showed in the conformance suite's history check (once, in
+# .ci/run's floors leg). Nor do the tests' cells land in a developer's own history.
+_IPYTHONDIR = tempfile.mkdtemp(prefix="ipykernel-ext-ipython-")
+os.environ["IPYTHONDIR"] = _IPYTHONDIR
+atexit.register(shutil.rmtree, _IPYTHONDIR, ignore_errors=True)
 
 _HERE = Path(__file__).resolve().parent
 

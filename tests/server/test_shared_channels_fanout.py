@@ -23,36 +23,38 @@ pytestmark = pytest.mark.timeout(180)
 
 #: The burst of the fan-out tests: comm_msg of about 8 kB each, then the cell's idle.
 FANOUT_CODE = """
-from comm import create_comm
-_fan = create_comm(target_name="fan-out", data={{}})
-_pad = "x" * 8000
-for _i in range({n}):
-    _fan.send({{"i": _i, "pad": _pad}})
-_fan.close()
-"""
-
-#: The slow-reader test's burst, in chunks of ``chunk`` messages: after each chunk the cell
-#: waits until the test has seen every reader take it (a file in ``flags``, see :func:`pace`).
-#: The readers all run in the test process; on a loaded machine (a second test worker, a busy
-#: loop on each core) they fell 8 MiB behind a stock kernel's unpaced burst, and the server
-#: closed them as slow readers too. Paced, they hold a chunk at most, while the websocket that
-#: never reads still passes the budget: if it held the others back, they would never take a
-#: chunk and the cell would not end.
-PACED_FANOUT_CODE = """
 import pathlib, time
 from comm import create_comm
 _fan = create_comm(target_name="fan-out", data={{}})
 _pad = "x" * 8000
-_flags = pathlib.Path({flags!r})
 for _i in range({n}):
-    _fan.send({{"i": _i, "pad": _pad}})
-    if (_i + 1) % {chunk} == 0:
-        _end = time.monotonic() + 120
-        while not (_flags / f"took{{_i + 1}}").exists() and time.monotonic() < _end:
-            time.sleep(0.01)
+    _fan.send({{"i": _i, "pad": _pad}}){pace}
 _fan.close()
 """
-#: Messages of a chunk of :data:`PACED_FANOUT_CODE`: half stock's IOPub queue (SNDHWM 1000).
+
+#: The slow-reader test's pacing of :data:`FANOUT_CODE`, in chunks of ``chunk`` messages:
+#: after each chunk the cell waits until the test has seen every reader take it (a file in
+#: ``flags``, see :func:`pace`). The readers all run in the test process; on a loaded machine
+#: (a second test worker, a busy loop on each core) they fell 8 MiB behind a stock kernel's
+#: unpaced burst, and the server closed them as slow readers too. Paced, they hold a chunk at
+#: most, while the websocket that never reads still passes the budget: if it held the others
+#: back, they would never take a chunk and the cell would not end.
+PACE = """
+    if (_i + 1) % {chunk} == 0:
+        _end = time.monotonic() + 120
+        while not (pathlib.Path({flags!r}) / f"took{{_i + 1}}").exists():
+            if time.monotonic() > _end:
+                break
+            time.sleep(0.01)"""
+
+
+def fanout_code(n: int, flags: Path | None = None) -> str:
+    """:data:`FANOUT_CODE` for ``n`` messages, paced by the files in ``flags`` if given."""
+    pace = PACE.format(chunk=CHUNK, flags=str(flags)) if flags is not None else ""
+    return FANOUT_CODE.format(n=n, pace=pace)
+
+
+#: Messages of a chunk of :data:`PACE`: half stock's IOPub queue (SNDHWM 1000).
 CHUNK = 500
 
 #: What each websocket of a kernel may hold in the server in the slow-reader test.
@@ -73,7 +75,7 @@ def print_relay_log(srv: SharedChannelsServer) -> None:
 
 
 async def pace(clients: list[CountingClient], msg_id: str, n: int, flags: Path) -> None:
-    """Tell :data:`PACED_FANOUT_CODE` each time every client has taken a chunk of ``msg_id``.
+    """Tell :data:`PACE` each time every client has taken a chunk of ``msg_id``.
     If they never do (stock ipykernel dropped some for the relay), let the cell go on: the
     caller's checks say what arrived."""
     for took in range(CHUNK, n + 1, CHUNK):
@@ -96,7 +98,7 @@ async def burst_then_marker(
     Stock ipykernel itself may drop for the relay on a loaded machine (seen at load 4-6 on 2
     cores): there, every client got the same, and the caller checks nothing was lost after
     the kernel (the server's per-websocket counts). ``paced``: the folder of a
-    :data:`PACED_FANOUT_CODE` burst's files, paced by :func:`pace` meanwhile."""
+    :data:`PACE`'s files, paced by :func:`pace` meanwhile."""
     msg_id = clients[0].execute(code)
     marker = clients[0].execute("import time; time.sleep(1)")
     pacing = [pace(clients, msg_id, n, paced)] if paced is not None else []
@@ -155,7 +157,7 @@ def test_twenty_websockets_get_every_message_of_an_8kB_burst(
     async def main() -> list[CountingClient]:
         clients = await connect_all([CountingClient(srv, kernel_id) for _ in range(20)])
         await clients[0].until_iopub_live()
-        msg_id, _ = await burst_then_marker(clients, FANOUT_CODE.format(n=n), kernel_name, n)
+        msg_id, _ = await burst_then_marker(clients, fanout_code(n), kernel_name, n)
         assert (await clients[0].reply_to(msg_id))["content"]["status"] == "ok"
         await asyncio.gather(*(c.close() for c in clients))
         return clients
@@ -192,7 +194,7 @@ def test_a_websocket_that_stops_reading_holds_only_itself(
         stuck = StuckWebsocket(srv, kernel_id)
         readers = await connect_all([CountingClient(srv, kernel_id) for _ in range(4)])
         await readers[0].until_iopub_live()  # the stuck one attached before (its open() ran)
-        code = PACED_FANOUT_CODE.format(n=n, chunk=CHUNK, flags=str(tmp_path))
+        code = fanout_code(n, tmp_path)
         msg_id, _ = await burst_then_marker(readers, code, kernel_name, n, paced=tmp_path)
         await asyncio.gather(*(c.close() for c in readers))
         return stuck, readers, msg_id
