@@ -60,34 +60,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-#: The order the layers' files are handed to the two test workers: the longest first, so that
-#: the many short files fill in at the end, instead of a long one running alone while the
-#: other worker has nothing left (the upstream suite's file takes about 4 minutes, the
-#: browser files about 15 in all). xdist's own order (most tests first, which
-#: ``--no-loadscope-reorder`` in pyproject turns off) put the upstream file, with its two
-#: tests, last.
-WORKER_ORDER = ("upstream", "browser", "server", "shared_channels", "client", "kernel", "package")
-
-
-def _layer_of(item: pytest.Item) -> str | None:
-    parts = Path(item.path).resolve().relative_to(_HERE).parts
-    return parts[0] if len(parts) > 1 and parts[0] in LAYERS else None
-
-
-def _worker_rank(item: pytest.Item) -> int:
-    layer = _layer_of(item)
-    return WORKER_ORDER.index(layer) if layer in WORKER_ORDER else len(WORKER_ORDER)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        layer = _layer_of(item)
-        if layer is not None:
-            item.add_marker(getattr(pytest.mark, layer))
+        parts = Path(item.path).resolve().relative_to(_HERE).parts
+        if len(parts) > 1 and parts[0] in LAYERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))
         # Given by the fixture, so that `-m full_size` selects exactly the tests it changes.
         if "full_size" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.full_size)
-    items.sort(key=_worker_rank)  # stable: each file's tests keep their order
 
 
 @pytest.fixture
