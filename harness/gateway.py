@@ -151,18 +151,19 @@ class EnterpriseGateway(LoggedProcess):
                 if listening is not None:
                     self.port = int(listening.group(1))
                     self.url = f"http://127.0.0.1:{self.port}"
-            try:
-                if listening is None:
-                    raise OSError("not listening yet")
-                with urllib.request.urlopen(f"{self.url}/api/kernelspecs", timeout=5) as r:
-                    specs = json.load(r)["kernelspecs"]
-                if {EG_EXT, EG_STOCK} <= specs.keys():
-                    return
-            except (OSError, urllib.error.URLError, ValueError, KeyError):
-                pass
+            if listening is not None and self._lists_both_kernelspecs():
+                return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Enterprise Gateway not up in {self.startup_timeout} s")
             time.sleep(0.2)
+
+    def _lists_both_kernelspecs(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/kernelspecs", timeout=5) as r:
+                specs = json.load(r)["kernelspecs"]
+        except (OSError, urllib.error.URLError, ValueError, KeyError):
+            return False
+        return {EG_EXT, EG_STOCK} <= specs.keys()
 
     def kernel_model(self, kernel_id: str) -> dict[str, Any]:
         """``GET /api/kernels/<id>`` of the gateway itself (``connections``: its websockets)."""
