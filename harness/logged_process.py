@@ -58,8 +58,9 @@ class LoggedProcess:
 
     def start(self) -> Self:
         """Start :meth:`command`, its output into the log; return once it is up (stopped
-        again, and the error raised, if it is not)."""
-        with open(self.log_path, "wb") as log:  # the child keeps its own descriptor
+        again, and the error raised, if it is not). After :meth:`kill`, starts it again."""
+        # Appended: a process started again after :meth:`kill` keeps the first one's log.
+        with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
                 self.command(),
                 cwd=self.working_dir(),
@@ -86,6 +87,13 @@ class LoggedProcess:
                 self.proc.wait(timeout=10)
         if os.environ.get("IPYKERNEL_EXT_KEEP_SERVER_DIRS") != "1":
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an out-of-memory kill would end it: nothing of its own
+        runs; the folder stays, so :meth:`start` can start it again on the same state."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
 
     def __enter__(self) -> Self:
         return self.start()

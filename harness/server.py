@@ -47,7 +47,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from .logged_process import LoggedProcess
 from .polling import wait_until
@@ -218,6 +218,12 @@ class JupyterServer(LoggedProcess):
         raise ServerError(
             f"jupyter {self.app} not up in {self.startup_timeout} s:\n{self.log_tail()}"
         )
+
+    def start(self) -> Self:
+        """Start the server; again after it ended (:meth:`kill`, a signal): the next one on
+        the same folders (runtime dir, root dir, token), on a new port."""
+        self.url = ""
+        return super().start()
 
     def stop(self) -> None:
         """Shut kernels down through the server, then stop it (SIGTERM: the server shuts its

@@ -9,7 +9,10 @@ sets standalone Voila's connection class in the matching Jupyter config dir's ``
 (:mod:`.voila_config`; never overwriting, ``--no-voila`` skips it).
 
 The spec is ipykernel's own (same logos, ``"debugger": true``,
-``"supported_encryption": ["curve"]``) with the launcher swapped for ``-m ipykernel_ext``.
+``"supported_encryption": ["curve"]``) with the launcher swapped for ``-m ipykernel_ext``, and
+``"ends_when_orphaned": true`` in its metadata: the kernel ends itself once left without a
+server, so the server extension launches it to outlive a server that dies
+(:mod:`ipykernel_ext.server.lasting`).
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ import sys
 from typing import Any
 
 from ipykernel.kernelspec import KERNEL_NAME as STOCK_KERNEL_NAME
-from ipykernel.kernelspec import make_ipkernel_cmd, write_kernel_spec
+from ipykernel.kernelspec import get_kernel_dict, make_ipkernel_cmd, write_kernel_spec
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_core.paths import SYSTEM_CONFIG_PATH, jupyter_config_dir
 from traitlets import Unicode
 from traitlets.config import Application
 
 from . import KERNEL_NAME
+from .protocol import ENDS_WHEN_ORPHANED
 from .voila_config import configure_voila
 
 DISPLAY_NAME = "Python 3 (ipykernel_ext)"
@@ -47,6 +51,11 @@ def kernel_argv(executable: str | None = None, frozen_modules: bool = False) -> 
     )
 
 
+def kernel_metadata() -> dict[str, Any]:
+    """Stock's kernelspec metadata, and that this kernel ends itself once orphaned."""
+    return {**get_kernel_dict()["metadata"], ENDS_WHEN_ORPHANED: True}
+
+
 def install(
     *,
     kernel_name: str = KERNEL_NAME,
@@ -61,6 +70,7 @@ def install(
     overrides: dict[str, Any] = {
         "argv": kernel_argv(frozen_modules=frozen_modules),
         "display_name": display_name or DISPLAY_NAME,
+        "metadata": kernel_metadata(),
     }
     if env:
         overrides["env"] = dict(env)

@@ -34,6 +34,15 @@ CONTROL_COMM_TARGET = "jupyter.widget.control"
 #: Our control-channel queries (PROTOCOL.md sections 1 and 3): answered without busy/idle.
 QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
 
+#: The environment variable a launcher sets for a kernel it launched to outlive its server:
+#: the seconds the kernel waits, with no IOPub subscriber and no running cell, before it
+#: ends itself (ipykernel_ext.kernel.orphan reads it, server/lasting/provisioner.py sets it).
+ORPHAN_TIMEOUT_ENV = "IPYKERNEL_EXT_ORPHAN_TIMEOUT"
+#: What a kernelspec's ``metadata`` says (true) for a kernel that honours it: the server
+#: extension launches only such kernels to outlive it (a kernel that cannot end itself would
+#: live forever if its server never came back).
+ENDS_WHEN_ORPHANED = "ends_when_orphaned"
+
 #: The message types whose statuses jupyter_server does not take the kernel's state from: the
 #: default of its ``MappingKernelManager.untracked_message_types`` (``track_message_type``),
 #: which JupyterLab 4 also applies to its status bar. Written here because the kernel must not

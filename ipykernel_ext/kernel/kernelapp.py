@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 from typing import Any
 
 import ipykernel
@@ -28,10 +30,12 @@ from traitlets.config import Application, Configurable
 from traitlets.config.loader import ConfigFileNotFound, KVArgParseConfigLoader
 
 from .. import PROG, __version__
+from .busy.main_shell_status import MainShellStatus
 from .iopub.settings import IOPubTraits
 from .iopub.socket import NoDropXPubSocket
 from .iopub.thread import WakeSafeIOPubThread
 from .ipkernel import ExtKernel
+from .orphan import ENV, OrphanWatch, watch_from_environment
 from .router_identity import bind_with_endpoint_identity
 
 #: The logger's name, printed at the start of every log line (``[%(name)s]`` in traitlets'
@@ -203,6 +207,9 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         self._apply_curve_server_options(socket)
         self.iopub_port = self._bind_socket(socket, self.iopub_port)
         self.log.debug("iopub PUB Channel on port: %i", self.iopub_port)  # stock's words
+        # Made here, before the IOPub thread uses the socket (zmq_socket_monitor is a call on
+        # it); started with the main loop (.orphan: the server's provisioner asked for it).
+        self._orphan_monitor = watch_from_environment(socket)
         self.configure_tornado_logger()
         # Stock's thread, except that it never waits on its own wake-up pipe (.iopub.thread).
         self.iopub_thread = WakeSafeIOPubThread(socket, pipe=True, session=self.session)
@@ -211,6 +218,36 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
         self.iopub_thread.start()
         # The kernel and the shell send through the thread's queue, as with stock ipykernel.
         self.iopub_socket = self.iopub_thread.background_socket
+
+    def init_poller(self) -> None:
+        """Stock's, except for a kernel a server launched to outlive it (:mod:`.orphan`).
+
+        Such a kernel has no parent to poll (jupyter_client's ``independent`` launch sets no
+        ``JPY_PARENT_PID``), and stock would then print its console note ("Ctrl-C will not
+        work", "--existing ...") into the server's terminal at every kernel start. Its parent
+        is recorded as init (pid 1), which ipykernel neither polls (it never goes away) nor
+        prints the note for: the server's terminal stays as with a stock launch.
+        """
+        if os.environ.get(ENV) and not self.parent_handle and sys.platform != "win32":
+            self.parent_handle = 1
+        super().init_poller()
+
+    def start(self) -> None:
+        """Stock's start, with the orphan watch (:mod:`.orphan`) if the launcher asked."""
+        monitor = getattr(self, "_orphan_monitor", None)
+        if monitor is not None and self.subapp is None:
+            if isinstance(getattr(self.kernel, "main_shell_status", None), MainShellStatus):
+                socket, timeout = monitor
+                OrphanWatch(socket, timeout, self.kernel, self.log).start()
+            else:
+                # Another kernel class: no way to tell a running cell, so never end it.
+                self.log.warning(
+                    "%s is set, but %s does not say when a cell runs: the kernel will not "
+                    "end itself when left without a server",
+                    ENV,
+                    type(self.kernel).__name__,
+                )
+        super().start()
 
     def _try_bind_socket(self, s: zmq.Socket[Any], port: int) -> int:
         if (

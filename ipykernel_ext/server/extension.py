@@ -21,8 +21,11 @@ What loading does:
   class, unless the user configured one; a configured ``SharedChannelsConnection`` cannot
   reach a gateway kernel (its cells would show no output at all), so it is replaced by its
   gateway counterpart, with a warning in the log saying why;
-* logs, once the server has loaded every extension, what is on: the class, and whether
-  outputs survive the tab and where they are written.
+* makes the kernels whose kernelspec says they end themselves once orphaned (ours) outlive a
+  server that dies, and takes back, before the server listens, those a server before it left
+  running (:mod:`.lasting`; not in gateway mode, where the gateway keeps its kernels);
+* logs, once the server has loaded every extension, what is on: the class, whether
+  outputs survive the tab and where they are written, and whether kernels outlive the server.
 
 Off: ``jupyter server extension disable ipykernel_ext`` (kept in the user's config), or for
 one run ``--ServerApp.jpserver_extensions="{'ipykernel_ext': False}"``: the server is then
@@ -42,6 +45,7 @@ from typing import Any
 from traitlets.config.loader import DeferredConfig
 
 from .gateway import GatewayOutputsConnection
+from .lasting import install as install_lasting_kernels
 from .websocket import SharedChannelsConnection
 
 #: The name users enable and disable (``jpserver_extensions`` key, ``jupyter server extension``).
@@ -171,10 +175,23 @@ def describe(serverapp: Any) -> str:
     )
 
 
+def lasting_kernels(serverapp: Any, log: logging.Logger | logging.LoggerAdapter[Any]) -> str:
+    """Kernels that outlive the server (:mod:`.lasting`), unless kernels run behind a
+    gateway (the gateway keeps its own); what is on, in words for the log."""
+    if gateway_enabled(serverapp):
+        return "off (kernels run behind the gateway, which keeps its own)"
+    return install_lasting_kernels(serverapp, log)
+
+
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Called by jupyter_server once the web application is built (module docstring)."""
     log = serverapp.log
     choose_class(serverapp, log)
+    # Before the server listens: the kernels a server before this one left running are
+    # taken back here, so no tab is told its kernel is gone.
+    lasting = lasting_kernels(serverapp, log)
     # jupyter-collaboration loads after us (extensions load in name order): say what is on
     # once every extension is in, on the server's first loop turn.
-    serverapp.io_loop.add_callback(lambda: log.info(describe(serverapp)))
+    serverapp.io_loop.add_callback(
+        lambda: log.info("%s Kernels outlive a server that dies: %s", describe(serverapp), lasting)
+    )

@@ -40,6 +40,8 @@ def test_pip_installed_spec_is_python3_ext_with_curve() -> None:
     assert spec.argv[-len(EXT_ARGV_TAIL) :] == EXT_ARGV_TAIL
     assert spec.metadata["supported_encryption"] == ["curve"]
     assert spec.metadata["debugger"] is True
+    # It ends itself once left without a server: the server extension lets it outlive one.
+    assert spec.metadata["ends_when_orphaned"] is True
     assert spec.language == "python"
 
 
@@ -53,7 +55,11 @@ def test_install_prefix_name_display_name_env(tmp_path: Path) -> None:
     assert spec["argv"] == [sys.executable, "-Xfrozen_modules=off", *EXT_ARGV_TAIL]
     assert spec["display_name"] == "Ext Test"
     assert spec["env"] == {"EXT_A": "1", "EXT_B": "two"}
-    assert spec["metadata"] == {"debugger": True, "supported_encryption": ["curve"]}
+    assert spec["metadata"] == {
+        "debugger": True,
+        "supported_encryption": ["curve"],
+        "ends_when_orphaned": True,
+    }
     assert (kernels / "ext-test" / "logo-64x64.png").exists()
     assert "Installed kernelspec ext-test" in result.stdout
 

@@ -385,6 +385,10 @@ MAIN_SHELL_PY = "ipykernel_ext/kernel/comms/main_shell.py"
 COMM_ROUTING_PY = "ipykernel_ext/kernel/comms/comm_routing.py"
 COMM_OWNERS_PY = "ipykernel_ext/kernel/comms/owners.py"
 SHELL_HANDLERS_PY = "ipykernel_ext/kernel/shell_handlers.py"
+LASTING_PROVISIONER_PY = "ipykernel_ext/server/lasting/provisioner.py"
+LASTING_ADOPTION_PY = "ipykernel_ext/server/lasting/taking_back.py"
+LASTING_STOPPING_PY = "ipykernel_ext/server/lasting/stopping.py"
+LOCAL_PROVISIONER = "jupyter_client.provisioning.local_provisioner:LocalProvisioner"
 ONE_CALLBACK_PY = "ipykernel_ext/kernel/comms/one_callback.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
@@ -1097,6 +1101,67 @@ CONTRACT: list[Row] = [
         "the server keeps kernel_manager.execution_state, read to skip the nudge when busy"
     ),
     # jupyter_client ------------------------------------------------------------------------
+    Row(f"{LOCAL_PROVISIONER}.ports_cached", [Value(bool)], (LASTING_PROVISIONER_PY,)).because(
+        "set before pre_launch, so a taken-back kernel's recorded ports are kept, not new ones"
+    ),
+    Row(
+        f"{LOCAL_PROVISIONER}.pre_launch",
+        [Source(r"km\.cache_ports and not self\.ports_cached", r"km\.curve_publickey is None")],
+        (LASTING_PROVISIONER_PY,),
+    ).because(
+        "pre_launch writes the connection file from the manager's ports and CurveZMQ keys, "
+        "picking new ones only when none are set: a taken-back kernel's loaded ones are kept"
+    ),
+    Row(f"{LOCAL_PROVISIONER}.has_process", [IsProperty()], (LASTING_PROVISIONER_PY,)).because(
+        "a taken-back kernel has no Popen: the property is overridden to count its pid"
+    ),
+    Row(
+        f"{LOCAL_PROVISIONER}.poll",
+        [Function("self", kind="async function"), Source(r"if self\.process")],
+        (LASTING_PROVISIONER_PY,),
+    ).because(
+        "stock's poll calls a provisioner without a Popen dead (0), so a taken-back kernel's "
+        "poll, wait, send_signal, kill and terminate work on its pid instead"
+    ),
+    Row(
+        "jupyter_client.launcher:launch_kernel",
+        [Accepts("independent", "env")],
+        (LASTING_PROVISIONER_PY,),
+    ).because("independent=True: no JPY_PARENT_PID, so the kernel outlives its server"),
+    Row(
+        "jupyter_client.multikernelmanager:MultiKernelManager.remove_kernel",
+        [Function("self", "kernel_id")],
+        (LASTING_STOPPING_PY,),
+    ).because("a kept kernel leaves the manager without a shutdown, so shutdown_all skips it"),
+    Row(
+        "jupyter_server.services.sessions.sessionmanager:SessionManager.row_to_model",
+        [Source(r"delete_session")],
+        (LASTING_ADOPTION_PY,),
+    ).because(
+        "a session row whose kernel the server does not know is deleted when read: sessions "
+        "are put back only after their kernel was taken back"
+    ),
+    Row(
+        "jupyter_server.serverapp:ServerApp.init_signal",
+        [Source(r"signal\.signal\(signal\.SIGTERM, self\._signal_stop\)")],
+        (LASTING_STOPPING_PY,),
+    ).because(
+        "stock's SIGTERM handler, put in before extensions load: ours replaces it when SIGTERM "
+        "keeps the kernels (and SIGUSR2, which stock leaves alone, always does)"
+    ),
+    Row(
+        "ipykernel.kernelapp:IPKernelApp.init_poller",
+        [Source(r"parent_handle != 1")],
+        (APP_PY,),
+    ).because(
+        "pid 1 (init) as the parent is never polled: a kernel launched to outlive its server "
+        "records it, and ipykernel then prints no console note into the server's terminal"
+    ),
+    Row(
+        "ipykernel.kernelapp:IPKernelApp.log_connection_info",
+        [Source(r"if not self\.parent_handle")],
+        (APP_PY,),
+    ).because("the console note is printed only for a kernel without a parent handle"),
     Row(
         "jupyter_client.connect:ConnectionFileMixin._make_url",
         [Function("self", "channel")],

@@ -1,0 +1,158 @@
+"""Taking back, at the server's start, the kernels a server before it left running.
+
+Runs from the extension's load hook, before the server listens (:func:`adopt_at_start`):
+JupyterLab, retrying a kernel's model while the server is away, takes a 404 (or a kernel
+list without the id) for "the kernel died", so the kernel must be known before anyone is
+answered. For each state file (:mod:`.records`) of the server's runtime dir:
+
+* a kernel whose recorded server still runs (pid and start time) belongs to that server:
+  left alone (a second server started beside the first must not take its kernels);
+* a kernel whose process is gone, or whose pid now belongs to another process: not taken
+  back, logged, its state file removed;
+* a kernel that does not answer a signed ``kernel_info`` on its control channel within
+  :data:`ANSWER_SECONDS` (the control channel answers while a cell runs): not taken back,
+  logged, its file kept for a later start;
+* otherwise it is started "again" under its own id through the server's kernel manager, in
+  the provisioner's take-back mode (:mod:`.provisioner`: nothing is launched), and its
+  sessions are put back into the session manager (after the kernel: jupyter_server's
+  ``row_to_model`` deletes a session row whose kernel it does not know).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any, cast
+
+import zmq.asyncio
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.connect import KernelConnectionInfo
+
+from .provisioner import adopting
+from .records import KernelRecord, RecordFiles
+
+#: How long a recorded kernel has to answer ``kernel_info`` on control before it is left.
+ANSWER_SECONDS = 10.0
+
+#: A take-back scheduled on a running loop (kept until done: the loop holds tasks weakly).
+_later: set[asyncio.Future[int]] = set()
+
+Log = logging.Logger | logging.LoggerAdapter[Any]
+
+
+async def answers_kernel_info(
+    connection_info: dict[str, Any], timeout: float, context: zmq.asyncio.Context
+) -> bool:
+    """Whether a kernel listens at ``connection_info`` and answers a ``kernel_info_request``
+    signed with its key, on control, within ``timeout`` seconds."""
+    client = AsyncKernelClient(context=context)
+    client.load_connection_info(cast(KernelConnectionInfo, connection_info))
+    client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
+    try:
+        msg = client.session.msg("kernel_info_request")
+        client.control_channel.send(msg)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            try:
+                reply = await client.control_channel.get_msg(timeout=left)
+            except Exception:  # queue.Empty on time-out: no answer
+                return False
+            if reply.get("parent_header", {}).get("msg_id") == msg["header"]["msg_id"]:
+                return True
+        return False
+    finally:
+        client.stop_channels()
+
+
+async def adopt(
+    record: KernelRecord, serverapp: Any, log: Log, context: zmq.asyncio.Context
+) -> bool:
+    """Take one recorded kernel back (module docstring); whether it was."""
+    files = RecordFiles(serverapp.runtime_dir)
+    kernel_manager = serverapp.kernel_manager
+    kid = record.kernel_id
+    if kid in kernel_manager:
+        return False
+    if record.server.pid != os.getpid() and record.server.alive():
+        log.info(
+            "Kernel %s belongs to the running server (pid %d): left to it", kid, record.server.pid
+        )
+        return False
+    if not record.process.alive():
+        log.warning(
+            "Kernel %s not taken back: its process %d is gone (or the pid is another "
+            "process's now); its state file is removed",
+            kid,
+            record.process.pid,
+        )
+        files.remove(kid)
+        return False
+    if not await answers_kernel_info(record.connection_info, ANSWER_SECONDS, context):
+        log.warning(
+            "Kernel %s (pid %d) not taken back: it did not answer kernel_info on its control "
+            "channel within %.0f s",
+            kid,
+            record.process.pid,
+            ANSWER_SECONDS,
+        )
+        return False
+    adopting[kid] = record
+    kwargs: dict[str, Any] = {}
+    if record.cwd:
+        kwargs["cwd"] = record.cwd
+    if record.session_name:
+        kwargs["env"] = {**os.environ, "JPY_SESSION_NAME": record.session_name}
+    try:
+        await kernel_manager.start_kernel(kernel_id=kid, kernel_name=record.kernel_name, **kwargs)
+    finally:
+        adopting.pop(kid, None)
+    sessions = serverapp.session_manager
+    for session in record.sessions:
+        if await sessions.session_exists(path=session["path"]):
+            continue
+        await sessions.save_session(
+            session_id=session["id"],
+            path=session["path"],
+            name=session.get("name"),
+            type=session.get("type"),
+            kernel_id=kid,
+        )
+    log.info(
+        "Took back kernel %s (%s, pid %d) left running by the server before, with %d session(s)",
+        kid,
+        record.kernel_name,
+        record.process.pid,
+        len(record.sessions),
+    )
+    return True
+
+
+async def adopt_all(serverapp: Any, log: Log) -> int:
+    """Take back every kernel recorded in the server's runtime dir; how many were."""
+    taken = 0
+    context = zmq.asyncio.Context()  # the kernel_info checks' own, ended with them
+    try:
+        for path, found in RecordFiles(serverapp.runtime_dir).all():
+            if isinstance(found, Exception):
+                log.warning("Unreadable kernel state file %s (%s): left as it is", path, found)
+                continue
+            try:
+                taken += await adopt(found, serverapp, log, context)
+            except Exception:
+                log.exception("Kernel %s could not be taken back", found.kernel_id)
+    finally:
+        context.destroy(linger=0)
+    return taken
+
+
+def adopt_at_start(serverapp: Any, log: Log) -> None:
+    """Run :func:`adopt_all` now, before the server listens (its loop is not running yet);
+    where the loop already runs (an embedding app), as soon as it can."""
+    loop = serverapp.io_loop.asyncio_loop
+    if loop.is_running():
+        task = asyncio.ensure_future(adopt_all(serverapp, log), loop=loop)
+        _later.add(task)
+        task.add_done_callback(_later.discard)
+        return
+    loop.run_until_complete(adopt_all(serverapp, log))
