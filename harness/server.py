@@ -88,6 +88,7 @@ class JupyterServer(LoggedProcess):
     declare ``curve``). ``extra_args`` go on the command line after ours, so they win.
     ``stop_timeout`` is how long :meth:`stop` waits after SIGTERM before it kills the server.
     The server's log is kept in ``self.log_path``; :meth:`log_text` reads it.
+    ``port``: a fixed port (0: a free one at each start).
     ``pause_extension=True`` loads ``harness/server_extensions/pause_extension.py``, for
     :meth:`block_event_loop`. ``ipykernel_ext``: the package's server extension off
     (``False``, the default: stock's connection class unless ``extra_args`` names one), on
@@ -107,6 +108,7 @@ class JupyterServer(LoggedProcess):
         stop_timeout: float = 30,
         pause_extension: bool = False,
         ipykernel_ext: bool | None = False,
+        port: int = 0,
     ) -> None:
         if app not in ("server", "lab"):
             raise ValueError(f"app must be 'server' or 'lab', not {app!r}")
@@ -122,6 +124,9 @@ class JupyterServer(LoggedProcess):
         self.startup_timeout = startup_timeout
         self.pause_extension = pause_extension
         self.ipykernel_ext = ipykernel_ext
+        #: 0: the OS picks a free port at each start; else this one at every start (a page
+        #: reconnects to a restarted server only on the port it loaded from)
+        self.fixed_port = port
         self.token = uuid.uuid4().hex
         self.root_dir = Path(root_dir) if root_dir is not None else self._tmp / "root"
         self.root_dir.mkdir(parents=True, exist_ok=True)
@@ -142,7 +147,9 @@ class JupyterServer(LoggedProcess):
             "--no-browser",
             "--allow-root",  # CI and the dev machines run as root
             "--ServerApp.ip=127.0.0.1",
-            "--ServerApp.port=0",  # the OS picks a free port; read back from the info file
+            # 0: the OS picks a free port, read back from the info file
+            f"--ServerApp.port={self.fixed_port}",
+            *(["--ServerApp.port_retries=0"] if self.fixed_port else []),
             f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root_dir}",
             "--ServerApp.open_browser=False",

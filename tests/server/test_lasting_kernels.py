@@ -68,7 +68,9 @@ def idle_of(msg_id: str) -> Any:
 
 
 def test_a_running_cell_goes_on_after_kill_9_and_the_next_server_takes_its_kernel_back() -> None:
-    server = lasting_server()
+    """Then, left without a server again, the kernel ends itself once its cell ended
+    (``LastingKernels.orphan_timeout`` shortened to 1 s), never while the cell runs."""
+    server = lasting_server("--LastingKernels.orphan_timeout=1")
     with server:
         nb = Notebook(server, "lasting.ipynb")
         sessions = sessions_of(server)
@@ -111,60 +113,82 @@ def test_a_running_cell_goes_on_after_kill_9_and_the_next_server_takes_its_kerne
         reply, iopub = back.run("print(6 * 7)")
         assert reply["content"]["status"] == "ok"
         assert execution_count_of(iopub, reply["parent_header"]["msg_id"]) == count + 1
+
+        # Left without a server while a cell runs: three time-outs later it still runs (a
+        # lower bound on the wait, so a slower machine only makes the check stricter).
+        go = server.root_dir / "orphan-go"
+        cell = back.execute(
+            f"import time, pathlib\nwhile not pathlib.Path({str(go)!r}).exists():\n"
+            "    time.sleep(0.01)\n"
+        )
+        back.recv_until(
+            lambda m: m["msg_type"] == "execute_input" and m["parent_header"]["msg_id"] == cell,
+            timeout=HANG,
+        )
+        server.kill()
         back.close()
-    # The server's stop shut it down through the API: the process and the state file go.
-    wait_gone(record.process.pid, "the kernel")
-    assert not path.exists()
+        kernel = psutil.Process(record.process.pid)
+        with pytest.raises(psutil.TimeoutExpired):
+            kernel.wait(timeout=3)
+        go.touch()  # the cell ends: now the time-out runs, and the kernel ends itself
+        wait_gone(record.process.pid, "the orphaned kernel once its cell ended")
+        assert "shutting down" in server.log_text()
 
 
-def test_a_clean_stop_stops_the_kernels() -> None:
-    """File > Shut Down and a confirmed Ctrl-C come to ``POST /api/shutdown``'s stop."""
+def test_sigterm_stops_the_kernels_by_default() -> None:
     server = lasting_server()
     with server:
-        nb = Notebook(server, "clean.ipynb")
+        nb = Notebook(server, "sigterm.ipynb")
         record = record_of(server, nb.kernel_id)
-        server.api("POST", "api/shutdown")
         assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
         server.proc.wait(timeout=HANG)
-        wait_gone(record.process.pid, "the kernel of a cleanly stopped server")
+        wait_gone(record.process.pid, "the kernel")
         assert not RecordFiles(server.runtime_dir).path(nb.kernel_id).exists()
 
 
-@pytest.mark.parametrize(
-    ("sig", "on_sigterm", "kept"),
-    [
-        (signal.SIGTERM, None, False),  # the default: as stock
-        (signal.SIGTERM, "keep", True),
-        (signal.SIGUSR2, None, True),  # always keeps
-    ],
-    ids=["sigterm-default-stops", "sigterm-keep-keeps", "sigusr2-keeps"],
-)
-def test_a_signal_stop_keeps_the_kernels_as_set(
-    sig: signal.Signals, on_sigterm: str | None, kept: bool
-) -> None:
-    args = [] if on_sigterm is None else [f"--LastingKernels.on_sigterm={on_sigterm}"]
-    server = lasting_server(*args)
+def test_sigusr2_and_sigterm_when_set_keep_the_kernels_for_the_next_server() -> None:
+    """And interrupt and restart work on the kernel taken back."""
+    server = lasting_server("--LastingKernels.on_sigterm=keep")
     with server:
-        nb = Notebook(server, "signal.ipynb")
+        nb = Notebook(server, "signals.ipynb")
         wait_session_kept(server, nb.kernel_id)
         record = record_of(server, nb.kernel_id)
-        assert server.proc is not None
-        server.proc.send_signal(sig)
-        assert server.proc.wait(timeout=HANG) is not None
-        if not kept:
-            wait_gone(record.process.pid, "the kernel")
-            return
-        assert record.process.alive()
-        server.start()
-        assert [k["id"] for k in server.api("GET", "api/kernels")] == [nb.kernel_id]
-        assert [s["kernel"]["id"] for s in server.api("GET", "api/sessions")] == [nb.kernel_id]
-        with KernelWebsocket(server, nb.kernel_id) as ws:
+        for sig in (signal.SIGTERM, signal.SIGUSR2):
+            assert server.proc is not None
+            server.proc.send_signal(sig)
+            server.proc.wait(timeout=HANG)
+            assert record.process.alive(), sig
+            server.start()
+            assert [k["id"] for k in server.api("GET", "api/kernels")] == [nb.kernel_id]
+            assert [s["kernel"]["id"] for s in server.api("GET", "api/sessions")] == [nb.kernel_id]
+            assert record_of(server, nb.kernel_id).process == record.process
+        kid = nb.kernel_id
+        # An interrupt reaches the taken-back kernel (a signal to its recorded process).
+        with KernelWebsocket(server, kid) as ws:
+            msg_id = ws.execute("import time\ntime.sleep(600)")
+            ws.recv_until(
+                lambda m: (
+                    m["msg_type"] == "execute_input" and m["parent_header"]["msg_id"] == msg_id
+                ),
+                timeout=HANG,
+            )
+            server.api("POST", f"api/kernels/{kid}/interrupt")
+            reply, _ = ws.collect_execution(msg_id)
+            assert reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+        # A restart ends it and starts a new process, recorded in its place.
+        server.api("POST", f"api/kernels/{kid}/restart", timeout=HANG)
+        wait_gone(record.process.pid, "the taken-back kernel, restarted")
+        restarted = record_of(server, kid)
+        assert restarted.process != record.process and restarted.process.alive()
+        with KernelWebsocket(server, kid) as ws:
             reply, _ = ws.run("x = 1")
             assert reply["content"]["status"] == "ok"
-    wait_gone(record.process.pid, "the kernel")
+    wait_gone(restarted.process.pid, "the kernel")  # the harness's stop: through the API
 
 
-def test_a_recorded_kernel_that_is_gone_or_unreadable_is_not_taken_back() -> None:
+def test_gone_reused_or_unreadable_records_are_refused_and_a_clean_stop_stops_kernels() -> None:
+    """File > Shut Down and a confirmed Ctrl-C come to ``POST /api/shutdown``'s stop."""
     server = lasting_server()
     files = RecordFiles(server.runtime_dir)
     done = subprocess.run(
@@ -175,10 +199,10 @@ def test_a_recorded_kernel_that_is_gone_or_unreadable_is_not_taken_back() -> Non
     )
     gone_pid = int(done.stdout)  # a process that ran and ended
     this = ProcessId.of(os.getpid())
-    if this.started is None:
-        pytest.skip("no /proc: a process's start time is not known here")
-    reused = ProcessId(this.pid, this.started + 1)  # this pid, but a later process's
-    for kernel_id, process in (("gone", ProcessId(gone_pid, None)), ("reused", reused)):
+    records = {"gone": ProcessId(gone_pid, None)}
+    if this.started is not None:  # no /proc: a start time is not known here
+        records["reused"] = ProcessId(this.pid, this.started + 1)  # this pid, a later process
+    for kernel_id, process in records.items():
         files.write(
             KernelRecord(
                 kernel_id=kernel_id,
@@ -195,30 +219,15 @@ def test_a_recorded_kernel_that_is_gone_or_unreadable_is_not_taken_back() -> Non
     with server:
         assert server.api("GET", "api/kernels") == []
         log = server.log_text()
-        for kernel_id in ("gone", "reused"):
+        for kernel_id in records:
             assert f"Kernel {kernel_id} not taken back: its process" in log, log
             assert not files.path(kernel_id).exists()
         assert "Unreadable kernel state file" in log
-        # The server still serves.
-        nb = Notebook(server, "after.ipynb")
-        assert nb.kernel_id
-
-
-def test_a_kernel_left_without_a_server_ends_itself_after_its_cell() -> None:
-    """``LastingKernels.orphan_timeout`` (shortened to 1 s): never while the cell runs."""
-    server = lasting_server("--LastingKernels.orphan_timeout=1")
-    with server:
-        nb = Notebook(server, "orphan.ipynb")
-        ws = KernelWebsocket(server, nb.kernel_id)
-        nb.run_to_line_k(ws)
+        # The server serves, and a clean stop stops its kernels.
+        nb = Notebook(server, "clean.ipynb")
         record = record_of(server, nb.kernel_id)
-        server.kill()
-        ws.close()
-        # Three time-outs with no server while the cell waits: still alive (a lower bound on
-        # the wait, so a slower machine only makes the check stricter).
-        proc = psutil.Process(record.process.pid)
-        with pytest.raises(psutil.TimeoutExpired):
-            proc.wait(timeout=3)
-        nb.release(N)  # the cell ends: now the time-out runs
-        wait_gone(record.process.pid, "the orphaned kernel once its cell ended")
-        assert "shutting down" in server.log_text()
+        server.api("POST", "api/shutdown")
+        assert server.proc is not None
+        server.proc.wait(timeout=HANG)
+        wait_gone(record.process.pid, "the kernel of a cleanly stopped server")
+        assert not files.path(nb.kernel_id).exists()

@@ -1,0 +1,136 @@
+"""A JupyterLab tab left open while its server is killed and started again keeps its kernel.
+
+``jupyter lab`` as installed (the extension on), on a fixed port (a page reconnects only to the
+address it loaded from), collaboration off for the frontend (with it, the page's document is
+reloaded from the file: the next step of PROTOCOL.md section 9 writes the cell into it).
+Debian's Chromium. The cell prints ``line i`` once the test touches ``go-i``. The server is
+killed (``kill -9``) mid-cell and started again; the page's own reconnection (JupyterLab's
+backoff, up to about 40 s) is waited for. Verdicts are what the page shows: the kernel's
+status comes back, the lines the cell prints after the return show under the cell, no dialog
+says the kernel died or restarted, and the next cell runs in the same kernel with the next
+count. Waits are barriers on the page, with hang guards.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness.browser import LAB_ARGS, quiet_lab_settings, require_browser, wait_for
+from harness.browser_subshell import PROMPT_JS, open_notebook, run_cell
+from harness.kernels import EXT_KERNEL
+from harness.server import JupyterServer
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
+
+N = 6
+K = 2
+CELL = """\
+import time
+from pathlib import Path
+_go = Path(r"{barriers}")
+for _i in range({n}):
+    while not (_go / f"go-{{_i}}").exists():
+        time.sleep(0.01)
+    print(f"line {{_i}}", flush=True)
+"""
+
+OUTPUT_JS = """(index) => {
+  const cell = document.querySelectorAll('.jp-Notebook .jp-CodeCell')[index];
+  const area = cell && cell.querySelector('.jp-OutputArea');
+  return area ? area.textContent : '';
+}"""
+DIALOGS_JS = "() => [...document.querySelectorAll('.jp-Dialog')].map(d => d.textContent)"
+#: What JupyterLab's dialogs say when it takes a kernel for dead or restarted.
+KERNEL_GONE = ("died", "Dead kernel", "Restarting", "restarted", "No Kernel")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[JupyterServer]:
+    require_browser(("playwright", "jupyterlab"))
+    server = JupyterServer(
+        app="lab",
+        ipykernel_ext=None,
+        port=free_port(),
+        extra_args=[*LAB_ARGS, "--YDocExtension.disable_rtc=True"],
+    )
+    with server:
+        quiet_lab_settings(server)
+        yield server
+
+
+def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(lab: JupyterServer, page: Any) -> None:
+    barriers = lab.root_dir / "lasting-go"
+    barriers.mkdir()
+    cells = [CELL.format(barriers=barriers, n=N), "print('next', 6 * 7)"]
+    _, status_js = open_notebook(page, lab, "lab", "lasting", cells, EXT_KERNEL, run_all=False)
+    kernel_ids = [k["id"] for k in lab.api("GET", "api/kernels")]
+    run_cell(page, 0)  # the kernel's first cell: count 1
+    for i in range(K):
+        (barriers / f"go-{i}").touch()
+    wait_for(
+        lambda: f"line {K - 1}" in page.evaluate(OUTPUT_JS, 0), 120, what="line K-1", page=page
+    )
+
+    lab.kill()
+    # The page noticed: its kernel is no longer busy (connecting, unknown).
+    wait_for(
+        lambda: page.evaluate(f"({status_js})()").lower() != "busy",
+        120,
+        what="the page noticing the server is gone",
+        page=page,
+    )
+    lab.start()
+    assert [k["id"] for k in lab.api("GET", "api/kernels")] == kernel_ids
+
+    # The page reconnects by itself and shows the running cell's kernel busy again.
+    wait_for(
+        lambda: page.evaluate(f"({status_js})()").lower() == "busy",
+        180,
+        what="the page's kernel busy again after the server's return",
+        page=page,
+    )
+    for i in range(N):
+        (barriers / f"go-{i}").touch()
+    wait_for(
+        lambda: f"line {N - 1}" in page.evaluate(OUTPUT_JS, 0),
+        120,
+        what="the cell's last line, printed after the return",
+        page=page,
+    )
+    wait_for(
+        lambda: page.evaluate(f"({status_js})()").lower() == "idle",
+        120,
+        what="the kernel idle once the cell ended",
+        page=page,
+    )
+    text = page.evaluate(OUTPUT_JS, 0)
+    assert text.count(f"line {N - 1}") == 1, text
+
+    # The next cell runs in the same kernel, with the next count (the first cell's prompt
+    # stays [*]: its execute_reply went to the killed server; section 9, "Not kept yet").
+    run_cell(page, 1)
+    wait_for(
+        lambda: "next 42" in page.evaluate(OUTPUT_JS, 1),
+        120,
+        what="the next cell's output",
+        page=page,
+    )
+    wait_for(
+        lambda: page.evaluate(PROMPT_JS, 1) == "[2]:",
+        60,
+        what="the next cell's count, 2",
+        page=page,
+    )
+    assert [k["id"] for k in lab.api("GET", "api/kernels")] == kernel_ids
+    dialogs = page.evaluate(DIALOGS_JS)
+    assert not any(word in d for d in dialogs for word in KERNEL_GONE), dialogs
