@@ -114,6 +114,14 @@ def test_a_running_cell_goes_on_after_kill_9_and_the_next_server_takes_its_kerne
         assert reply["content"]["status"] == "ok"
         assert execution_count_of(iopub, reply["parent_header"]["msg_id"]) == count + 1
 
+        # A restart through the API ends it and starts a new process, recorded in its place.
+        back.close()
+        server.api("POST", f"api/kernels/{nb.kernel_id}/restart", timeout=HANG)
+        wait_gone(record.process.pid, "the taken-back kernel, restarted")
+        record = record_of(server, nb.kernel_id)
+        assert record.process != again.process and record.process.alive()
+        back = KernelWebsocket(server, nb.kernel_id)
+
         # Left without a server while a cell runs: three time-outs later it still runs (a
         # lower bound on the wait, so a slower machine only makes the check stricter).
         go = server.root_dir / "orphan-go"
@@ -148,7 +156,7 @@ def test_sigterm_stops_the_kernels_by_default() -> None:
 
 
 def test_sigusr2_and_sigterm_when_set_keep_the_kernels_for_the_next_server() -> None:
-    """And interrupt and restart work on the kernel taken back."""
+    """And an interrupt and a shutdown through the API work on the kernel taken back."""
     server = lasting_server("--LastingKernels.on_sigterm=keep")
     with server:
         nb = Notebook(server, "signals.ipynb")
@@ -176,15 +184,10 @@ def test_sigusr2_and_sigterm_when_set_keep_the_kernels_for_the_next_server() -> 
             server.api("POST", f"api/kernels/{kid}/interrupt")
             reply, _ = ws.collect_execution(msg_id)
             assert reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
-        # A restart ends it and starts a new process, recorded in its place.
-        server.api("POST", f"api/kernels/{kid}/restart", timeout=HANG)
-        wait_gone(record.process.pid, "the taken-back kernel, restarted")
-        restarted = record_of(server, kid)
-        assert restarted.process != record.process and restarted.process.alive()
-        with KernelWebsocket(server, kid) as ws:
-            reply, _ = ws.run("x = 1")
-            assert reply["content"]["status"] == "ok"
-    wait_gone(restarted.process.pid, "the kernel")  # the harness's stop: through the API
+        # A shutdown through the API ends it (its recorded process) and removes its file.
+        server.shutdown_kernel(kid)
+        wait_gone(record.process.pid, "the taken-back kernel, shut down")
+        assert not RecordFiles(server.runtime_dir).path(kid).exists()
 
 
 def test_gone_reused_or_unreadable_records_are_refused_and_a_clean_stop_stops_kernels() -> None:

@@ -87,3 +87,27 @@ def test_the_orphan_time_out_comes_from_the_environment(
 def test_a_bad_orphan_time_out_is_a_clear_error(value: str) -> None:
     with pytest.raises(ValueError, match=ENV):
         orphan_timeout({ENV: value})
+
+
+def test_a_record_is_claimed_under_an_exclusive_lock(tmp_path: Path) -> None:
+    """Two servers starting at once take turns: while one holds the claim, another's fails
+    (here asked without waiting), and it is free again after."""
+    fcntl = pytest.importorskip("fcntl", reason="no fcntl (Windows): records are not locked")
+    files = RecordFiles(tmp_path)
+    files.write(a_record("k1"))
+    lock = files.path("k1").with_name(files.path("k1").name + ".lock")
+    with files.claimed("k1") as record:
+        assert record == a_record("k1")
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
+    finally:
+        os.close(fd)
+    files.remove("k1")
+    assert not lock.exists()

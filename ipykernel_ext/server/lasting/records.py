@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,35 @@ class RecordFiles:
             return None
 
     def remove(self, kernel_id: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path(kernel_id).unlink()
+        for path in (self.path(kernel_id), self._lock_path(kernel_id)):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _lock_path(self, kernel_id: str) -> Path:
+        path = self.path(kernel_id)
+        return path.with_name(path.name + ".lock")
+
+    @contextlib.contextmanager
+    def claimed(self, kernel_id: str) -> Iterator[KernelRecord | None]:
+        """The kernel's record, read under an exclusive lock held until the block ends.
+
+        Two servers started at once in one runtime dir must not both take a kernel back: the
+        second waits for the first's lock, then reads the record the first rewrote (its own
+        pid as the owner, alive) and leaves the kernel to it. Without ``fcntl`` (Windows): no
+        lock.
+        """
+        try:
+            import fcntl
+        except ImportError:
+            yield self.read(kernel_id)
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path(kernel_id), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield self.read(kernel_id)
+        finally:
+            os.close(fd)  # and with it the lock
 
     def all(self) -> list[tuple[Path, KernelRecord | Exception]]:
         """Every state file of the dir, read (or what reading it raised: a bad file is

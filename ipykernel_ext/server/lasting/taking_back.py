@@ -6,7 +6,8 @@ list without the id) for "the kernel died", so the kernel must be known before a
 answered. For each state file (:mod:`.records`) of the server's runtime dir:
 
 * a kernel whose recorded server still runs (pid and start time) belongs to that server:
-  left alone (a second server started beside the first must not take its kernels);
+  left alone (a second server started beside the first must not take its kernels; two
+  started at once take turns on the record's lock, :meth:`.RecordFiles.claimed`);
 * a kernel whose process is gone, or whose pid now belongs to another process: not taken
   back, logged, its state file removed;
 * a kernel that does not answer a signed ``kernel_info`` on its control channel within
@@ -133,12 +134,15 @@ async def adopt_all(serverapp: Any, log: Log) -> int:
     taken = 0
     context = zmq.asyncio.Context()  # the kernel_info checks' own, ended with them
     try:
-        for path, found in RecordFiles(serverapp.runtime_dir).all():
+        files = RecordFiles(serverapp.runtime_dir)
+        for path, found in files.all():
             if isinstance(found, Exception):
                 log.warning("Unreadable kernel state file %s (%s): left as it is", path, found)
                 continue
             try:
-                taken += await adopt(found, serverapp, log, context)
+                with files.claimed(found.kernel_id) as record:
+                    if record is not None:
+                        taken += await adopt(record, serverapp, log, context)
             except Exception:
                 log.exception("Kernel %s could not be taken back", found.kernel_id)
     finally:
