@@ -4,8 +4,15 @@
 address it loaded from), collaboration off for the frontend (with it, the page's document is
 reloaded from the file: the next step of PROTOCOL.md section 9 writes the cell into it).
 Debian's Chromium. The cell prints ``line i`` once the test touches ``go-i``. The server is
-killed (``kill -9``) mid-cell and started again; the page's own reconnection (JupyterLab's
-backoff, up to about 40 s) is waited for. Verdicts are what the page shows: the kernel's
+killed (``kill -9``) mid-cell and started again; the page reconnects by itself.
+
+JupyterLab retries a lost kernel websocket 7 times, each after a random delay of up to 0, 1,
+3, 7, 15, 31 and 63 s, then gives up ("disconnected"). Left to the wall clock, when it
+reconnects, and whether it does before its tries run out while the server starts, would be
+chance. So the page's timers run on Playwright's clock (``page.clock``, in step with the wall
+clock until told otherwise): paused while the server is down (no try is spent on it), then
+moved on past the longest delay once the server is up (the pending try runs at once), as if
+the server had been down for that long. Verdicts are what the page shows: the kernel's
 status comes back, the lines the cell prints after the return show under the cell, no dialog
 says the kernel died or restarted, and the next cell runs in the same kernel with the next
 count. Waits are barriers on the page, with hang guards.
@@ -44,6 +51,8 @@ OUTPUT_JS = """(index) => {
   return area ? area.textContent : '';
 }"""
 DIALOGS_JS = "() => [...document.querySelectorAll('.jp-Dialog')].map(d => d.textContent)"
+#: Past JupyterLab's longest delay before a reconnection try (its 7th: up to 63 s).
+RETRY_MAX_MS = 64_000
 #: What JupyterLab's dialogs say when it takes a kernel for dead or restarted.
 KERNEL_GONE = ("died", "Dead kernel", "Restarting", "restarted", "No Kernel")
 
@@ -71,6 +80,7 @@ def lab() -> Iterator[JupyterServer]:
 def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(lab: JupyterServer, page: Any) -> None:
     barriers = lab.root_dir / "lasting-go"
     barriers.mkdir()
+    page.clock.install()  # before the page loads: its timers are Playwright's (module docstring)
     cells = [CELL.format(barriers=barriers, n=N), "print('next', 6 * 7)"]
     _, status_js = open_notebook(page, lab, "lab", "lasting", cells, EXT_KERNEL, run_all=False)
     kernel_ids = [k["id"] for k in lab.api("GET", "api/kernels")]
@@ -89,8 +99,11 @@ def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(lab: JupyterServer, p
         what="the page noticing the server is gone",
         page=page,
     )
+    page.clock.pause_at(page.evaluate("Date.now()") + 1000)  # no try while the server is down
     lab.start()
     assert [k["id"] for k in lab.api("GET", "api/kernels")] == kernel_ids
+    page.clock.resume()
+    page.clock.fast_forward(RETRY_MAX_MS)  # the pending try runs now, against the server
 
     # The page reconnects by itself and shows the running cell's kernel busy again.
     wait_for(

@@ -1142,6 +1142,16 @@ CONTRACT: list[Row] = [
         "are put back only after their kernel was taken back"
     ),
     Row(
+        "jupyter_server.services.kernels.connection.channels:"
+        "ZMQChannelsWebsocketConnection.request_kernel_info",
+        [Source(r"self\.kernel_manager\._kernel_info_future")],
+        (LASTING_ADOPTION_PY,),
+    ).because(
+        "a kernel's kernel_info is asked once per kernel manager and shared by its websockets "
+        "(_kernel_info_future); a kernel taken back gets the one asked on control, since on "
+        "shell its running cell's own tab would be answered only after the cell"
+    ),
+    Row(
         "jupyter_server.serverapp:ServerApp.init_signal",
         [Source(r"signal\.signal\(signal\.SIGTERM, self\._signal_stop\)")],
         (LASTING_STOPPING_PY,),

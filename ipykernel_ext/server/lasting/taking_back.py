@@ -14,7 +14,8 @@ answered. For each state file (:mod:`.records`) of the server's runtime dir:
   :data:`ANSWER_SECONDS` (the control channel answers while a cell runs): not taken back,
   logged, its file kept for a later start;
 * otherwise it is started "again" under its own id through the server's kernel manager, in
-  the provisioner's take-back mode (:mod:`.provisioner`: nothing is launched), and its
+  the provisioner's take-back mode (:mod:`.provisioner`: nothing is launched), the
+  ``kernel_info`` it gave is handed to the server's websockets (:func:`share_kernel_info`), and its
   sessions are put back into the session manager (after the kernel: jupyter_server's
   ``row_to_model`` deletes a session row whose kernel it does not know).
 """
@@ -22,6 +23,7 @@ answered. For each state file (:mod:`.records`) of the server's runtime dir:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 from typing import Any, cast
@@ -42,11 +44,11 @@ _later: set[asyncio.Future[int]] = set()
 Log = logging.Logger | logging.LoggerAdapter[Any]
 
 
-async def answers_kernel_info(
+async def kernel_info_of(
     connection_info: dict[str, Any], timeout: float, context: zmq.asyncio.Context
-) -> bool:
-    """Whether a kernel listens at ``connection_info`` and answers a ``kernel_info_request``
-    signed with its key, on control, within ``timeout`` seconds."""
+) -> dict[str, Any] | None:
+    """The ``kernel_info_reply`` content of the kernel at ``connection_info``, asked on
+    control with its key, or None if none came within ``timeout`` seconds."""
     client = AsyncKernelClient(context=context)
     client.load_connection_info(cast(KernelConnectionInfo, connection_info))
     client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
@@ -58,12 +60,26 @@ async def answers_kernel_info(
             try:
                 reply = await client.control_channel.get_msg(timeout=left)
             except Exception:  # queue.Empty on time-out: no answer
-                return False
+                return None
             if reply.get("parent_header", {}).get("msg_id") == msg["header"]["msg_id"]:
-                return True
-        return False
+                return dict(reply["content"])
+        return None
     finally:
         client.stop_channels()
+
+
+def share_kernel_info(km: Any, content: dict[str, Any]) -> None:
+    """Give jupyter_server's websockets of the kernel the ``kernel_info`` just asked.
+
+    Its first websocket asks the kernel for it on shell, with the websocket's session, and
+    every later one reuses that answer (``_kernel_info_future`` on the kernel manager). A
+    kernel taken back mid-cell answers its cell's own client on shell only after the cell
+    (stock's order), so that tab, back first, would wait ``kernel_info_timeout`` (60 s) before
+    its websocket opens. The answer given on control a moment ago is the same kernel's.
+    """
+    future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+    future.set_result(content)
+    km._kernel_info_future = future
 
 
 async def adopt(
@@ -89,7 +105,8 @@ async def adopt(
         )
         files.remove(kid)
         return False
-    if not await answers_kernel_info(record.connection_info, ANSWER_SECONDS, context):
+    info = await kernel_info_of(record.connection_info, ANSWER_SECONDS, context)
+    if info is None:
         log.warning(
             "Kernel %s (pid %d) not taken back: it did not answer kernel_info on its control "
             "channel within %.0f s",
@@ -108,6 +125,7 @@ async def adopt(
         await kernel_manager.start_kernel(kernel_id=kid, kernel_name=record.kernel_name, **kwargs)
     finally:
         adopting.pop(kid, None)
+    share_kernel_info(kernel_manager.get_kernel(kid), info)
     sessions = serverapp.session_manager
     for session in record.sessions:
         if await sessions.session_exists(path=session["path"]):
