@@ -1,4 +1,5 @@
-"""A JupyterLab tab left open while its server is killed and started again keeps its kernel.
+"""A JupyterLab or Notebook 7 tab left open while its server is killed and started again keeps
+its kernel.
 
 ``jupyter lab`` as installed (the extension on), on a fixed port (a page reconnects only to the
 address it loaded from), collaboration off for the frontend (with it, the page's document is
@@ -27,7 +28,7 @@ from typing import Any
 import pytest
 
 from harness.browser import LAB_ARGS, quiet_lab_settings, require_browser, wait_for
-from harness.browser_subshell import PROMPT_JS, open_notebook, run_cell
+from harness.browser_subshell import FRONTENDS, PROMPT_JS, open_notebook, run_cell
 from harness.kernels import EXT_KERNEL
 from harness.server import JupyterServer
 
@@ -77,12 +78,16 @@ def lab() -> Iterator[JupyterServer]:
         yield server
 
 
-def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(lab: JupyterServer, page: Any) -> None:
-    barriers = lab.root_dir / "lasting-go"
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(
+    lab: JupyterServer, page: Any, frontend: str
+) -> None:
+    barriers = lab.root_dir / f"lasting-{frontend}-go"
     barriers.mkdir()
     page.clock.install()  # before the page loads: its timers are Playwright's (module docstring)
     cells = [CELL.format(barriers=barriers, n=N), "print('next', 6 * 7)"]
-    _, status_js = open_notebook(page, lab, "lab", "lasting", cells, EXT_KERNEL, run_all=False)
+    name = f"lasting-{frontend}"
+    _, status_js = open_notebook(page, lab, frontend, name, cells, EXT_KERNEL, run_all=False)
     kernel_ids = [k["id"] for k in lab.api("GET", "api/kernels")]
     run_cell(page, 0)  # the kernel's first cell: count 1
     for i in range(K):
@@ -112,6 +117,9 @@ def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(lab: JupyterServer, p
         what="the page's kernel busy again after the server's return",
         page=page,
     )
+    # The websocket opened without waiting for a kernel_info on shell, which the kernel
+    # would answer its cell's own tab only after the cell (PROTOCOL.md section 9).
+    assert "Timeout waiting for kernel_info reply" not in lab.log_text()
     for i in range(N):
         (barriers / f"go-{i}").touch()
     wait_for(
