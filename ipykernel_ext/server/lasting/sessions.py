@@ -66,7 +66,10 @@ class SessionKeeper:
                 continue
             record = self.files.read(kernel_id)
             if record is None:
-                continue  # not a lasting kernel (or it is gone)
+                # Not a lasting kernel, or one shut down: forgotten, so what is kept here
+                # grows with the kernels running, not with every kernel the server ever ran.
+                self._written.pop(kernel_id, None)
+                continue
             record.sessions = sessions
             self.files.write(record)
             self._written[kernel_id] = sessions
