@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import zmq
 from jupyter_client import BlockingKernelClient, KernelManager
 
 from .messages import control_request
@@ -90,6 +91,23 @@ def new_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
     client's own, not the manager's.
     """
     kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
+    kc.load_connection_file()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=timeout)
+    return kc
+
+
+def unbounded_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
+    """:func:`new_client` whose sockets take every message the kernel sends into memory,
+    read or not (``RCVHWM`` 0, set as its context's default before they connect).
+
+    For a reading client beside a subscriber that never reads, under a short send timeout:
+    the client's libzmq thread empties the kernel's queue for it at once, so the kernel
+    never finds it full, however late the test's own thread comes to read (a busy machine
+    starved it past 2 s once, and the client was given up too).
+    """
+    kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
+    kc.context.setsockopt(zmq.RCVHWM, 0)
     kc.load_connection_file()
     kc.start_channels()
     kc.wait_for_ready(timeout=timeout)

@@ -22,7 +22,13 @@ from harness.bursts import (
     STALL_TIMEOUT_MS,
     comm_loop_code,
 )
-from harness.kernels import EXT_KERNEL, iopub_stats, running_kernel, wait_stats
+from harness.kernels import (
+    EXT_KERNEL,
+    iopub_stats,
+    running_kernel,
+    unbounded_client,
+    wait_stats,
+)
 from harness.messages import get_reply, is_status, wait_iopub
 from harness.raw_subscriber import RawSubscriber
 from ipykernel_ext.kernel.iopub.notice import NOTICE_PREFIX
@@ -65,7 +71,9 @@ def test_a_give_up_after_the_cell_ended_tells_that_cell(notice: bool) -> None:
     args = [f"--iopub-sndhwm={STALL_SNDHWM}", f"--iopub-send-timeout={LONG_TIMEOUT_MS}"]
     if not notice:
         args.append("--no-iopub-missed-notice")
-    with running_kernel(EXT_KERNEL, args) as (km, kc), RawSubscriber(km):
+    # The reading client reads IOPub only once the next request has ended: its queue must
+    # never be the one found full (unbounded_client), or it would be given up as well.
+    with running_kernel(EXT_KERNEL, args, unbounded_client) as (km, kc), RawSubscriber(km):
         before = iopub_stats(kc)
         cell_id = kc.execute(comm_loop_code(STALL_BURST, pad=1000))
         get_reply(kc, cell_id, timeout=120)

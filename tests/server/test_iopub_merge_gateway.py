@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,10 +83,17 @@ def test_a_print_flood_arrives_whole_and_paced(server: JupyterServer, tab: Kerne
     print_flood_arrives_whole_and_paced(server, tab, 100_000, GATEWAY_RATE)
 
 
+#: Our kernel's cells here: ten times what the tab may get in a window (``GATEWAY_RATE`` a
+#: second), so they merge however fast the gateway delivers above the rate. More proves
+#: nothing more and costs time: the gateway relays a few hundred a second (an image of 10000
+#: updates took 53 s); tests/server/test_iopub_merge.py runs the local sizes.
+GATEWAY_CELL = int(10 * GATEWAY_RATE * WINDOW) + 1
+
+
 def test_a_slider_ends_on_the_kernels_last_value(tab: KernelWebsocket) -> None:
     run(tab, "s = w.IntSlider(max=30000); display(s)")
     comm_id = comm_id_of(tab, "s.comm")
-    n = cell_size(tab, 5001)
+    n = cell_size(tab, GATEWAY_CELL)
     _, view = run(tab, f"for i in range({n}): s.value = i")
     assert view.widgets[comm_id]["value"] == n - 1
 
@@ -104,7 +112,7 @@ def test_an_image_widget_ends_with_its_last_bytes(
     reaches the tab, counted and merged as any other. On the old main (and stock
     jupyter_server) the first one ended the server's reading loop (it decoded every frame as
     UTF-8): the cell that displays the Image never ended at the tab, ours or stock's."""
-    msg_id, view, n = image_ends_with_its_last_bytes(tab, 10000)
+    msg_id, view, n = image_ends_with_its_last_bytes(tab, GATEWAY_CELL)
     if is_ours(tab):  # over the rate unless the gateway delivered under 100 a second
         updates = [m for m in view.messages if m["msg_type"] == "comm_msg"]
         assert len(updates) < n
@@ -125,6 +133,22 @@ SLOW_RCVBUF = 4096
 #: overflowed at the seventh.
 OVERFLOW_CODE = f"for i in range(7): display({{'text/plain': str(i) * {BIG}}}, raw=True)"
 
+
+def overflow_then_mark(marker: Path) -> str:
+    """:data:`OVERFLOW_CODE`, then ``marker`` written once every display has left the
+    kernel's IOPub socket (handed to the IOPub thread, then out of its backlog, which is in
+    order): a websocket whose gateway socket subscribes after the marker gets none of them."""
+    return (
+        f"{OVERFLOW_CODE}\n"
+        "import sys, time\n"
+        "sys.stdout.flush()  # returns once the IOPub thread has taken the displays\n"
+        "_iopub = get_ipython().kernel.iopub_thread.socket\n"
+        "while _iopub.backlog_messages:\n"
+        "    time.sleep(0.01)\n"
+        f"open({str(marker)!r}, 'w').close()\n"
+    )
+
+
 #: The issue's cell: 50 lines, a slider moved to 29 between them, then an error.
 SLIDER_CELL = (
     "for i in range(50):\n"
@@ -135,7 +159,7 @@ SLIDER_CELL = (
 
 
 def test_a_slow_tab_closed_by_overflow_gets_what_the_server_held_when_it_comes_back(
-    gateway: EnterpriseGateway, server: JupyterServer
+    gateway: EnterpriseGateway, server: JupyterServer, tmp_path: Path
 ) -> None:
     """A tab stops reading behind a 9 MB display; a cell prints 50 lines with a slider moved
     to 29 between them and fails; the next cell's displays take what the server holds for the
@@ -144,9 +168,12 @@ def test_a_slow_tab_closed_by_overflow_gets_what_the_server_held_when_it_comes_b
     handed to the session's next websocket: between the two websockets the session gets
     every message of the cell once, in order (the lines, the slider at 29, the error, its
     idle, its reply), then the displays, in order, up to the one that overflowed at least
-    (which later ones it gets depends on when it comes back: none is shown twice).
-    Barriers: the server's log line of the overflow (it has read all of the cell by then),
-    the gateway's count of the kernel's websockets (the tab's closed). On 19e7e8a
+    (none shown twice). Barriers: the server's log line of the overflow (it has read all of
+    the cell by then), the gateway's count of the kernel's websockets (the tab's closed),
+    and a marker the overflowing cell writes once its displays have left the kernel, before
+    the session comes back: the held displays and the kernel's later ones at once
+    overflowed the returning websocket too, once, when a busy machine slowed this test's
+    reader. On 19e7e8a
     ``GatewayOutputsConnection.disconnect`` dropped what the pacer and the outbox held: the
     session got no line of the cell."""
     kernel_id = server.start_kernel(EG_EXT)
@@ -159,7 +186,8 @@ def test_a_slow_tab_closed_by_overflow_gets_what_the_server_held_when_it_comes_b
         tab.pause_reading()
         tab.execute(f"display({{'text/plain': 'f' * {BIG}}}, raw=True)")
         cell = tab.execute(SLIDER_CELL, stop_on_error=False)
-        tab.execute(OVERFLOW_CODE)
+        marker = tmp_path / "overflowed"
+        tab.execute(overflow_then_mark(marker))
         wait_until(
             lambda: (
                 f"Closing websocket {session} of gateway kernel {kernel_id}: it did not read"
@@ -178,6 +206,7 @@ def test_a_slow_tab_closed_by_overflow_gets_what_the_server_held_when_it_comes_b
             60,
             "the tab's websocket to the gateway closed",
         )
+        wait_until(marker.exists, 120, "the overflowing cell's displays out of the kernel")
         with KernelWebsocket(server, kernel_id, session_id=session, legacy=True) as back:
             got += back.backlog  # the replay comes before the kernel_info reply
     finally:
@@ -207,7 +236,8 @@ def test_a_slow_tab_closed_by_overflow_gets_what_the_server_held_when_it_comes_b
     # The one that overflowed (the fourth) and those before it were held. The kernel's
     # displays between the close and the session's return went to the feed alone (the
     # server's own websocket to the kernel stays: the gateway buffers nothing for the
-    # session; the notebook has them, PROTOCOL section 6); those after its return reach it.
-    # So: the held four, then later ones once each, in order.
+    # session; the notebook has them, PROTOCOL section 6), except those the tab's
+    # connection read between the overflow and its close, which it held with the rest. So:
+    # the held four, then later ones once each, in order.
     assert displays[:4] == ["0", "1", "2", "3"], displays
     assert [int(d) for d in displays] == sorted({int(d) for d in displays}), displays
