@@ -105,21 +105,26 @@ def sorted_by_cell(msgs: list[dict[str, Any]]) -> dict[Any, list[str]]:
     return cells
 
 
-def test_an_unmergeable_flood_above_the_rate_is_never_far_behind_and_loses_nothing() -> None:
-    """1500 messages/s that nothing merges (1250/s counted, over the default 1000/s), for five
-    simulated minutes, to a tab that reads at once, with a ``complete_reply`` at 100 s and the
-    cell's ``idle`` at the end: every message reaches the tab once, each cell's in order (another
-    cell's message may go ahead of a stream that waits for its budget), none older than
-    ``MAX_AGE`` (5 s), and the websocket is never closed. On the old main the oldest waiting
-    message was 67 s old after 200 s, the reply waited 50 s, and the line passed the buffer
-    limit after about 248 s (closed with 1013, its 124046 messages lost)."""
+def test_an_unmergeable_flood_above_the_rate_is_never_far_behind_and_loses_nothing(
+    full_size: bool,
+) -> None:
+    """1500 messages/s that nothing merges (1250/s counted, over the default 1000/s), for 100
+    simulated seconds (five minutes under ``--full-size``), to a tab that reads at once, with a
+    ``complete_reply`` a third of the way and the cell's ``idle`` at the end: every message
+    reaches the tab once, each cell's in order (another cell's message may go ahead of a
+    stream that waits for its budget), none older than ``MAX_AGE`` (5 s), and the websocket is
+    never closed. On the old main the oldest waiting message was 67 s old after 200 s (a
+    third of the time gone by: 100 s are fifteen times ``MAX_AGE`` past it), the reply at
+    100 s waited 50 s, and the line passed the buffer limit after about 248 s (closed with
+    1013, its 124046 messages lost): the full size shows that last one too."""
     tab = DictTab()
     put: list[dict[str, Any]] = []
-    for step in range(75_000):  # 6 messages every 4 ms: 1500 messages/s for 300 s
+    steps = 75_000 if full_size else 25_000  # 6 messages every 4 ms: 1500 messages/s
+    for step in range(steps):
         for msg, channel in unmergeable(step):
             tab.put(msg, channel)
             put.append(msg)
-        if step == 25_000:  # 100 s in: a reply to the tab's own completion request
+        if step == steps // 3:  # a reply to the tab's own completion request
             reply = message("complete_reply", {"matches": []}, "complete-1")
             tab.put(reply, "shell")
             put.append(reply)
@@ -361,15 +366,18 @@ def _quiet() -> Iterator[None]:
     yield
 
 
-def test_what_waits_is_charged_for_the_memory_it_holds() -> None:
-    """100000 messages waiting for a slow tab (custom comm messages, which never merge, two
-    streams that alternate, outputs), measured with tracemalloc: the memory they hold, Python
-    objects included (kernel messages, decoded dicts, entries), is within what the tab's byte
-    budget counts, so the per-tab limit is a limit on memory. On the old main the budget
-    counted the frames' bytes alone: about a tenth of what was held."""
+def test_what_waits_is_charged_for_the_memory_it_holds(full_size: bool) -> None:
+    """10000 messages (100000 under ``--full-size``) waiting for a slow tab (custom comm
+    messages, which never merge, two streams that alternate, outputs), measured with
+    tracemalloc: the memory they hold, Python objects included (kernel messages, decoded
+    dicts, entries), is within what the tab's byte budget counts, so the per-tab limit is a
+    limit on memory. What each waiting message holds does not grow with their number, so the
+    smaller count proves the same bound. On the old main the budget counted the frames' bytes
+    alone: about a tenth of what was held."""
     tab = KernelTab(slow=True, budget=10**12)
     msgs = []
-    for i in range(100_000):
+    count = 100_000 if full_size else 10_000
+    for i in range(count):
         if i % 3 == 0:
             data = {"method": "custom", "i": i, "x": "abc" * 10}
             msgs.append(message("comm_msg", {"comm_id": "c", "data": data}, CELL))
@@ -393,6 +401,6 @@ def test_what_waits_is_charged_for_the_memory_it_holds() -> None:
         held = arrived + tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert len(tab.pacer.line) > 99_000
+    assert len(tab.pacer.line) > count * 0.99
     counted = tab.pacer.line.size + tab.outbox.charged
     assert held <= counted, (held, counted, held / len(tab.pacer.line))
