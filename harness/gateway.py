@@ -170,3 +170,9 @@ class EnterpriseGateway(LoggedProcess):
         with urllib.request.urlopen(f"{self.url}/api/kernels/{kernel_id}", timeout=30) as r:
             model: dict[str, Any] = json.load(r)
         return model
+
+    def shutdown_kernel(self, kernel_id: str) -> None:
+        """``DELETE /api/kernels/<id>`` of the gateway itself: a kernel no server knows."""
+        request = urllib.request.Request(f"{self.url}/api/kernels/{kernel_id}", method="DELETE")
+        with urllib.request.urlopen(request, timeout=60):
+            pass

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.gateway import EnterpriseGateway, gateway_command
+from harness.gateway import EG_EXT, EnterpriseGateway, gateway_command
 from harness.kernel_websocket import KernelWebsocket
 from harness.polling import WaitTimeout, wait_until
 from harness.server import JupyterServer
@@ -139,9 +139,26 @@ def gateway_server(gateway: EnterpriseGateway, *args: str) -> JupyterServer:
 
 
 def test_gateway_mode_uses_our_gateway_class(gateway: EnterpriseGateway) -> None:
+    """Our gateway class, and lasting kernels off (PROTOCOL section 9): the gateway keeps its
+    own kernels. A server killed with ``kill -9`` leaves its gateway kernel running at the
+    gateway, with no state file of ours; the next server works, but does not list that
+    kernel (jupyter_server's gateway kernel manager lists the kernels it started), as
+    with stock."""
     with gateway_server(gateway) as server:
         log = wait_for_log(server, GATEWAY_ON)
         assert f"({OURS_GATEWAY}); outputs survive the tab: on" in log
+        assert "outlive a server that dies: off (kernels run behind the gateway" in log
+        kernel_id = server.start_kernel(EG_EXT)
+        try:
+            assert not list(server.runtime_dir.glob("ipykernel-ext-lasting-*")), kernel_id
+            server.kill()
+            assert gateway.kernel_model(kernel_id)["execution_state"] != "dead"
+            server.start()
+            assert kernel_id not in [k["id"] for k in server.api("GET", "api/kernels")]
+            server.shutdown_kernel(server.start_kernel(EG_EXT))
+            assert gateway.kernel_model(kernel_id)["execution_state"] != "dead"
+        finally:
+            gateway.shutdown_kernel(kernel_id)
 
 
 def test_gateway_mode_replaces_our_local_class_and_says_why(gateway: EnterpriseGateway) -> None:
