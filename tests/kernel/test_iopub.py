@@ -53,6 +53,7 @@ from harness.kernels import (
     iopub_stats,
     running_kernel,
     shell_and_control_client,
+    unbounded_client,
     wait_stats,
 )
 from harness.messages import count_types, is_idle_for, shell_reply
@@ -299,7 +300,11 @@ def stall_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StallRun]:
     with (
         stdout_path.open("wb") as out,
         stderr_path.open("wb") as err,
-        running_kernel(EXT_KERNEL, args, launch={"stdout": out, "stderr": err}) as (km, kc),
+        # The reading client's queue must never be the one found full (unbounded_client): a
+        # busy machine starved it past the 2 s send timeout once, and it was given up too.
+        running_kernel(
+            EXT_KERNEL, args, unbounded_client, launch={"stdout": out, "stderr": err}
+        ) as (km, kc),
     ):
         code = comm_loop_code(STALL_BURST, pad=1000)
         baseline = run_burst(kc, code)
