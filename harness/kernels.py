@@ -81,16 +81,21 @@ def start_kernel(
     return km
 
 
-def new_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
+def new_client(
+    km: KernelManager, timeout: float = 60, *, rcvhwm: int | None = None
+) -> BlockingKernelClient:
     """A client with a session of its own, channels started and the kernel ready.
 
     ``parent=km``: jupyter_client then asks the manager whether the kernel process lives.
     A client without a manager judges that from the heartbeat, which counts one reply
     later than 1 s as a dead kernel: under load ``wait_for_ready`` would raise "Kernel died
     before replying to kernel_info" for a kernel that is starting. The session is still the
-    client's own, not the manager's.
+    client's own, not the manager's. ``rcvhwm``: its sockets' ``RCVHWM`` (set as its
+    context's default before they connect; None: libzmq's).
     """
     kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
+    if rcvhwm is not None:
+        kc.context.setsockopt(zmq.RCVHWM, rcvhwm)
     kc.load_connection_file()
     kc.start_channels()
     kc.wait_for_ready(timeout=timeout)
@@ -99,19 +104,14 @@ def new_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
 
 def unbounded_client(km: KernelManager, timeout: float = 60) -> BlockingKernelClient:
     """:func:`new_client` whose sockets take every message the kernel sends into memory,
-    read or not (``RCVHWM`` 0, set as its context's default before they connect).
+    read or not (``RCVHWM`` 0).
 
     For a reading client beside a subscriber that never reads, under a short send timeout:
     the client's libzmq thread empties the kernel's queue for it at once, so the kernel
     never finds it full, however late the test's own thread comes to read (a busy machine
     starved it past 2 s once, and the client was given up too).
     """
-    kc = BlockingKernelClient(parent=km, connection_file=km.connection_file)
-    kc.context.setsockopt(zmq.RCVHWM, 0)
-    kc.load_connection_file()
-    kc.start_channels()
-    kc.wait_for_ready(timeout=timeout)
-    return kc
+    return new_client(km, timeout, rcvhwm=0)
 
 
 @contextmanager
