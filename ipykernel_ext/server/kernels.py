@@ -10,8 +10,9 @@ no lock.
 
 * :class:`KernelChannels`: kernel id -> its open :class:`~ipykernel_ext.shared_channels.
   SharedChannels`; found again by every websocket of the kernel, moved to the new ports when
-  the kernel restarted on other ones, forgotten once closed; the server's shutdown closes
-  them (``SharedChannelsConnection.close_all``);
+  the kernel restarted on other ones, told of every restart (the restarter's and the API's),
+  forgotten once closed; the server's shutdown closes them
+  (``SharedChannelsConnection.close_all``);
 * :class:`OutputsOwners`: kernel id -> its :class:`~.outputs.OutputsOwner` (the cells whose
   outputs the server keeps), told of restarts and shutdowns made through the server's API
   (an owner goes with its kernel's shutdown) and of notebooks renamed;
@@ -47,12 +48,22 @@ class KernelChannels:
 
     def __init__(self) -> None:
         self._by_kernel: dict[str, SharedChannels] = {}
+        #: the event loggers listened to (weakly, as :class:`OutputsOwners`)
+        self._listening: weakref.WeakSet[Any] = weakref.WeakSet()
 
-    def get(self, kernel_id: str, info: dict[str, Any], make: MakeChannels) -> SharedChannels:
+    def get(
+        self,
+        kernel_id: str,
+        info: dict[str, Any],
+        make: MakeChannels,
+        multi_kernel_manager: Any,
+    ) -> SharedChannels:
         """The kernel's open set, else a new one from ``make``, started.
 
         ``info`` is the kernel's connection info now: a set on other ports (the kernel
         restarted on new ones) is reconnected, so every websocket of the kernel moves along.
+        A new set is told of the restarter's restarts (the API's come as kernel action
+        events, :meth:`listen`): after either, the next websocket waits for the new process.
         """
         shared = self.find(kernel_id)
         if shared is not None:
@@ -60,13 +71,32 @@ class KernelChannels:
             return shared
 
         def forget(closed: SharedChannels) -> None:
+            if kernel_id in multi_kernel_manager:  # a kernel shut down took its restarter
+                multi_kernel_manager.remove_restart_callback(kernel_id, closed.kernel_restarted)
             if self._by_kernel.get(kernel_id) is closed:
                 del self._by_kernel[kernel_id]
 
         shared = make(forget)
         shared.start()
+        multi_kernel_manager.add_restart_callback(kernel_id, shared.kernel_restarted)
         self._by_kernel[kernel_id] = shared
         return shared
+
+    def listen(self, event_logger: Any) -> None:
+        """Learn of restarts through the API (jupyter_server's kernel action events)."""
+        if event_logger is None or event_logger in self._listening:
+            return
+        self._listening.add(event_logger)
+        event_logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
+
+    async def _on_kernel_action(self, logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+        # Nothing is awaited before the set hears it: the listener's task runs before the
+        # server reads the next request (a new websocket after the restart's reply).
+        if data.get("status") != "success" or data.get("action") != "restart":
+            return
+        shared = self.find(data.get("kernel_id", ""))
+        if shared is not None:
+            shared.kernel_restarted()
 
     def find(self, kernel_id: str) -> SharedChannels | None:
         """The kernel's open set, if it has one (nothing is made)."""

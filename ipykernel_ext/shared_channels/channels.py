@@ -172,6 +172,16 @@ class SharedChannels:
         self._close_sockets()
         self.kernel_sockets.open()
 
+    def kernel_restarted(self) -> None:
+        """The kernel restarted (through the API or its restarter), on the same ports or not:
+        the old process's status says nothing of the new one, and the next :meth:`ready`
+        nudges the new process until its IOPub reached this set (stock opens new sockets, and
+        nudges, for each websocket after a restart; a set kept open must not skip it)."""
+        if self.closed:
+            return
+        self._dispatcher.status = None
+        self._readiness.stale()
+
     def follow(self, connection_info: dict[str, Any]) -> bool:
         """:meth:`reconnect` if the kernel listens on other ports now (it restarted on new
         ones); True if it did."""

@@ -158,6 +158,14 @@ class Readiness:
         if self.current is ready and (ready.cancelled() or ready.exception() or not ready.result()):
             self.current = None  # not ready: the next caller tries again
 
+    def stale(self) -> None:
+        """The kernel restarted on the same sockets: a wait that succeeded says nothing of
+        the new process (the SUB rejoins it through libzmq's reconnect, and what the kernel
+        publishes before that is lost), so the next caller nudges again. A wait in progress
+        goes on: its nudges reach the new process too."""
+        if self.current is not None and self.current.done():
+            self.current = None
+
     def reset(self) -> None:
         """The sockets changed: a wait in progress is void."""
         if self.current is not None and not self.current.done():

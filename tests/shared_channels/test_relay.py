@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from harness.async_websocket import settle
+from harness.kernels import start_kernel
 from harness.polling import wait_until_async
 from harness.relay_client import RelayClient
 from ipykernel_ext.protocol import CONTENT
@@ -93,3 +94,43 @@ def test_library_routes_replies_and_echoes(ext_kernel: Any) -> None:
         assert channels.sockets == {}
 
     asyncio.run(main())
+
+
+def test_after_a_restart_on_the_same_ports_the_next_client_waits_for_the_new_process() -> None:
+    """A set kept open across a restart on the same ports (jupyter_client's default) keeps
+    its sockets: its SUB rejoins the new process through libzmq's reconnect, and what the
+    kernel publishes before that is lost. Told of the restart (the server does it for the
+    API's and the restarter's), the set's next readiness wait nudges the new process until
+    its IOPub arrived, as stock does with the new sockets of each websocket. Before,
+    ``ready()`` was the old process's done future: a websocket opened right after a restart
+    could send its first cell before the SUB had rejoined, and lose its ``execute_input``."""
+    km = start_kernel()
+
+    async def main() -> None:
+        channels = SharedChannels(dict(km.get_connection_info()), grace_period=0.2)
+        channels.start()
+        await asyncio.wait_for(channels.ready(), 30)
+        before = km.get_connection_info()
+        await asyncio.to_thread(km.restart_kernel, now=True)
+        assert not channels.follow(dict(km.get_connection_info())), "the same ports: no reconnect"
+        assert km.get_connection_info()["iopub_port"] == before["iopub_port"]
+
+        channels.kernel_restarted()
+        ready = channels.ready()
+        assert not ready.done(), "the set must wait for the new process, not say it is live"
+        assert await asyncio.wait_for(ready, 60)
+        client = RelayClient(channels)
+        content = {"code": "1", "silent": False, "store_history": False, "allow_stdin": False}
+        msg_id = client.send("shell", "execute_request", content)["header"]["msg_id"]
+        await arrived(
+            client,
+            lambda m: m.msg_type == "execute_input" and m.parent_header.get("msg_id") == msg_id,
+        )
+        await arrived(client, idle(msg_id))
+        client.handle.close()
+        assert await settle(lambda: channels.closed, timeout=10)
+
+    try:
+        asyncio.run(main())
+    finally:
+        km.shutdown_kernel(now=True)

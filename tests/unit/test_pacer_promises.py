@@ -164,12 +164,20 @@ class KernelTab:
     time, for a tab that reads at once or (``slow``) never completes a write."""
 
     def __init__(
-        self, *, slow: bool = False, budget: int = DEFAULT_BUDGET, rates: Rates | None = None
+        self,
+        *,
+        slow: bool = False,
+        budget: int = DEFAULT_BUDGET,
+        rates: Rates | None = None,
+        reads_when_told: bool = False,
     ) -> None:
         self.session = Session(key=b"kernel-key")
         self.clock = SimulatedClock()
         self.loop = asyncio.new_event_loop()
-        self.slow = slow
+        self.slow = slow or reads_when_told
+        #: the writes not completed yet (``reads_when_told``: :meth:`read` completes them)
+        self.pending: list[asyncio.Future[None]] = []
+        self.reads_when_told = reads_when_told
         #: the data written to the websocket (what reached the tab, or tornado's buffer)
         self.written: list[bytes] = []
         self.overflows: list[int] = []
@@ -190,7 +198,24 @@ class KernelTab:
 
     def _write(self, data: bytes, binary: bool) -> asyncio.Future[None] | None:
         self.written.append(data)
-        return self.loop.create_future() if self.slow else None  # never done: never read
+        if not self.slow:
+            return None
+        fut: asyncio.Future[None] = self.loop.create_future()  # slow: never done, never read
+        if self.reads_when_told:
+            self.pending.append(fut)
+        return fut
+
+    def read(self) -> None:
+        """The tab reads what it was written so far: those writes complete (their done
+        callbacks run, which write on)."""
+        done, self.pending = self.pending, []
+        for fut in done:
+            fut.set_result(None)
+        self.loop.run_until_complete(asyncio.sleep(0))
+
+    def held(self) -> int:
+        """What the pacer's line and the outbox hold, as the byte budget counts it."""
+        return self.pacer.line.size + self.outbox.charged
 
     def kernel_message(self, msg: dict[str, Any], channel: str = "iopub") -> KernelMessage:
         """``msg`` (a :mod:`harness.cell_messages` dict) as the kernel sends it, signed."""
@@ -292,6 +317,54 @@ def test_the_pacers_overflow_hands_over_everything_once_in_order() -> None:
     delivered = tab.delivered()
     everything = delivered + tab.hand_over()
     assert [m["header"]["msg_id"] for m in everything] == [m["header"]["msg_id"] for m in msgs]
+
+
+def test_a_session_closed_over_its_budget_comes_back_and_gets_everything() -> None:
+    """A slow tab closed over its byte budget (large displays, which never merge) hands
+    over what waits; the session's next websocket replays it (``Pacer.replaying``), then the
+    kernel sends more. The replay is let in as the tab reads: nothing the pacer and outbox
+    hold passes the budget, no overflow, and the tab gets every message once, in order, the
+    replay first. Before, the replay went into the line in one go (each display charged its
+    frames and its decoded text): the new websocket was over the budget before it read
+    anything, closed with 1013, and its session could never come back."""
+    budget = 1_000_000
+    big = "x" * 150_000
+
+    def shown(i: int) -> dict[str, Any]:
+        content = {"data": {"text/plain": f"{i} {big}"}, "metadata": {}, "transient": {}}
+        return message("display_data", content, CELL)
+
+    first = KernelTab(slow=True, budget=budget)
+    for i in range(12):
+        first.put(shown(i))
+    assert first.overflows, "the first websocket must be closed over its budget"
+    got_before = len(first.written)
+    waiting = [*first.outbox.close(), *first.pacer.close()]
+    missed = [first.wire._as_kernel_message(item) for item in waiting]
+    assert sum(len(f) for k in missed for f in k.frames) > budget // 2
+
+    back = KernelTab(budget=budget, reads_when_told=True)
+    with back.pacer.replaying():
+        for kmsg in missed:
+            back.pacer.put(kmsg, "iopub", kmsg.msg_type, sum(len(f) for f in kmsg.frames))
+    live = [shown(i) for i in range(12, 14)] + [idle_of_cell()]
+    for msg in live:
+        back.put(msg)
+    peak = back.held()
+    for _ in range(1000):
+        if not back.pending:
+            break
+        back.read()
+        peak = max(peak, back.held())
+    assert not back.overflows and not back.pacer.stopped
+    assert peak <= budget
+    ids = [m["header"]["msg_id"] for m in back.delivered()]
+    assert ids == [k.header["msg_id"] for k in missed] + [m["header"]["msg_id"] for m in live]
+    assert got_before + len(missed) == 12
+
+
+def idle_of_cell() -> dict[str, Any]:
+    return message("status", {"execution_state": "idle"}, CELL)
 
 
 def test_the_outboxs_overflow_hands_over_everything_once_in_order() -> None:

@@ -24,6 +24,7 @@ section 6, "Behind a gateway"):
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..outputs import OutputsOwner
@@ -95,6 +96,8 @@ class SessionReturn(GatewayLink):
         def _pace(self, original: FromGateway) -> None: ...
 
         def _as_from_gateway(self, item: Any) -> FromGateway: ...
+
+        def _replaying(self) -> AbstractContextManager[None]: ...
 
     def _keep_parked(self, incoming_msg: str | bytes, msg: dict[str, Any] | None) -> bool:
         """A message from the gateway: kept (True) while parked."""
@@ -203,17 +206,19 @@ class SessionReturn(GatewayLink):
 
     def _deliver_held(self, held: list[FromGateway]) -> None:
         owner = self.owner
-        for item in held:
-            if (
-                owner is not None
-                and item.msg is not None
-                and owner.hides(GatewayMessage(item.msg), self.session_id)
-            ):
-                continue  # the owner wrote it into the live document this tab shows
-            if self.paces_iopub:
-                self._pace(item)
-            elif self.websocket_handler.ws_connection is not None:
-                self.websocket_handler.write_message(item.text, binary=isinstance(item.text, bytes))
+        with self._replaying():  # let in as the tab reads (Pacer.replaying)
+            for item in held:
+                if (
+                    owner is not None
+                    and item.msg is not None
+                    and owner.hides(GatewayMessage(item.msg), self.session_id)
+                ):
+                    continue  # the owner wrote it into the live document this tab shows
+                if self.paces_iopub:
+                    self._pace(item)
+                elif self.websocket_handler.ws_connection is not None:
+                    binary = isinstance(item.text, bytes)
+                    self.websocket_handler.write_message(item.text, binary=binary)
 
     def _hold_for_session(self, waiting: list[Any]) -> None:
         kept = [self._as_from_gateway(item) for item in waiting]

@@ -11,6 +11,10 @@ A module per concept:
   (both protocols, once per message);
 * :mod:`.outbox`: :class:`Outbox`, one websocket's bounded, ordered outgoing queue;
 * :mod:`.pacer`: :class:`Pacer`, one websocket's IOPub pacing (what waits, when it goes);
+* :mod:`.tally`: :class:`Tally`, what a pacer sent, merged and sent late, and the line the
+  server logs for it at a cell's end;
+* :mod:`.replay`: :class:`Replay`, what a returning session missed, let into the pacer as
+  its tab reads;
 * :mod:`.budgets`: the pacer's measures (the message window, the stream budget charged for
   the text a page holds, how old a waiting message may grow);
 * :mod:`.reading`: what the pacer reads of a message, and what it charges for the memory a
@@ -46,8 +50,8 @@ from .outbox import (
     close_websocket,
 )
 from .paced_iopub import PacedIOPub
-from .pacer import Pacer, Wire
-from .wire import V1_PROTOCOL, WebsocketWire
+from .pacer import Pacer
+from .wire import V1_PROTOCOL, WebsocketWire, Wire
 
 __all__ = [
     "CLOSE_INTERNAL_ERROR",

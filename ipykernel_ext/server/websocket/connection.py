@@ -268,7 +268,8 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
             )
 
         info = self.kernel_manager.get_connection_info()
-        return channel_sets.get(self.kernel_id, info, make)
+        channel_sets.listen(self.websocket_handler.settings.get("event_logger"))
+        return channel_sets.get(self.kernel_id, info, make, self.multi_kernel_manager)
 
     def create_stream(self) -> None:
         """Attach this websocket to the kernel's shared channels (the stock class connects
@@ -310,9 +311,10 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
             replay = buffer_info["buffer"]
             if replay:
                 self.log.info("Replaying %s buffered messages", len(replay))
-            for _channel, kmsg in replay:
-                if isinstance(kmsg, KernelMessage):
-                    self._on_kernel_message(kmsg)  # without what the owner hides
+            with self._replaying():  # let in as the tab reads (Pacer.replaying)
+                for _channel, kmsg in replay:
+                    if isinstance(kmsg, KernelMessage):
+                        self._on_kernel_message(kmsg)  # without what the owner hides
             for stream in buffer_info["channels"].values():
                 stream.close()
         assert self.shared is not None and self.client is not None

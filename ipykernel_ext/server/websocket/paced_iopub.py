@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from traitlets import Bool, Float
 from traitlets.config import Configurable
 
 from .budgets import Rates
 from .outbox import Outbox
-from .pacer import Pacer, Wire
+from .pacer import Pacer
+from .wire import Wire
 
 #: The stock class whose config section holds the rate settings (read by both classes).
 STOCK_SECTION = "ZMQChannelsWebsocketConnection"
@@ -65,6 +67,11 @@ class PacedIOPub(Configurable):
         names: list[str] = super().section_names()
         return names if STOCK_SECTION in names else [STOCK_SECTION, *names]
 
+    if TYPE_CHECKING:  # each connection class's own, made by make_pacer
+
+        @property
+        def pacer(self) -> Pacer: ...
+
     @property
     def paces_iopub(self) -> bool:
         """Whether this connection's IOPub goes through a :class:`Pacer`."""
@@ -94,3 +101,8 @@ class PacedIOPub(Configurable):
             logger=logger,
             name=name,
         )
+
+    def _replaying(self) -> AbstractContextManager[None]:
+        """Around a replay of what the tab's session missed: paced, it is let in as the tab
+        reads (:meth:`Pacer.replaying`); unpaced, it is written as it comes, as stock."""
+        return self.pacer.replaying() if self.paces_iopub else nullcontext()

@@ -27,14 +27,15 @@ the page (JupyterLab renders a stream output again on each message, so 200000 li
   for jupyter_server's buffer of the session; one message over the budget is delivered as
   on an empty line.
 
-The wire format is the connection's (:class:`Wire`): this module never encodes a message.
+The wire format is the connection's (:class:`~.wire.Wire`): this module never encodes a message.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from .budgets import (
     CATCH_UP_AGE,
@@ -58,24 +59,13 @@ from .reading import (
     stream_key,
     stream_text,
 )
+from .replay import Replay
+from .tally import Tally
+from .wire import Wire
 
 #: A waiting stream that holds more than this share of the websocket's byte budget goes at
 #: once, whatever the stream budget says: what the pacer holds never closes a tab that reads.
 STREAM_HOLD_SHARE = 8
-
-
-class Wire(Protocol):
-    """What a connection class gives its pacer: how to read and send its messages."""
-
-    def pace_decode(self, original: Any) -> Message:
-        """``original`` as a message dict (``header``, ``parent_header``, ``metadata``,
-        ``content``, ``buffers``)."""
-
-    def pace_send(self, original: Any) -> None:
-        """Send ``original`` to the tab unchanged."""
-
-    def pace_send_merged(self, msg: Message) -> None:
-        """Encode and send ``msg``, a message that stands for several (an IOPub message)."""
 
 
 class Pacer:
@@ -107,18 +97,8 @@ class Pacer:
         self.log = logger
         self.name = name
         self.line = Line()
-        #: messages the tab got as they came, and merged messages sent
-        self.sent = 0
-        self.sent_merged = 0
-        #: messages folded into others or skipped with a replaced frame, in all
-        self.folded = 0
-        #: entries sent late (older than :data:`CATCH_UP_AGE`), whatever the rates
-        self.caught_up = 0
-        #: the oldest a message was when it was sent from the line (seconds)
-        self.worst_age = 0.0
-        #: since the last line logged: the longest wait here (section 8's bound), caught_up
-        self._longest_since_logged = 0.0
-        self._late_logged = 0
+        #: what it sent, folded and sent late, and the line logged at a cell's end
+        self.tally = Tally(logger, name)
         #: over the byte budget: nothing more is sent, what comes is kept for :meth:`close`
         self.stopped = False
         #: handed over (:meth:`close`): nothing more is taken
@@ -130,6 +110,8 @@ class Pacer:
         self._ending: dict[Any, int] = {}
         self._timer: Timer | None = None
         self._flushing = False
+        #: what a returning session missed, and what came behind it (:meth:`replaying`)
+        self.backlog = Replay(budget)
         outbox.on_drained = self._drained
 
     # --- in ------------------------------------------------------------------------------
@@ -142,6 +124,33 @@ class Pacer:
             # The websocket is closing: kept as it came, for the hand-over (close()).
             self._kept.append(original)
             return
+        if self.backlog.replaying or self.backlog:
+            if not self.backlog.add(original, channel, msg_type, size):
+                self._stop()
+                self.on_overflow(self.backlog.live)
+            return
+        self._take(original, channel, msg_type, size)
+
+    @contextmanager
+    def replaying(self) -> Iterator[None]:
+        """What is put inside is what the tab's session missed: it is let in as the tab reads
+        (:mod:`.replay`); what the kernel sends meanwhile waits behind it, in order."""
+        self.backlog.replaying = True
+        try:
+            yield
+        finally:
+            self.backlog.replaying = False
+            self._let_in()
+
+    def _let_in(self) -> None:
+        """The backlog's next messages, while the line and the outbox leave them room."""
+        while not (self.closed or self.stopped or self.outbox.closed):
+            missed = self.backlog.take(self.line.size + self.outbox.charged)
+            if missed is None:
+                return
+            self._take(missed.original, missed.channel, missed.msg_type, missed.size)
+
+    def _take(self, original: Any, channel: str, msg_type: str, size: int) -> None:
         iopub = channel == "iopub"
         counted = iopub and msg_type not in UNCOUNTED_MSG_TYPES
         if size > self.budget:
@@ -168,8 +177,9 @@ class Pacer:
 
     def _send_whole(self, original: Any, msg_type: str, counted: bool) -> None:
         """One message over the byte budget: delivered as it would be on an empty line (what
-        waits goes first, at once; the outbox takes one such message whatever it holds)."""
-        self.release()
+        waits goes first, at once; the outbox takes one such message whatever it holds; a
+        backlog stays behind it)."""
+        self._release_line()
         if self.stopped or self.outbox.closed:
             self._kept.append(original)
             return
@@ -192,7 +202,7 @@ class Pacer:
         stamp = last.stamp if last is not None else 0
         entries = len(line)
         line.add(original, msg, size, counted)
-        self.folded += line.folded_total - before
+        self.tally.folded += line.folded_total - before
         now_last = line.last()
         if now_last is not last or now_last.stamp != stamp:  # a new place in the line
             now_last.born = self.clock.time()
@@ -216,9 +226,7 @@ class Pacer:
         """Over the byte budget (the websocket is being closed): send nothing more, keep
         everything for the hand-over."""
         self.stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
 
     # --- out -----------------------------------------------------------------------------
 
@@ -226,7 +234,7 @@ class Pacer:
         if msg is not None and msg["header"].get("msg_type") == "status":
             self._status_sent(msg)
         self.wire.pace_send(original)
-        self.sent += 1
+        self.tally.sent += 1
         if counted and self.window is not None:
             self.window.record(now)
         text = stream_text(msg)
@@ -234,14 +242,13 @@ class Pacer:
             self.stream_budget.spend(now, stream_key(msg), [text])
 
     def _send_entry(self, entry: Entry, now: float) -> None:
-        self.worst_age = max(self.worst_age, now - entry.born)
-        self._longest_since_logged = max(self._longest_since_logged, now - entry.born)
+        self.tally.waited(now - entry.born)
         if entry.merged:
             self.wire.pace_send_merged(entry.message())
-            self.sent_merged += 1
+            self.tally.sent_merged += 1
         else:
             self.wire.pace_send(entry.original)
-            self.sent += 1
+            self.tally.sent += 1
         if entry.counted and self.window is not None:
             self.window.record(now)
         if entry.kind == STREAM and self.stream_budget is not None:
@@ -259,23 +266,7 @@ class Pacer:
         parent = (msg.get("parent_header") or {}).get("msg_id")
         if self.stream_budget is not None:
             self.stream_budget.cell_ended(parent)
-        folded = self.line.folded.pop(parent, 0)
-        if folded or self.caught_up > self._late_logged:
-            # Also when only lateness: a flood that cannot merge says how long it waited.
-            self.log.info(
-                "IOPub to %s: cell %s: %d messages merged into others or skipped with a replaced "
-                "frame (none lost; peak %d counted messages in a %.3g s window, %d sent late past "
-                "the rates; the longest wait here since the last such line %.2f s)",
-                self.name,
-                parent,
-                folded,
-                self.window.peak if self.window is not None else -1,
-                self.window.window if self.window is not None else 0,
-                self.caught_up,
-                self._longest_since_logged,
-            )
-            self._late_logged = self.caught_up
-            self._longest_since_logged = 0.0
+        self.tally.cell_ended(parent, self.line.folded.pop(parent, 0), self.window)
 
     def _schedule(self, delay: float) -> None:
         """Look at the line again in ``delay`` seconds, or sooner if a look is due sooner (a
@@ -290,18 +281,17 @@ class Pacer:
         self._timer = self.clock.call_at(at, self._flush)
 
     def _drained(self) -> None:
-        if self.line and not self._flushing:
+        if (self.line or self.backlog) and not self._flushing:
             self._flush()
 
     def _flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if self._flushing or self.closed or self.stopped:
             return
         self._flushing = True
         try:
             self._send_line()
+            self._let_in()
         finally:
             self._flushing = False
 
@@ -331,7 +321,7 @@ class Pacer:
             # the rates (what merges has merged by now; what cannot must not fall behind).
             due = head.born + CATCH_UP_AGE - now
             if due <= 0:
-                self.caught_up += 1
+                self.tally.caught_up += 1
                 self._send_entry(line.pop(), now)
                 continue
             wait = self._window_wait(head, now)
@@ -359,7 +349,7 @@ class Pacer:
         if behind.kind == STREAM and behind.key == head.key:
             before = line.folded_total
             line.join_second()
-            self.folded += line.folded_total - before
+            self.tally.folded += line.folded_total - before
             return True
         if behind.kind not in STATE_KINDS and (
             behind.parent is None or behind.parent == head.parent
@@ -376,23 +366,30 @@ class Pacer:
     def release(self) -> None:
         """Send everything that waits now, in order, whatever the rates: the connection is
         about to write a message of its own (a ``restarting`` or ``dead`` status, a stderr
-        note), which must follow what the kernel sent before it. (Stopped, nothing is sent:
-        it is all kept for the hand-over.)"""
+        note), which must follow what the kernel sent before it, the backlog's too (unmerged).
+        (Stopped, nothing is sent: it is all kept for the hand-over.)"""
+        self._release_line()
+        while self.backlog and not (self.closed or self.stopped or self.outbox.closed):
+            self.wire.pace_send(self.backlog.pop().original)
+            self.tally.sent += 1
+
+    def _cancel_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _release_line(self) -> None:
+        self._cancel_timer()
         now = self.clock.time()
         while self.line and not self.closed and not self.stopped and not self.outbox.closed:
             self._send_entry(self.line.pop(), now)
 
     def close(self) -> list[Any]:
         """Stop, and hand back, once, what waits (the websocket is gone or going), in order:
-        the line's entries, then what came after the pacer or its outbox stopped."""
+        the line's entries, the backlog, then what came after the pacer or outbox stopped."""
         self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        waiting: list[Any] = [*self.line, *self._kept]
+        self._cancel_timer()
+        waiting: list[Any] = [*self.line, *self.backlog.hand_back(), *self._kept]
         self.line = Line()
         self._kept = []
         self._ending.clear()

@@ -53,6 +53,12 @@ def held_beyond_frames(entry: Entry) -> int:
     return ENTRY_COST + DECODED_COST + entry.size
 
 
+def held_at_most(size: int) -> int:
+    """The most a message of ``size`` frame bytes can hold once it waits in the line (its
+    frames, and its decoded message if it keeps it): what a backlog leaves room for."""
+    return size + ENTRY_COST + DECODED_COST + size
+
+
 def idle_of(msg: Message) -> bool:
     return bool(
         msg["header"].get("msg_type") == "status"

@@ -3,11 +3,14 @@
 jupyter_server's two kernel websocket protocols (``v1.kernel.websocket.jupyter.org``, and the
 legacy JSON one with buffers in its binary form), each message encoded once however many
 websockets get it (``KernelMessage.cache``), a merged message encoded anew, and a merged
-message made a kernel message again for jupyter_server's offline buffer. The pacer's
-:class:`~.pacer.Wire` is this class's three ``pace_*`` methods.
+message made a kernel message again for jupyter_server's offline buffer. :class:`Wire` is
+what any connection class gives its pacer (the gateway's too); here, this class's three
+``pace_*`` methods.
 """
 
 from __future__ import annotations
+
+from typing import Any, Protocol
 
 from jupyter_server.services.kernels.connection.base import serialize_msg_to_ws_v1
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
@@ -18,6 +21,20 @@ from .merging import Entry, Message
 from .outbox import Outbox
 
 V1_PROTOCOL = "v1.kernel.websocket.jupyter.org"
+
+
+class Wire(Protocol):
+    """What a connection class gives its pacer: how to read and send its messages."""
+
+    def pace_decode(self, original: Any) -> Message:
+        """``original`` as a message dict (``header``, ``parent_header``, ``metadata``,
+        ``content``, ``buffers``)."""
+
+    def pace_send(self, original: Any) -> None:
+        """Send ``original`` to the tab unchanged."""
+
+    def pace_send_merged(self, msg: Message) -> None:
+        """Encode and send ``msg``, a message that stands for several (an IOPub message)."""
 
 
 class WebsocketWire(ZMQChannelsWebsocketConnection):
@@ -32,7 +49,7 @@ class WebsocketWire(ZMQChannelsWebsocketConnection):
     def _v1(self) -> bool:
         return self.subprotocol == V1_PROTOCOL
 
-    # --- the pacer's wire (:class:`~.pacer.Wire`) ---------------------------------------
+    # --- the pacer's wire (:class:`Wire`) ---------------------------------------
 
     def pace_send(self, original: KernelMessage) -> None:
         """Encode one kernel message for this websocket (once per message) and queue it."""
