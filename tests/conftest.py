@@ -60,14 +60,45 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: The order the layers' files are handed to the two test workers (``--no-loadscope-reorder``
+#: in pyproject keeps it). xdist's own order, most tests first, left the upstream file (two
+#: tests, about 4 minutes) to start 20 minutes in and run alone at the end while the other
+#: worker had nothing left. So: the upstream file first, beside the server layer's files
+#: (about 15 minutes of a worker in all); then the browser layer's; the many short files of
+#: the other layers fill in at the end. Not the browser layer beside the upstream file: the
+#: first browser test's page once never saw its kernel connect while the upstream suite
+#: started its kernels beside it (an earlier trial of this order, not understood since).
+WORKER_ORDER = (
+    "upstream",
+    "server",
+    "browser",
+    "kernel",
+    "shared_channels",
+    "client",
+    "package",
+    "unit",
+)
+
+
+def _layer_of(item: pytest.Item) -> str | None:
+    parts = Path(item.path).resolve().relative_to(_HERE).parts
+    return parts[0] if len(parts) > 1 and parts[0] in LAYERS else None
+
+
+def _worker_rank(item: pytest.Item) -> int:
+    layer = _layer_of(item)
+    return WORKER_ORDER.index(layer) if layer in WORKER_ORDER else len(WORKER_ORDER)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        parts = Path(item.path).resolve().relative_to(_HERE).parts
-        if len(parts) > 1 and parts[0] in LAYERS:
-            item.add_marker(getattr(pytest.mark, parts[0]))
+        layer = _layer_of(item)
+        if layer is not None:
+            item.add_marker(getattr(pytest.mark, layer))
         # Given by the fixture, so that `-m full_size` selects exactly the tests it changes.
         if "full_size" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.full_size)
+    items.sort(key=_worker_rank)  # stable: each file's tests keep their order
 
 
 @pytest.fixture
