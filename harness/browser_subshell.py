@@ -150,6 +150,26 @@ def comm_msgs_sent(log: WebsocketLog, method: str) -> list[Any]:
     ]
 
 
+def subshells_created(log: WebsocketLog) -> bool:
+    """Every ``create_subshell_request`` the page sent has its reply: the subshell a comm
+    target's messages go on exists. JupyterLab asks for it when the target's first comm
+    opens and sends that target's messages on the main shell until the reply is in (a move
+    made before went without a subshell once, on a loaded machine); a kernel without
+    subshells is never asked (true at once)."""
+    frames = log.frames()
+    asked = {
+        f.msg_id
+        for f in frames
+        if f.direction == "sent" and f.msg_type == "create_subshell_request"
+    }
+    answered = {
+        f.parent_msg_id
+        for f in frames
+        if f.direction == "received" and f.msg_type == "create_subshell_reply"
+    }
+    return asked <= answered
+
+
 def cell_output_text(page: Any, index: int) -> str:
     """The text of cell ``index``'s output area."""
     return "\n".join(page.locator(CODE_CELL).nth(index).locator(".jp-OutputArea").all_inner_texts())
@@ -366,6 +386,7 @@ def move_during_the_cell(
     handle = page.locator(SLIDER_HANDLE)
     wait_for(lambda: handle.count() == 1, 60, what="the slider rendered", page=page)
     wait_idle(page, status_js)
+    wait_for(lambda: subshells_created(log), 60, what="the page's comm subshell", page=page)
     drag_slider(page, 0, 1)
     wait_for(lambda: read_records(record), 60, what="the idle move's callback", page=page)
     wait_idle(page, status_js)
