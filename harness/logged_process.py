@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Self
 
@@ -77,14 +78,24 @@ class LoggedProcess:
         return self
 
     def stop(self) -> None:
-        """SIGTERM, SIGKILL after ``stop_timeout`` s; then remove the temporary folder."""
+        """SIGTERM, SIGKILL after ``stop_timeout`` s; then remove the temporary folder.
+
+        A process killed so is named in the run's warnings with its log's last lines: a
+        test module's teardown that waits out the whole ``stop_timeout`` (30 s, seen only
+        under xdist in the full run) shows which process did not end and why."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
+                tail = self.log_tail(15)
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+                warnings.warn(
+                    f"{type(self).__name__} (pid {self.proc.pid}) did not end "
+                    f"{self.stop_timeout:g} s after SIGTERM and was killed; its log ended:\n{tail}",
+                    stacklevel=2,
+                )
         if os.environ.get("IPYKERNEL_EXT_KEEP_SERVER_DIRS") != "1":
             shutil.rmtree(self._tmp, ignore_errors=True)
 

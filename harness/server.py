@@ -45,12 +45,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from .logged_process import LoggedProcess
 from .polling import wait_until
+
+#: Seconds past which :meth:`JupyterServer.stop`'s kernel shutdowns are named in the run's
+#: warnings (a diagnostic for slow module teardowns, not a verdict).
+SLOW_SHUTDOWN = 10.0
 
 if TYPE_CHECKING:
     pass
@@ -236,11 +241,21 @@ class JupyterServer(LoggedProcess):
         """Shut kernels down through the server, then stop it (SIGTERM: the server shuts its
         kernels down too); remove the temp dirs."""
         if self.running and self.url:
+            started = time.monotonic()
+            kernels = []
             try:
-                for kernel in self.api("GET", "api/kernels", timeout=10):
+                kernels = self.api("GET", "api/kernels", timeout=10)
+                for kernel in kernels:
                     self.shutdown_kernel(kernel["id"])
             except (OSError, ServerError):
                 pass
+            took = time.monotonic() - started
+            if took > SLOW_SHUTDOWN:  # a diagnostic for slow teardowns, never a verdict
+                warnings.warn(
+                    f"shutting {len(kernels)} kernel(s) down through {self.url} took "
+                    f"{took:.1f} s; the server log ended:\n{self.log_tail(15)}",
+                    stacklevel=2,
+                )
         super().stop()
 
     # pauses -------------------------------------------------------------------------
