@@ -11,7 +11,7 @@ A module per concept:
   (both protocols, once per message);
 * :mod:`.outbox`: :class:`Outbox`, one websocket's bounded, ordered outgoing queue;
 * :mod:`.pacer`: :class:`Pacer`, one websocket's IOPub pacing (what waits, when it goes);
-* :mod:`.tally`: :class:`Tally`, what a pacer sent, merged and sent late, and the line the
+* :mod:`.tally`: :class:`Tally`, how late a pacer sent, and the line the
   server logs for it at a cell's end;
 * :mod:`.replay`: :class:`Replay`, what a returning session missed, let into the pacer as
   its tab reads;

@@ -197,12 +197,10 @@ class Pacer:
 
     def _hold(self, original: Any, msg: Message | None, size: int, counted: bool) -> None:
         line = self.line
-        before = line.folded_total
         last = line.last() if line else None
         stamp = last.stamp if last is not None else 0
         entries = len(line)
         line.add(original, msg, size, counted)
-        self.tally.folded += line.folded_total - before
         now_last = line.last()
         if now_last is not last or now_last.stamp != stamp:  # a new place in the line
             now_last.born = self.clock.time()
@@ -234,7 +232,6 @@ class Pacer:
         if msg is not None and msg["header"].get("msg_type") == "status":
             self._status_sent(msg)
         self.wire.pace_send(original)
-        self.tally.sent += 1
         if counted and self.window is not None:
             self.window.record(now)
         text = stream_text(msg)
@@ -245,10 +242,8 @@ class Pacer:
         self.tally.waited(now - entry.born)
         if entry.merged:
             self.wire.pace_send_merged(entry.message())
-            self.tally.sent_merged += 1
         else:
             self.wire.pace_send(entry.original)
-            self.tally.sent += 1
         if entry.counted and self.window is not None:
             self.window.record(now)
         if entry.kind == STREAM and self.stream_budget is not None:
@@ -347,9 +342,7 @@ class Pacer:
             self._schedule(until)
             return False
         if behind.kind == STREAM and behind.key == head.key:
-            before = line.folded_total
             line.join_second()
-            self.tally.folded += line.folded_total - before
             return True
         if behind.kind not in STATE_KINDS and (
             behind.parent is None or behind.parent == head.parent
@@ -371,7 +364,6 @@ class Pacer:
         self._release_line()
         while self.backlog and not (self.closed or self.stopped or self.outbox.closed):
             self.wire.pace_send(self.backlog.pop().original)
-            self.tally.sent += 1
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

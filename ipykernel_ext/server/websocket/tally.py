@@ -1,10 +1,11 @@
-"""What one websocket's pacer did, and the line the server logs for it at a cell's end.
+"""How late one websocket's pacer sent, and the line the server logs for it at a cell's end.
 
 Nothing merged or sent late is lost, but it is said (docs/PROTOCOL.md section 8, "What is
 said"): at a cell's ``idle``, when anything of that cell was merged, or any message went late
 since the last such line, the server logs at INFO how many merged, the message window's peak,
 how many went late past the rates, and the longest wait since the last line. :class:`Tally`
-keeps those counts for :class:`~.pacer.Pacer`, which tells it what it sends and folds.
+keeps the lateness counts for :class:`~.pacer.Pacer`, which tells it how long each entry
+waited and which went late; the merge counts are the line's (``Line.folded``).
 """
 
 from __future__ import annotations
@@ -16,27 +17,19 @@ from .budgets import MessageWindow
 
 
 class Tally:
-    """One websocket's pacing counts and its cell line (module docstring)."""
+    """One websocket's lateness counts and its cell line (module docstring)."""
 
     def __init__(self, log: logging.Logger | logging.LoggerAdapter[Any], name: str) -> None:
         self.log = log
         self.name = name
-        #: messages the tab got as they came, and merged messages sent
-        self.sent = 0
-        self.sent_merged = 0
-        #: messages folded into others or skipped with a replaced frame, in all
-        self.folded = 0
         #: entries sent late (older than the catch-up age), whatever the rates
         self.caught_up = 0
-        #: the oldest a message was when it was sent from the line (seconds)
-        self.worst_age = 0.0
         #: since the last line logged: the longest wait here (section 8's bound), caught_up
         self._longest_since_logged = 0.0
         self._late_logged = 0
 
     def waited(self, age: float) -> None:
         """An entry of the line was sent ``age`` seconds after it began to wait."""
-        self.worst_age = max(self.worst_age, age)
         self._longest_since_logged = max(self._longest_since_logged, age)
 
     def cell_ended(self, parent: Any, folded: int, window: MessageWindow | None) -> None:
