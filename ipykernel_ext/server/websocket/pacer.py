@@ -111,7 +111,7 @@ class Pacer:
         self._timer: Timer | None = None
         self._flushing = False
         #: what a returning session missed, and what came behind it (:meth:`replaying`)
-        self.backlog = Replay(budget)
+        self.replay = Replay(budget)
         outbox.on_drained = self._drained
 
     # --- in ------------------------------------------------------------------------------
@@ -124,10 +124,10 @@ class Pacer:
             # The websocket is closing: kept as it came, for the hand-over (close()).
             self._kept.append(original)
             return
-        if self.backlog.replaying or self.backlog:
-            if not self.backlog.add(original, channel, msg_type, size):
+        if self.replay.replaying or self.replay:
+            if not self.replay.add(original, channel, msg_type, size):
                 self._stop()
-                self.on_overflow(self.backlog.live)
+                self.on_overflow(self.replay.live)
             return
         self._take(original, channel, msg_type, size)
 
@@ -135,17 +135,17 @@ class Pacer:
     def replaying(self) -> Iterator[None]:
         """What is put inside is what the tab's session missed: it is let in as the tab reads
         (:mod:`.replay`); what the kernel sends meanwhile waits behind it, in order."""
-        self.backlog.replaying = True
+        self.replay.replaying = True
         try:
             yield
         finally:
-            self.backlog.replaying = False
+            self.replay.replaying = False
             self._let_in()
 
     def _let_in(self) -> None:
-        """The backlog's next messages, while the line and the outbox leave them room."""
+        """The replay's next messages, while the line and the outbox leave them room."""
         while not (self.closed or self.stopped or self.outbox.closed):
-            missed = self.backlog.take(self.line.size + self.outbox.charged)
+            missed = self.replay.take(self.line.size + self.outbox.charged)
             if missed is None:
                 return
             self._take(missed.original, missed.channel, missed.msg_type, missed.size)
@@ -178,7 +178,7 @@ class Pacer:
     def _send_whole(self, original: Any, msg_type: str, counted: bool) -> None:
         """One message over the byte budget: delivered as it would be on an empty line (what
         waits goes first, at once; the outbox takes one such message whatever it holds; a
-        backlog stays behind it)."""
+        replay stays behind it)."""
         self._release_line()
         if self.stopped or self.outbox.closed:
             self._kept.append(original)
@@ -276,7 +276,7 @@ class Pacer:
         self._timer = self.clock.call_at(at, self._flush)
 
     def _drained(self) -> None:
-        if (self.line or self.backlog) and not self._flushing:
+        if (self.line or self.replay) and not self._flushing:
             self._flush()
 
     def _flush(self) -> None:
@@ -359,11 +359,11 @@ class Pacer:
     def release(self) -> None:
         """Send everything that waits now, in order, whatever the rates: the connection is
         about to write a message of its own (a ``restarting`` or ``dead`` status, a stderr
-        note), which must follow what the kernel sent before it, the backlog's too (unmerged).
+        note), which must follow what the kernel sent before it, the replay's too (unmerged).
         (Stopped, nothing is sent: it is all kept for the hand-over.)"""
         self._release_line()
-        while self.backlog and not (self.closed or self.stopped or self.outbox.closed):
-            self.wire.pace_send(self.backlog.pop().original)
+        while self.replay and not (self.closed or self.stopped or self.outbox.closed):
+            self.wire.pace_send(self.replay.pop().original)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -378,10 +378,10 @@ class Pacer:
 
     def close(self) -> list[Any]:
         """Stop, and hand back, once, what waits (the websocket is gone or going), in order:
-        the line's entries, the backlog, then what came after the pacer or outbox stopped."""
+        the line's entries, the replay, then what came after the pacer or outbox stopped."""
         self.closed = True
         self._cancel_timer()
-        waiting: list[Any] = [*self.line, *self.backlog.hand_back(), *self._kept]
+        waiting: list[Any] = [*self.line, *self.replay.hand_back(), *self._kept]
         self.line = Line()
         self._kept = []
         self._ending.clear()
