@@ -32,6 +32,7 @@ module:
 * :mod:`.ws_protocol`: the kernel websocket protocol (v1 framing, legacy JSON, the message
   dict), one rule per fact for every client below;
 * :mod:`.kernel_websocket`: a synchronous websocket client of a kernel through that server;
+* :mod:`.journal`: a lasting kernel's cell journal, asked on its control channel;
 * :mod:`.simulated_clock`: simulated time for the server's IOPub pacer (hours in seconds);
 * :mod:`.tab_view`: what a tab shows after a cell's messages (outputs, widget states);
 * :mod:`.cell_messages`: a cell's IOPub messages as dicts, and the outputs a page keeps;

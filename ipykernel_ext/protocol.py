@@ -32,12 +32,18 @@ COMM_ECHO_MSG_TYPE = "comm_echo"
 CONTROL_COMM_TARGET = "jupyter.widget.control"
 
 #: Our control-channel queries (PROTOCOL.md sections 1 and 3): answered without busy/idle.
-QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request")
+QUERY_MSG_TYPES = ("widget_state_request", "iopub_stats_request", "journal_request")
+
+#: The message-metadata key (true) on each IOPub message a lasting kernel sends again from its
+#: cell journal (PROTOCOL.md section 9): a server tells them from the live ones by it.
+AGAIN_METADATA_KEY = "ipykernel_ext_again"
 
 #: The environment variable a launcher sets for a kernel it launched to outlive its server:
 #: the seconds the kernel waits, with no IOPub subscriber and no running cell, before it
 #: ends itself (ipykernel_ext.kernel.orphan reads it, server/lasting/provisioner.py sets it).
 ORPHAN_TIMEOUT_ENV = "IPYKERNEL_EXT_ORPHAN_TIMEOUT"
+#: The bytes of outputs such a kernel's cell journal holds (PROTOCOL.md section 9; 0: none).
+JOURNAL_BYTES_ENV = "IPYKERNEL_EXT_JOURNAL_BYTES"
 #: What a kernelspec's ``metadata`` says (true) for a kernel that honours it: the server
 #: extension launches only such kernels to outlive it (a kernel that cannot end itself would
 #: live forever if its server never came back).
@@ -120,8 +126,9 @@ def split_frames(frames: Sequence[Any]) -> SplitFrames | None:
     delimiter, or None if it has none (not a Jupyter message). No frame is copied but the
     identities."""
     for i, frame in enumerate(frames):
-        # Compared through a view: a large frame before the delimiter is not copied.
-        if memoryview(frame) == DELIMITER:
+        # Bytes compared as they are (most frames: the cheap test); anything else through a
+        # view, so a large frame before the delimiter is not copied.
+        if frame == DELIMITER if isinstance(frame, bytes) else memoryview(frame) == DELIMITER:
             return SplitFrames([frame_bytes(f) for f in frames[:i]], list(frames[i + 1 :]))
     return None
 
@@ -148,6 +155,14 @@ def peek_msg_type(session: Any, frames: list[Any]) -> str | None:
     header = peek(session, frames, HEADER)
     msg_type = header.get("msg_type") if isinstance(header, dict) else None
     return msg_type if isinstance(msg_type, str) else None
+
+
+def expect_no_fields(content: Any, msg_type: str) -> None:
+    """Refuse a request's ``content`` unless it is an empty object (a clear error)."""
+    if not isinstance(content, dict):
+        raise TypeError(f"{msg_type} content must be an object, not {type(content).__name__}")
+    if content:
+        raise ValueError(f"{msg_type} takes no fields; unknown: {sorted(content)}")
 
 
 def error_content(exc: BaseException) -> dict[str, Any]:

@@ -10,10 +10,11 @@ Wiring only. What each feature does lives in its room (:mod:`ipykernel_ext.kerne
   mixin this kernel inherits: the routing, the inbox, the messages handled mid-cell);
 * :mod:`.widgets`: the snapshot of every ipywidgets model for one reply
   (:mod:`.widgets.snapshot`), and an idle kernel's control comm (:mod:`.widgets.control_comm`);
-* :mod:`.busy`: a reconnecting frontend answered while the main shell runs a cell.
+* :mod:`.busy`: a reconnecting frontend answered while the main shell runs a cell;
+* :mod:`.journal`: the cells kept for a server that comes back (``journal_request``).
 
-The two queries (``widget_state_request``, ``iopub_stats_request``) are answered on the
-control thread *without* the ``status: busy/idle`` pair stock ipykernel publishes for every
+The queries (:data:`~ipykernel_ext.protocol.QUERY_MSG_TYPES`) are answered on the control
+thread *without* the ``status: busy/idle`` pair stock ipykernel publishes for every
 control message: jupyter_server would take that ``idle`` as the kernel's state while a cell
 is still running (see PROTOCOL.md, "Queries publish no status").
 """
@@ -35,6 +36,7 @@ from ..protocol import (
     CONTROL_COMM_TARGET,
     QUERY_MSG_TYPES,
     error_content,
+    expect_no_fields,
     peek_msg_type,
     split_frames,
 )
@@ -50,12 +52,13 @@ from .comms.subshell_sends import SubshellSends
 from .iopub.kernel_options import IOPubOptions
 from .iopub.notice import MissedNotice
 from .iopub.socket import NoDropXPubSocket
+from .journal.kernel_part import JournalingKernel
 from .shell_handlers import KeptMainLock, ShellHandlers, dispatching_on
 from .widgets.snapshot import WidgetStateRequestError, build_widget_state_reply
 from .zmqshell import ExtShell
 
 
-class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
+class ExtKernel(JournalingKernel, KeptMainLock, IOPubOptions, CommsOnMainShell):
     """IPythonKernel plus comm_echo and the control-channel queries of PROTOCOL.md."""
 
     echo_enabled = Bool(
@@ -338,6 +341,8 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
         if self.echo_enabled:
             features.append(COMM_ECHO_MSG_TYPE)
         features += ["widget_state", "iopub_stats"]
+        if self.journal is not None:
+            features.append("journal")
         if getattr(self.parent, "router_identity", "off") == "endpoint":
             features.append("router_identity_endpoint")
         return info
@@ -368,7 +373,7 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
         """Reply with the IOPub socket's settings and counters (see :mod:`.iopub`)."""
         assert self.session is not None  # dispatched by process_control, which had one
         try:
-            _expect_no_fields(parent["content"], "iopub_stats_request")
+            expect_no_fields(parent["content"], "iopub_stats_request")
             content = self.iopub_thread.socket.stats_reply()
         except Exception as exc:
             content = error_content(exc)
@@ -391,10 +396,3 @@ class ExtKernel(KeptMainLock, IOPubOptions, CommsOnMainShell):
         except Exception as exc:  # a state the session cannot pack: answer anyway, never silence
             self.log.warning("widget_state_reply could not be sent: %s", exc, exc_info=True)
             self.session.send(stream, "widget_state_reply", error_content(exc), parent, ident)
-
-
-def _expect_no_fields(content: Any, msg_type: str) -> None:
-    if not isinstance(content, dict):
-        raise TypeError(f"{msg_type} content must be an object, not {type(content).__name__}")
-    if content:
-        raise ValueError(f"{msg_type} takes no fields; unknown: {sorted(content)}")

@@ -35,6 +35,8 @@ from .iopub.settings import IOPubTraits
 from .iopub.socket import NoDropXPubSocket
 from .iopub.thread import WakeSafeIOPubThread
 from .ipkernel import ExtKernel
+from .journal.journal import Journal, journal_bytes
+from .journal.kernel_part import JournalingKernel
 from .orphan import ENV, OrphanWatch, watch_from_environment
 from .router_identity import bind_with_endpoint_identity
 
@@ -239,6 +241,7 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
             if isinstance(getattr(self.kernel, "main_shell_status", None), MainShellStatus):
                 socket, timeout = monitor
                 OrphanWatch(socket, timeout, self.kernel, self.log).start()
+                self._start_journal()
             else:
                 # Another kernel class: no way to tell a running cell, so never end it.
                 self.log.warning(
@@ -248,6 +251,19 @@ class ExtKernelApp(IOPubTraits, IPKernelApp):
                     type(self.kernel).__name__,
                 )
         super().start()
+
+    def _start_journal(self) -> None:
+        """Keep the cells for a server that comes back (:mod:`.journal`): a kernel launched
+        to outlive its server, whose IOPub thread is ours (it feeds the journal)."""
+        max_bytes = journal_bytes(os.environ)
+        if (
+            max_bytes
+            and isinstance(self.kernel, JournalingKernel)
+            and isinstance(self.iopub_thread, WakeSafeIOPubThread)
+        ):
+            journal = Journal(max_bytes)
+            self.kernel.journal = journal
+            self.iopub_thread.tap = journal
 
     def _try_bind_socket(self, s: zmq.Socket[Any], port: int) -> int:
         if (

@@ -142,7 +142,10 @@ class OrphanWatch:
                 if self.monitor.poll(int(POLL_SECONDS * 1000)):
                     self._count()
             except zmq.ZMQError:
-                return  # the kernel is exiting (its context terminated): nothing to watch
+                # The kernel is exiting (its context terminated): nothing to watch. Closed
+                # here, on its own thread, or the context's term would wait for it.
+                self.monitor.close(linger=0)
+                return
             now = time.monotonic()
             if self.connections > 0 or self.kernel.main_shell_status.busy:
                 alone_since = now

@@ -47,6 +47,7 @@ from traitlets.config.loader import DeferredConfig
 from .gateway import GatewayOutputsConnection
 from .lasting import install as install_lasting_kernels
 from .websocket import SharedChannelsConnection
+from .websocket.tabless import Tabless
 
 #: The name users enable and disable (``jpserver_extensions`` key, ``jupyter server extension``).
 EXTENSION_NAME = "ipykernel_ext"
@@ -180,7 +181,9 @@ def lasting_kernels(serverapp: Any, log: logging.Logger | logging.LoggerAdapter[
     gateway (the gateway keeps its own); what is on, in words for the log."""
     if gateway_enabled(serverapp):
         return "off (kernels run behind the gateway, which keeps its own)"
-    return install_lasting_kernels(serverapp, log)
+    cls = getattr(serverapp, CLASS_TRAIT)
+    hearing = Tabless(cls, serverapp) if _is_ours(cls, SharedChannelsConnection) else None
+    return install_lasting_kernels(serverapp, log, hearing)
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:

@@ -16,12 +16,14 @@ once at INFO.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import logging
+from typing import Any, ClassVar
 
 from jupyter_server.services.kernels.connection.base import BaseKernelWebsocketConnection
 from traitlets import Bool, Float, Int
 from traitlets.config import Configurable
 
+from ..shared_channels import Unpack
 from .kernels import outputs_owners
 from .outputs import DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_KERNEL_BYTES, MakeFeed, OutputsOwner
 
@@ -93,23 +95,42 @@ class KeepOutputs(Configurable):
         kernel asks."""
         websocket = self._websocket()
         settings = websocket.websocket_handler.settings
-        kernel_id = websocket.kernel_id
+        outputs_owners.listen(settings.get("event_logger"))
+        self.owner = self.kernel_owner(
+            websocket.kernel_id,
+            settings,
+            websocket.session.unpack,
+            websocket.log,
+            make_feed,
+            websocket.multi_kernel_manager,
+        )
+        return self.owner
+
+    def kernel_owner(
+        self,
+        kernel_id: str,
+        settings: dict[str, Any],
+        unpack: Unpack,
+        log: logging.Logger | logging.LoggerAdapter[Any],
+        make_feed: MakeFeed,
+        multi_kernel_manager: Any,
+    ) -> OutputsOwner:
+        """The kernel's owner, made from these settings if it has none (also with no
+        websocket: a kernel taken back with cells to give again, :mod:`.websocket.tabless`)."""
 
         def make() -> OutputsOwner:
             return OutputsOwner(
                 kernel_id,
                 settings,
                 grace=self.keep_outputs_grace,
-                unpack=websocket.session.unpack,
-                log=websocket.log,
+                unpack=unpack,
+                log=log,
                 max_cell_bytes=self.keep_outputs_cell_bytes,
                 max_kernel_bytes=self.keep_outputs_kernel_bytes,
                 make_feed=make_feed,
             )
 
-        outputs_owners.listen(settings.get("event_logger"))
-        self.owner = outputs_owners.get(kernel_id, make, websocket.multi_kernel_manager)
-        return self.owner
+        return outputs_owners.get(kernel_id, make, multi_kernel_manager)
 
     def owner_opened(self) -> None:
         """Tell the owner (if this websocket has one) that its session is open."""

@@ -360,6 +360,28 @@ class SharedChannels:
                 except Exception:
                     self.log.exception("Telling %s that the channels closed failed", client.name)
 
+    def iopub_message(
+        self, match: Callable[[KernelMessage], bool]
+    ) -> asyncio.Future[KernelMessage]:
+        """A future done with the first IOPub message ``match`` accepts from now on, once
+        every attached client was given it (cancel it to stop waiting)."""
+        return self._dispatcher.iopub_message(match)
+
+    def deliver_as_kernel(
+        self,
+        channel: str,
+        msg_type: str,
+        content: dict[str, Any],
+        parent_header: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Deliver a message the kernel sent to a server before this one (a journaled cell's
+        ``execute_reply``, its waiting ``input_request``: docs/PROTOCOL.md section 9) as if
+        these channels had received it: routed by ``parent_header.session``, seen by the
+        watcher. Signed with the channels' own session (the kernel's key)."""
+        msg = self.session.msg(msg_type, content, parent=parent_header, metadata=metadata)
+        self._dispatch(channel, self.session.serialize(msg))
+
     def _dispatch(self, channel: str, raw: list[bytes]) -> None:
         self._dispatcher.dispatch(channel, raw)
 

@@ -11,6 +11,8 @@
   a readiness wait that IOPub delivers;
 * with ``track_status``, the last ``status`` whose parent's msg_type it accepts is kept
   (:attr:`Dispatcher.status`) for clients that join later;
+* a wait for an IOPub message (:meth:`Dispatcher.iopub_message`) is done with the first that
+  matches, once every client was given it;
 * a :class:`Watcher` (one per set, optional) is shown every kernel message once, in the order
   the kernel sent it, before any client gets it (IOPub, and every reply, also one whose client
   left); what clients send it sees through :meth:`Watcher.sent`, called by the channels.
@@ -21,9 +23,10 @@ logged and does not keep the message from the others.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..protocol import COMM_ECHO_MSG_TYPE, HEADER
@@ -71,6 +74,10 @@ class Dispatcher:
     status: KernelMessage | None = None
     #: Shown every kernel message first (see :class:`Watcher`).
     watcher: Watcher | None = None
+    #: IOPub waits (:meth:`iopub_message`): each match and its future, until done
+    waiters: list[tuple[Callable[[KernelMessage], bool], asyncio.Future[KernelMessage]]] = field(
+        default_factory=list
+    )
 
     def dispatch(self, channel: str, raw: list[bytes]) -> None:
         """One message as the socket received it (``[*identities, DELIMITER, ...]``)."""
@@ -144,3 +151,30 @@ class Dispatcher:
         for client in self.members.attached:
             if client is not skip:
                 self.deliver(client, msg)
+        if self.waiters:
+            self._resolve(msg)
+
+    def iopub_message(
+        self, match: Callable[[KernelMessage], bool]
+    ) -> asyncio.Future[KernelMessage]:
+        """A future done with the first IOPub message ``match`` accepts, once every client
+        was given it (cancel it to stop waiting)."""
+        waiter: asyncio.Future[KernelMessage] = asyncio.get_running_loop().create_future()
+        self.waiters.append((match, waiter))
+        return waiter
+
+    def _resolve(self, msg: KernelMessage) -> None:
+        waiting = []
+        for match, waiter in self.waiters:
+            if waiter.done():
+                continue
+            try:
+                hit = match(msg)
+            except Exception:
+                self.log.exception("An IOPub wait failed on a %s message", msg.msg_type)
+                hit = False
+            if hit:
+                waiter.set_result(msg)
+            else:
+                waiting.append((match, waiter))
+        self.waiters = waiting

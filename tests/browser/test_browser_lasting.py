@@ -1,5 +1,5 @@
 """A JupyterLab or Notebook 7 tab left open while its server is killed and started again keeps
-its kernel.
+its kernel, and its running cell whole.
 
 ``jupyter lab`` as installed (the extension on), on a fixed port (a page reconnects only to the
 address it loaded from), collaboration off for the frontend (with it, the page's document is
@@ -14,28 +14,39 @@ chance. So the page's timers run on Playwright's clock (``page.clock``, in step 
 clock until told otherwise): paused while the server is down (no try is spent on it), then
 moved on past the longest delay once the server is up (the pending try runs at once), as if
 the server had been down for that long. Verdicts are what the page shows: the kernel's
-status comes back, the lines the cell prints after the return show under the cell, no dialog
-says the kernel died or restarted, and the next cell runs in the same kernel with the next
-count. Waits are barriers on the page, with hang guards.
+status comes back; the cell ends with every line once, in order: those the page had, those
+printed while no server was up (the kernel's journal gives them again, section 9) and those
+printed after the return; its prompt shows its count (its reply, sent to the killed server,
+reaches the page); no dialog says the kernel died or restarted; and the next cell runs in the
+same kernel with the next count. Waits are barriers on the page or the kernel's journal
+(what it kept while no server was up), with hang guards.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
 from harness.browser import LAB_ARGS, quiet_lab_settings, require_browser, wait_for
 from harness.browser_subshell import FRONTENDS, PROMPT_JS, open_notebook, run_cell
+from harness.journal import journal_of
 from harness.kernels import EXT_KERNEL
+from harness.outputs_notebook import lines
+from harness.polling import wait_until
 from harness.server import JupyterServer
+from ipykernel_ext.server.lasting.records import RecordFiles
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(400)]
 
 N = 6
 K = 2
+#: Lines up to this one are printed while no server is up.
+GAP = 4
 CELL = """\
 import time
 from pathlib import Path
@@ -96,7 +107,18 @@ def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(
         lambda: f"line {K - 1}" in page.evaluate(OUTPUT_JS, 0), 120, what="line K-1", page=page
     )
 
+    record = RecordFiles(lab.runtime_dir).read(kernel_ids[0])
+    assert record is not None
     lab.kill()
+    for i in range(K, GAP):  # printed while no server is up: kept by the kernel
+        (barriers / f"go-{i}").touch()
+    wait_until(
+        partial(journal_of, record.connection_info),
+        120,
+        "the lines printed while no server was up, journaled",
+        interval=0.2,
+        done=lambda cells: [c["nbytes"] for c in cells] == [len(lines(GAP))],
+    )
     # The page noticed: its kernel is no longer busy (connecting, unknown).
     wait_for(
         lambda: page.evaluate(f"({status_js})()").lower() != "busy",
@@ -135,10 +157,15 @@ def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(
         page=page,
     )
     text = page.evaluate(OUTPUT_JS, 0)
-    assert text.count(f"line {N - 1}") == 1, text
+    assert re.findall(r"line \d+", text) == [f"line {i}" for i in range(N)], text
+    wait_for(
+        lambda: page.evaluate(PROMPT_JS, 0) == "[1]:",
+        60,
+        what="the cell's count: its reply reached the page",
+        page=page,
+    )
 
-    # The next cell runs in the same kernel, with the next count (the first cell's prompt
-    # stays [*]: its execute_reply went to the killed server; section 9, "Not kept yet").
+    # The next cell runs in the same kernel, with the next count.
     run_cell(page, 1)
     wait_for(
         lambda: "next 42" in page.evaluate(OUTPUT_JS, 1),

@@ -390,6 +390,7 @@ LASTING_ADOPTION_PY = "ipykernel_ext/server/lasting/taking_back.py"
 LASTING_STOPPING_PY = "ipykernel_ext/server/lasting/stopping.py"
 LOCAL_PROVISIONER = "jupyter_client.provisioning.local_provisioner:LocalProvisioner"
 ONE_CALLBACK_PY = "ipykernel_ext/kernel/comms/one_callback.py"
+JOURNAL_KERNEL_PY = "ipykernel_ext/kernel/journal/kernel_part.py"
 BUSY_INPROC = "tests/unit/test_busy_answers_inprocess.py"
 QUERIES_INPROC = "tests/unit/test_control_queries_inprocess.py"
 
@@ -412,10 +413,39 @@ CONTRACT: list[Row] = [
     Row(
         f"{KERNEL}.iopub_thread",
         [Trait("Any")],
-        (KERNEL_PY, IOPUB_ADOPT_PY, IOPUB_KERNEL_OPTIONS_PY, QUERIES_INPROC),
-    ).because("its socket's counters answer iopub_stats_request"),
-    Row(f"{KERNEL}._topic", [Function("self", "topic")], (KERNEL_PY, ECHO_PY)).because(
-        "the ZMQ topic of comm_echo, as stock builds every IOPub topic"
+        (KERNEL_PY, IOPUB_ADOPT_PY, IOPUB_KERNEL_OPTIONS_PY, QUERIES_INPROC, JOURNAL_KERNEL_PY),
+    ).because(
+        "its socket's counters answer iopub_stats_request; a journaled cell is sent again on it"
+    ),
+    Row(
+        f"{KERNEL}._topic", [Function("self", "topic")], (KERNEL_PY, ECHO_PY, JOURNAL_KERNEL_PY)
+    ).because("the ZMQ topic of comm_echo and of a journaled cell sent again, as stock builds it"),
+    Row(
+        f"{KERNEL}._publish_execute_input",
+        [
+            Function("self", "code", "parent", "execution_count"),
+            Source(r'"execute_input"'),
+        ],
+        (JOURNAL_KERNEL_PY,),
+    ).because("overridden: a cell starts (the whole request, its metadata) as its input goes out"),
+    Row(
+        f"{KERNEL}.finish_metadata",
+        [Function("self", "parent", "metadata", "reply_content")],
+        (JOURNAL_KERNEL_PY,),
+    ).because("overridden: the cell's reply content and metadata, kept for a returning server"),
+    Row(
+        f"{KERNEL}.execute_request",
+        [
+            Function("self", "stream", "ident", "parent", kind="async function"),
+            Source(
+                r"metadata = self\.finish_metadata\(parent, metadata, reply_content\)",
+                r'"execute_reply",',
+            ),
+        ],
+        (JOURNAL_KERNEL_PY,),
+    ).because(
+        "overridden: after stock's reply (built from finish_metadata's metadata) the same reply "
+        "goes to each server that asked for the cell again, on the cell's stream"
     ),
     Row(
         f"{KERNEL}.kernel_info", [IsProperty(), Source(r"supported_features")], (KERNEL_PY,)
@@ -490,10 +520,11 @@ CONTRACT: list[Row] = [
             Function("self", "prompt", "ident", "parent", "password"),
             Source(r"zmq\.select\(\[self\.stdin_socket\], \[\], \[self\.stdin_socket\], 0\.01\)"),
         ],
-        (ONE_CALLBACK_PY,),
+        (ONE_CALLBACK_PY, JOURNAL_KERNEL_PY),
     ).because(
         "overridden: a callback's input() off the main thread ends with an interrupt, raised "
-        "in its thread, which the wait's 10 ms poll (Python code) lets in"
+        "in its thread, which the wait's 10 ms poll (Python code) lets in; the journal keeps "
+        "the question while it waits"
     ),
     Row(
         f"{KERNEL}.pre_handler_hook",
@@ -707,11 +738,12 @@ CONTRACT: list[Row] = [
     Row(
         "ipykernel.iostream:IOPubThread._really_send",
         [Source(r"self\.socket\.send_multipart\(", r"zmq\.ENOTSOCK")],
-        (IOPUB_ADOPT_PY,),
+        (IOPUB_ADOPT_PY, IOPUB_THREAD_PY),
     ).because(
         "every send goes through IOPubThread.socket, so replacing it adopts the socket; a send "
         "on a closed socket raises ENOTSOCK, which ipykernel swallows; the adopted socket "
-        "raises the same once its owner is closed"
+        "raises the same once its owner is closed; overridden to show each message sent, in "
+        "wire order, to the cell journal"
     ),
     Row(
         "ipykernel.iostream:IOPubThread.close",

@@ -49,7 +49,7 @@ LEAF_EDGES = {
 
 KERNEL_WIRING = {"kernel.__init__", "kernel.ipkernel", "kernel.kernelapp", "kernel.zmqshell"}
 #: The kernel's rooms (a subpackage each) and its one-module features.
-KERNEL_ROOMS = {"kernel.iopub", "kernel.comms", "kernel.widgets", "kernel.busy"}
+KERNEL_ROOMS = {"kernel.iopub", "kernel.comms", "kernel.widgets", "kernel.busy", "kernel.journal"}
 KERNEL_LEAF_MODULES = {"kernel.router_identity", "kernel.shell_handlers", "kernel.orphan"}
 #: The rooms built on another room (importer -> what it may import).
 ROOM_EDGES = {

@@ -9,8 +9,10 @@ real (``kill -9``: nothing of its own runs) and started again on the same runtim
 dirs. Verdicts are the REST API, the state file, the websockets and the kernel's process;
 time bounds are hang guards.
 
-What is not kept yet: the lines the cell printed while no server was up, and the cell's
-``execute_reply`` (sent to the dead server's socket); docs/PROTOCOL.md, section 9.
+What the cell did while no server was up is the kernel's journal's (docs/PROTOCOL.md section 9,
+"The cell journal"): a tab of the session that comes back ends with the cell whole, once (the
+kernel sends it again after a ``clear_output``), with its ``execute_reply`` and an ``input()``
+asked meanwhile. A tab's view is folded as JupyterLab folds it (:class:`harness.tab_view.TabView`).
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ import signal
 import stat
 import subprocess
 import sys
+from functools import partial
 from typing import Any
 
 import psutil
 import pytest
 
+from harness.journal import journal_of
 from harness.kernel_websocket import KernelWebsocket
-from harness.outputs_notebook import HANG, K, N, Notebook, execution_count_of, lines, until_line
+from harness.outputs_notebook import HANG, K, N, Notebook, execution_count_of, lines, stream
 from harness.polling import wait_until
 from harness.server import JupyterServer
+from harness.tab_view import TabView
 from ipykernel_ext.server.lasting.records import KernelRecord, ProcessId, RecordFiles
 
 pytestmark = pytest.mark.timeout(300)
@@ -67,6 +72,29 @@ def idle_of(msg_id: str) -> Any:
     )
 
 
+def view_of(messages: list[dict[str, Any]], msg_id: str) -> list[dict[str, Any]]:
+    """The outputs a tab shows for request ``msg_id`` after ``messages`` (folded as the page
+    folds them: a ``clear_output`` clears)."""
+    return TabView(
+        [
+            m
+            for m in messages
+            if m["channel"] == "iopub" and m["parent_header"].get("msg_id") == msg_id
+        ]
+    ).outputs
+
+
+def read_until(ws: KernelWebsocket, match: Any) -> list[dict[str, Any]]:
+    """Everything ``ws`` read up to the message ``match`` accepts, in order."""
+    last = ws.recv_until(match, timeout=HANG)
+    read, ws.backlog = [*ws.backlog, last], []
+    return read
+
+
+def reply_of(msg_id: str) -> Any:
+    return lambda m: m["msg_type"] == "execute_reply" and m["parent_header"]["msg_id"] == msg_id
+
+
 def test_a_running_cell_goes_on_after_kill_9_and_the_next_server_takes_its_kernel_back() -> None:
     """Then, left without a server again, the kernel ends itself once its cell ended
     (``LastingKernels.orphan_timeout`` shortened to 1 s), never while the cell runs."""
@@ -95,18 +123,26 @@ def test_a_running_cell_goes_on_after_kill_9_and_the_next_server_takes_its_kerne
         assert again.process == record.process  # the same process, not a new kernel
         assert again.server.pid == server.proc.pid
 
-        # A tab of the session (its shell waits behind the cell: ready on control).
-        back = KernelWebsocket(server, nb.kernel_id, ready_on="control")
-        nb.release(N)
-        read = until_line(back, msg_id, N - 1)
-        read += [*back.backlog, back.recv_until(idle_of(msg_id), timeout=HANG)]
-        text = "".join(
-            m["content"]["text"]
-            for m in read
-            if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id
+        # The tab of the session comes back (its shell waits behind the cell: ready on
+        # control) once the kernel kept what it printed meanwhile.
+        wait_until(
+            lambda: (
+                [c["nbytes"] for c in journal_of(record.connection_info)] == [len(lines(K + 3))]
+            ),
+            HANG,
+            "the lines printed meanwhile, journaled",
         )
-        # What came after the return is the cell's own tail, in order, each line once.
-        assert lines(N).endswith(text) and f"line {N - 1}\n" in text, text
+        back = KernelWebsocket(server, nb.kernel_id, ws.session_id, ready_on="control")
+        nb.release(N)
+        read = read_until(back, reply_of(msg_id))
+        if not any(idle_of(msg_id)(m) for m in read):
+            read += read_until(back, idle_of(msg_id))
+        (reply,) = [m for m in read if reply_of(msg_id)(m)]
+        # The tab ends with the whole cell, each line once, in order (the lines it had before
+        # the kill are cleared with the rest), and the cell's reply with its count.
+        assert view_of(read, msg_id) == [stream(lines(N))], read
+        assert any(m["msg_type"] == "clear_output" for m in read)
+        assert reply["content"]["execution_count"] == count, reply
         back.backlog = []
 
         # The kernel goes on as before: the next cell has the next count.
@@ -234,3 +270,95 @@ def test_gone_reused_or_unreadable_records_are_refused_and_a_clean_stop_stops_ke
         server.proc.wait(timeout=HANG)
         wait_gone(record.process.pid, "the kernel of a cleanly stopped server")
         assert not files.path(nb.kernel_id).exists()
+
+
+ASKING_CODE = """\
+import time
+from pathlib import Path
+while not Path(r"{go}").exists():
+    time.sleep(0.005)
+print("asking", flush=True)
+name = input("who? ")
+print(f"hello {{name}}")
+"""
+
+
+def test_a_cell_that_ended_and_an_input_asked_while_no_server_was_up_reach_the_tab() -> None:
+    """Three notebooks, one server killed: a cell ends while no server is up (its tab gets
+    its whole output, its reply from the journal, and its idle); another asks ``input()``
+    meanwhile (its tab is asked again, and the answer reaches the cell); a third ends while no
+    server is up and its tab never comes back (the file gets it whole, with its count)."""
+    server = lasting_server()
+    with server:
+        ended, asking = Notebook(server, "ended.ipynb"), Notebook(server, "asking.ipynb")
+        unattended = Notebook(server, "unattended.ipynb")
+        for nb in (ended, asking, unattended):
+            wait_session_kept(server, nb.kernel_id)
+        ws_ended = KernelWebsocket(server, ended.kernel_id)
+        first, count = ended.run_to_line_k(ws_ended)
+        ws_unattended = KernelWebsocket(server, unattended.kernel_id)
+        _, unattended_count = unattended.run_to_line_k(ws_unattended)
+        ws_asking = KernelWebsocket(server, asking.kernel_id)
+        go = asking.barriers / "ask"
+        second = ws_asking.execute(
+            ASKING_CODE.format(go=go), metadata={"cellId": "cell-b"}, allow_stdin=True
+        )
+        ws_asking.recv_until(
+            lambda m: m["msg_type"] == "execute_input" and m["parent_header"]["msg_id"] == second,
+            timeout=HANG,
+        )
+        records = {
+            nb.kernel_id: record_of(server, nb.kernel_id) for nb in (ended, asking, unattended)
+        }
+        server.kill()
+        for ws in (ws_ended, ws_asking, ws_unattended):
+            ws.close()
+        for nb in (ended, unattended):
+            nb.release(N)
+            info = records[nb.kernel_id].connection_info
+            wait_until(
+                partial(journal_of, info),
+                HANG,
+                f"the cell of {nb.name} ended, journaled",
+                done=lambda cells: [c["state"] for c in cells] == ["ended"],
+            )
+        go.touch()
+        wait_until(
+            lambda: (
+                [c["input_request"] for c in journal_of(records[asking.kernel_id].connection_info)]
+                == [{"prompt": "who? ", "password": False}]
+            ),
+            HANG,
+            "the second cell asking, journaled",
+        )
+        server.start()
+
+        back = KernelWebsocket(server, ended.kernel_id, ws_ended.session_id)
+        read = read_until(back, reply_of(first))
+        if not any(idle_of(first)(m) for m in read):
+            read += read_until(back, idle_of(first))
+        assert view_of(read, first) == [stream(lines(N))], read
+        replies = [m["content"] for m in read if reply_of(first)(m)]
+        assert [(r["status"], r["execution_count"]) for r in replies] == [("ok", count)]
+        # The reply comes after the whole (a page closes the request at its reply and idle).
+        at = [i for i, m in enumerate(read) if m["parent_header"].get("msg_id") == first]
+        assert reply_of(first)(read[at[-1]]) or idle_of(first)(read[at[-1]]), read
+        back.close()
+
+        tab = KernelWebsocket(server, asking.kernel_id, ws_asking.session_id, ready_on="control")
+        read = read_until(
+            tab,
+            lambda m: m["msg_type"] == "input_request" and m["parent_header"]["msg_id"] == second,
+        )
+        assert read[-1]["content"]["prompt"] == "who? "
+        tab.send("stdin", "input_reply", {"value": "Ada"}, parent=read[-1]["header"])
+        read += read_until(tab, reply_of(second))
+        if not any(idle_of(second)(m) for m in read):
+            read += read_until(tab, idle_of(second))
+        assert view_of(read, second) == [stream("asking\nhello Ada\n")], read
+        assert [m["content"]["status"] for m in read if reply_of(second)(m)] == ["ok"]
+        tab.close()
+        # The kernel let go of what reached its tab (acknowledged).
+        assert journal_of(records[ended.kernel_id].connection_info) == []
+        # Nobody came back for the third: the server wrote it, whole, with its count.
+        unattended.whole_on_disk(unattended_count, "the unattended cell, written")

@@ -19,21 +19,45 @@ wake-ups, each of which runs every event queued by then (``IOPubThread._handle_e
 ``f`` still runs, in order, at the next one. The queue, the pipes and everything sent are
 stock's. ``ExtKernelApp`` makes this thread; under another app (:mod:`.adoption`) the thread
 is that app's, and stock's behaviour stays.
+
+A :class:`SentTap` (``tap``, set by the app) is shown each message after the socket took it,
+on this thread, in the order the messages leave: the kernel's cell journal
+(:mod:`ipykernel_ext.kernel.journal`) records there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import zmq
 from ipykernel.iostream import IOPubThread
 
 
+class SentTap(Protocol):
+    """Shown each message the IOPub socket took, on the IOPub thread, in order."""
+
+    def sent(self, frames: list[Any]) -> None: ...
+
+
 class WakeSafeIOPubThread(IOPubThread):
     """ipykernel's IOPub thread, whose own scheduling never waits on its full wake-up pipe."""
+
+    #: shown every message sent (None: nothing is)
+    tap: SentTap | None = None
+
+    def _really_send(self, msg: Any, *args: Any, **kwargs: Any) -> None:
+        """Stock's send, then the tap (a failing tap must not stop IOPub)."""
+        super()._really_send(msg, *args, **kwargs)
+        tap = self.tap
+        if tap is not None and isinstance(msg, list):
+            try:
+                tap.sent(msg)
+            except Exception:  # as stock's IOPub thread reports its own errors: to stderr
+                traceback.print_exc()
 
     def schedule(self, f: Callable[[], Any]) -> None:
         """Run ``f`` on the IOPub thread (at once if the thread is not running)."""

@@ -6,6 +6,8 @@
   launches nothing and manages the recorded process by its pid;
 * :mod:`.taking_back`: at the server's start, before it listens, every recorded kernel still
   alive and answering is taken back under its id, with its sessions;
+* :mod:`.resuming`: a taken-back kernel's journaled cells (what ran while no server was up)
+  given again to its outputs owner and to the tabs that come back;
 * :mod:`.sessions`: each lasting kernel's sessions kept in its state file;
 * :mod:`.stopping`: which stops keep the kernels (SIGUSR2; SIGTERM if so set).
 
@@ -24,6 +26,7 @@ from jupyter_client.provisioning import KernelProvisionerFactory
 from .options import LastingKernels
 from .provisioner import PROVISIONER_NAME, LastingProvisioner, lasting_managers
 from .records import RecordFiles
+from .resuming import Hearing
 from .sessions import SessionKeeper
 from .stopping import KeepOnStop
 from .taking_back import adopt_at_start
@@ -40,9 +43,14 @@ def provisioner_configured(serverapp: Any) -> bool:
     )
 
 
-def install(serverapp: Any, log: logging.Logger | logging.LoggerAdapter[Any]) -> str:
-    """Make kernels outlive this server and take back those a server before it left; what
-    is on, in words for the log."""
+def install(
+    serverapp: Any,
+    log: logging.Logger | logging.LoggerAdapter[Any],
+    hearing: Hearing | None = None,
+) -> str:
+    """Make kernels outlive this server and take back those a server before it left (with
+    ``hearing``, the server hears a taken-back kernel's journaled cells itself: their tabs may
+    never come back); what is on, in words for the log."""
     settings = LastingKernels(parent=serverapp)
     if not settings.enabled:
         return "off (LastingKernels.enabled=False)"
@@ -51,7 +59,7 @@ def install(serverapp: Any, log: logging.Logger | logging.LoggerAdapter[Any]) ->
     factory = KernelProvisionerFactory.instance(parent=serverapp.kernel_manager)
     factory.default_provisioner_name = PROVISIONER_NAME
     lasting_managers.add(serverapp.kernel_manager)
-    adopt_at_start(serverapp, log)
+    adopt_at_start(serverapp, log, hearing)
     keeper = SessionKeeper(serverapp.session_manager, RecordFiles(serverapp.runtime_dir), log)
     keeper.start(serverapp.io_loop.asyncio_loop)
     KeepOnStop(serverapp, log).install(settings.on_sigterm)

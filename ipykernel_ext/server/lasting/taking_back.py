@@ -17,7 +17,8 @@ answered. For each state file (:mod:`.records`) of the server's runtime dir:
   the provisioner's take-back mode (:mod:`.provisioner`: nothing is launched), the
   ``kernel_info`` it gave is handed to the server's websockets (:func:`share_kernel_info`), and its
   sessions are put back into the session manager (after the kernel: jupyter_server's
-  ``row_to_model`` deletes a session row whose kernel it does not know).
+  ``row_to_model`` deletes a session row whose kernel it does not know), and its journal
+  (the cells that ran meanwhile) is kept for the tabs that come back (:mod:`.resuming`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from jupyter_client.connect import KernelConnectionInfo
 
 from .provisioner import adopting
 from .records import KernelRecord, RecordFiles
+from .resuming import JOURNAL_FEATURE, JOURNAL_REQUEST, Hearing, Resume, resumes
 
 #: How long a recorded kernel has to answer ``kernel_info`` on control before it is left.
 ANSWER_SECONDS = 10.0
@@ -49,11 +51,23 @@ async def kernel_info_of(
 ) -> dict[str, Any] | None:
     """The ``kernel_info_reply`` content of the kernel at ``connection_info``, asked on
     control with its key, or None if none came within ``timeout`` seconds."""
+    return await control_answer(connection_info, "kernel_info_request", {}, timeout, context)
+
+
+async def control_answer(
+    connection_info: dict[str, Any],
+    msg_type: str,
+    content: dict[str, Any],
+    timeout: float,
+    context: zmq.asyncio.Context,
+) -> dict[str, Any] | None:
+    """The reply content to a ``msg_type`` request on the control channel of the kernel at
+    ``connection_info`` (signed with its key), or None if none came within ``timeout``."""
     client = AsyncKernelClient(context=context)
     client.load_connection_info(cast(KernelConnectionInfo, connection_info))
     client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
     try:
-        msg = client.session.msg("kernel_info_request")
+        msg = client.session.msg(msg_type, content)
         client.control_channel.send(msg)
         deadline = asyncio.get_running_loop().time() + timeout
         while (left := deadline - asyncio.get_running_loop().time()) > 0:
@@ -83,7 +97,11 @@ def share_kernel_info(km: Any, content: dict[str, Any]) -> None:
 
 
 async def adopt(
-    record: KernelRecord, serverapp: Any, log: Log, context: zmq.asyncio.Context
+    record: KernelRecord,
+    serverapp: Any,
+    log: Log,
+    context: zmq.asyncio.Context,
+    hearing: Hearing | None = None,
 ) -> bool:
     """Take one recorded kernel back (module docstring); whether it was."""
     files = RecordFiles(serverapp.runtime_dir)
@@ -126,6 +144,16 @@ async def adopt(
     finally:
         adopting.pop(kid, None)
     share_kernel_info(kernel_manager.get_kernel(kid), info)
+    journal = None
+    if JOURNAL_FEATURE in info.get("supported_features", ()):  # ours, launched to last
+        journal = await control_answer(
+            record.connection_info, JOURNAL_REQUEST, {}, ANSWER_SECONDS, context
+        )
+    cells = journal.get("cells") if isinstance(journal, dict) else None
+    if cells:  # given again to the tabs that come back, and now to the owner (.resuming)
+        resume = resumes[kid] = Resume(kid, list(cells), log)
+        if hearing is not None:
+            resume.opened(*hearing.open(kid))
     sessions = serverapp.session_manager
     for session in record.sessions:
         if await sessions.session_exists(path=session["path"]):
@@ -138,16 +166,18 @@ async def adopt(
             kernel_id=kid,
         )
     log.info(
-        "Took back kernel %s (%s, pid %d) left running by the server before, with %d session(s)",
+        "Took back kernel %s (%s, pid %d) left running by the server before, with %d "
+        "session(s) and %d journaled cell(s)",
         kid,
         record.kernel_name,
         record.process.pid,
         len(record.sessions),
+        len(cells or ()),
     )
     return True
 
 
-async def adopt_all(serverapp: Any, log: Log) -> int:
+async def adopt_all(serverapp: Any, log: Log, hearing: Hearing | None = None) -> int:
     """Take back every kernel recorded in the server's runtime dir; how many were."""
     taken = 0
     context = zmq.asyncio.Context()  # the kernel_info checks' own, ended with them
@@ -160,7 +190,7 @@ async def adopt_all(serverapp: Any, log: Log) -> int:
             try:
                 with files.claimed(found.kernel_id) as record:
                     if record is not None:
-                        taken += await adopt(record, serverapp, log, context)
+                        taken += await adopt(record, serverapp, log, context, hearing)
             except Exception:
                 log.exception("Kernel %s could not be taken back", found.kernel_id)
     finally:
@@ -168,13 +198,13 @@ async def adopt_all(serverapp: Any, log: Log) -> int:
     return taken
 
 
-def adopt_at_start(serverapp: Any, log: Log) -> None:
+def adopt_at_start(serverapp: Any, log: Log, hearing: Hearing | None = None) -> None:
     """Run :func:`adopt_all` now, before the server listens (its loop is not running yet);
     where the loop already runs (an embedding app), as soon as it can."""
     loop = serverapp.io_loop.asyncio_loop
     if loop.is_running():
-        task = asyncio.ensure_future(adopt_all(serverapp, log), loop=loop)
+        task = asyncio.ensure_future(adopt_all(serverapp, log, hearing), loop=loop)
         _later.add(task)
         task.add_done_callback(_later.discard)
         return
-    loop.run_until_complete(adopt_all(serverapp, log))
+    loop.run_until_complete(adopt_all(serverapp, log, hearing))

@@ -87,6 +87,20 @@ class OutputsOwner:
         """Whether it follows any cell (nothing followed: nothing heard need be decoded)."""
         return bool(self.cells.cells)
 
+    def resumed(
+        self, header: dict[str, Any], metadata: dict[str, Any], execution_count: int | None
+    ) -> None:
+        """A request the kernel ran while no server was up (a kernel taken back: its journal,
+        :mod:`ipykernel_ext.server.lasting.resuming`): followed from now, as if heard, with
+        the count the kernel gave it; the kernel sends its outputs again next."""
+        msg_id = header.get("msg_id")
+        if not isinstance(msg_id, str) or msg_id in self.cells.cells:
+            return
+        self._sent("shell", header, json_parts({"metadata": metadata}))
+        cell = self.cells.cells.get(msg_id)
+        if cell is not None and isinstance(execution_count, int):
+            cell.outputs.execution_count = execution_count
+
     @property
     def hiding(self) -> bool:
         """Whether any output is kept from a session (:meth:`hides` may say yes)."""
@@ -214,6 +228,15 @@ class OutputsOwner:
             self.open[session] = left
             return
         self.open.pop(session, None)
+        self._gone(session)
+
+    def left_before(self, session: str) -> None:
+        """``session``'s websocket was open on the server before this one (a kernel taken
+        back) and is not back: as if it had just closed here (unless it is open)."""
+        if session not in self.open:
+            self._gone(session)
+
+    def _gone(self, session: str) -> None:
         loop = asyncio.get_running_loop()
         if self.cells.cells_of_session(session) and session not in self._grace_timers:
             self._grace_timers[session] = loop.call_later(self.grace, self._grace_over, session)

@@ -47,17 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any
 
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
-from traitlets import Bool, Float, Int
+from traitlets import Int
 
 from ...shared_channels import (
-    DEFAULT_GRACE_PERIOD,
-    IOPUB_RCVHWM,
-    RECV_BATCH,
     RELAYED_CHANNELS,
     KernelMessage,
     RefusedMessage,
@@ -65,8 +61,10 @@ from ...shared_channels import (
     SharedClient,
 )
 from ..keep_outputs import KeepOutputs
-from ..kernels import channel_sets, server_context, status_rule
+from ..kernels import channel_sets
+from ..lasting.resuming import resume_on_open
 from ..outputs import ChannelsFeed
+from .channel_options import ChannelOptions
 from .merging import Entry, Message
 from .outbox import DEFAULT_BUDGET, Outbox, close_too_slow, close_websocket
 from .paced_iopub import PacedIOPub
@@ -77,23 +75,8 @@ from .wire import WebsocketWire
 CLOSE_INTERNAL_ERROR = 1011
 
 
-class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
+class SharedChannelsConnection(WebsocketWire, KeepOutputs, ChannelOptions, PacedIOPub):
     """A kernel websocket connection that shares one set of ZMQ channels per kernel."""
-
-    shared_channels_grace_period = Float(
-        DEFAULT_GRACE_PERIOD,
-        min=0,
-        config=True,
-        help="""Seconds a kernel's shared channels stay open after the last websocket left
-        (and no offline buffer holds them), so a page reload reuses them.""",
-    )
-
-    deliver_own_comm_echo = Bool(
-        False,
-        config=True,
-        help="""Also send a websocket the comm_echo messages its own comm messages caused.
-        Off: each websocket gets only the other clients' echoes (it knows what it sent).""",
-    )
 
     websocket_buffer_limit = Int(
         DEFAULT_BUDGET,
@@ -105,28 +88,6 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
         holding the other websockets; the frontend reconnects. One message larger than the
         limit is still delivered to a websocket that is caught up.""",
     )
-
-    shared_iopub_rcvhwm = Int(
-        IOPUB_RCVHWM,
-        min=0,
-        config=True,
-        help="""RCVHWM (messages; 0: no limit) of the shared IOPub socket, set before it
-        connects. libzmq's I/O thread drains the kernel into this queue whatever the event
-        loop does, so a burst shorter than this never fills the kernel's queue to the relay
-        (stock ipykernel drops past 1000 there).""",
-    )
-
-    shared_recv_batch = Int(
-        RECV_BATCH,
-        min=1,
-        config=True,
-        help="""Messages the shared channels read from one socket per event-loop turn. More
-        reads a burst in fewer turns, but starves the server's other ZMQ streams (its IOPub
-        activity monitor reads one message per turn, and overflows).""",
-    )
-
-    #: The channel-set class (a subclass may add behaviour, e.g. fault injection in tests).
-    channels_class: ClassVar[type[SharedChannels]] = SharedChannels
 
     shared: SharedChannels | None = None
     client: SharedClient | None = None
@@ -253,23 +214,14 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
     # --- the shared set ------------------------------------------------------------------
 
     def _shared_channels(self) -> SharedChannels:
-        def make(on_close: Callable[[SharedChannels], None]) -> SharedChannels:
-            return self.channels_class(
-                info,
-                context=server_context(self.multi_kernel_manager),
-                unpack=self.session.unpack,
-                grace_period=self.shared_channels_grace_period,
-                skip_own_echo=not self.deliver_own_comm_echo,
-                logger=self.log,
-                on_close=on_close,
-                track_status=status_rule(self.multi_kernel_manager),
-                iopub_rcvhwm=self.shared_iopub_rcvhwm,
-                recv_batch=self.shared_recv_batch,
-            )
-
-        info = self.kernel_manager.get_connection_info()
         channel_sets.listen(self.websocket_handler.settings.get("event_logger"))
-        return channel_sets.get(self.kernel_id, info, make, self.multi_kernel_manager)
+        return self.open_channels(
+            self.kernel_id,
+            self.kernel_manager.get_connection_info(),
+            self.multi_kernel_manager,
+            self.session.unpack,
+            self.log,
+        )
 
     def create_stream(self) -> None:
         """Attach this websocket to the kernel's shared channels (the stock class connects
@@ -319,6 +271,7 @@ class SharedChannelsConnection(WebsocketWire, KeepOutputs, PacedIOPub):
                 stream.close()
         assert self.shared is not None and self.client is not None
         self.owner_opened()
+        resume_on_open(self.kernel_id, self.shared, self.owner)  # a taken-back kernel's cells
         # The kernel's state as it last published it, for a websocket that joins channels
         # other websockets opened (after a replay too: a replay may end before the cell did).
         self.shared.announce_status(self.client)

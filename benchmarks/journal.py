@@ -1,0 +1,190 @@
+"""The cell journal's cost: a lasting kernel (journal on) against the same kernel without it.
+
+A kernel launched to outlive its server keeps a journal of its cells (docs/PROTOCOL.md
+section 9, "The cell journal"); this measures what that costs the kernel. ``python3-ext``
+three ways, CurveZMQ on every socket, taking turns in every trial: as a server launches it to
+last (``IPYKERNEL_EXT_ORPHAN_TIMEOUT`` set: journal on), the same with no journal
+(``IPYKERNEL_EXT_JOURNAL_BYTES=0``: what the journal alone costs), and as any other launcher
+starts it (not lasting). Loads, each a cell timed from its ``execute_request`` to its
+``idle`` with a client reading every IOPub message:
+
+* ``lines``: 20000 ``print(i, flush=True)`` (one stream message each: the journal folds each);
+* ``displays``: 2000 ``display(i)``;
+* ``widgets``: a GridBox of 1000 Buttons (3002 ``comm_open``: journaled cell, not outputs);
+* ``comm``: 500 round trips of a small comm message (a client's ``comm_msg``, the kernel's
+  reply), the median round trip.
+
+And the memory the journal holds through a long log: a cell printing ``--log-mb`` MB (default
+600: ten minutes of a 1 MB/s log, as fast as the kernel prints it) in 100-byte lines, flushed
+every 1000 lines; the kernel's resident memory after it (journal on and off) and the bytes
+the journal says it holds (bounded at 32 MiB).
+
+    python -m benchmarks journal            # 5 trials
+    python -m benchmarks journal --quick    # 3 trials, a 60 MB log
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Any
+
+import psutil
+from jupyter_client import BlockingKernelClient, KernelManager
+
+from benchmarks.trials import alternate, print_table
+from harness.journal import journal_of
+from harness.kernels import EXT_KERNEL, new_client, start_kernel
+from ipykernel_ext.protocol import JOURNAL_BYTES_ENV, ORPHAN_TIMEOUT_ENV
+
+TRIALS, QUICK_TRIALS = 5, 3
+ON, OFF, PLAIN = "journal on", "journal off", "not lasting"
+#: The kernel as a server launches it to last, with its journal and with none; and as any
+#: other launcher starts it (no orphan time-out, no journal).
+CONDITIONS = (ON, OFF, PLAIN)
+
+LOADS = {
+    "lines": "for i in range(20000):\n    print(i, flush=True)\n",
+    "displays": "for i in range(2000):\n    display(i)\n",
+    "widgets": (
+        "import ipywidgets as w\nw.GridBox([w.Button(description=str(i)) for i in range(1000)])\n"
+    ),
+}
+COMM_TARGET = """\
+def _echo(comm, msg):
+    comm.on_msg(lambda m: comm.send({"n": m["content"]["data"]["n"]}))
+get_ipython().kernel.comm_manager.register_target("journal-bench", _echo)
+"""
+COMM_ROUNDS = 500
+LOG_CELL = """\
+import sys
+line = "x" * 99 + "\\n"
+for block in range({blocks}):
+    sys.stdout.write(line * 1000)
+    sys.stdout.flush()
+"""
+
+
+def start(condition: str) -> tuple[KernelManager, BlockingKernelClient]:
+    env = dict(os.environ)
+    env.pop(ORPHAN_TIMEOUT_ENV, None)
+    env.pop(JOURNAL_BYTES_ENV, None)
+    if condition != PLAIN:
+        env[ORPHAN_TIMEOUT_ENV] = "3600"
+    if condition == OFF:
+        env[JOURNAL_BYTES_ENV] = "0"
+    km = start_kernel(EXT_KERNEL, env=env)
+    return km, new_client(km)
+
+
+def timed_cell(kc: BlockingKernelClient, code: str, timeout: float = 600) -> float:
+    """Seconds from the request to its ``idle``, reading every IOPub message."""
+    t0 = time.perf_counter()
+    msg_id = kc.execute(code)
+    deadline = t0 + timeout
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.perf_counter()))
+        if (
+            msg["parent_header"].get("msg_id") == msg_id
+            and msg["msg_type"] == "status"
+            and msg["content"]["execution_state"] == "idle"
+        ):
+            return time.perf_counter() - t0
+
+
+def comm_round_trip_ms(kc: BlockingKernelClient) -> float:
+    """The median round trip of a small comm message."""
+    timed_cell(kc, COMM_TARGET)
+    comm_id = "journal-bench-comm"
+    kc.shell_channel.send(
+        kc.session.msg(
+            "comm_open", {"comm_id": comm_id, "target_name": "journal-bench", "data": {}}
+        )
+    )
+    rounds = []
+    for n in range(COMM_ROUNDS):
+        t0 = time.perf_counter()
+        kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"n": n}}))
+        while True:
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["msg_type"] == "comm_msg" and msg["content"]["data"].get("n") == n:
+                break
+        rounds.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(rounds)
+
+
+def cost_trial(condition: str) -> dict[str, float]:
+    km, kc = start(condition)
+    try:
+        out = {name: timed_cell(kc, code) for name, code in LOADS.items()}
+        out["comm"] = comm_round_trip_ms(kc)
+        return out
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def memory_trial(condition: str, log_mb: int) -> tuple[float, float, int]:
+    """The log's seconds, the kernel's RSS after it (MB), and the journal's bytes."""
+    km, kc = start(condition)
+    try:
+        pid = km.provisioner.pid  # type: ignore[union-attr]  # a local kernel: it has one
+        seconds = timed_cell(kc, LOG_CELL.format(blocks=log_mb * 10), timeout=3600)
+        rss = psutil.Process(pid).memory_info().rss / 1e6
+        cells = journal_of(dict(km.get_connection_info())) if condition == ON else []
+        return seconds, rss, sum(c["nbytes"] for c in cells)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-mb", type=int, help="MB the long log prints (600; 60 quick)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    log_mb = args.log_mb or (60 if args.quick else 600)
+    print(f"The cell journal's cost (python3-ext, CurveZMQ, medians of {args.trials})")
+    costs: dict[str, list[dict[str, float]]] = {c: [] for c in CONDITIONS}
+    for _, condition in alternate(args.trials, CONDITIONS, rotate=True):
+        costs[condition].append(cost_trial(condition))
+    names = [*LOADS, "comm"]
+    medians = {
+        c: {n: statistics.median(t[n] for t in rows) for n in names} for c, rows in costs.items()
+    }
+    units = {n: "s" for n in LOADS} | {"comm": "ms"}
+    print_table(
+        ["load", PLAIN, OFF, ON, "on/off", "on/not lasting"],
+        [
+            [
+                n,
+                *(f"{medians[c][n]:.3f} {units[n]}" for c in (PLAIN, OFF, ON)),
+                f"{medians[ON][n] / medians[OFF][n]:.3f}x",
+                f"{medians[ON][n] / medians[PLAIN][n]:.3f}x",
+            ]
+            for n in names
+        ],
+    )
+    print(f"\nA {log_mb} MB log in 100-byte lines (one trial each)")
+    memory = {c: memory_trial(c, log_mb) for c in (ON, OFF)}
+    print_table(
+        ["kernel", "log", "RSS after", "journal holds"],
+        [
+            [c, f"{s:.1f} s", f"{rss:.0f} MB", f"{held / 2**20:.1f} MiB" if c == ON else "-"]
+            for c, (s, rss, held) in memory.items()
+        ],
+    )
+    return {
+        "costs": costs,
+        "medians": medians,
+        "log_mb": log_mb,
+        "memory": {c: list(v) for c, v in memory.items()},
+    }
+
+
+if __name__ == "__main__":  # python benchmarks/NAME.py: through the runner
+    from benchmarks.runner import script
+
+    script(__file__)
