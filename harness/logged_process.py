@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Self
@@ -85,19 +86,35 @@ class LoggedProcess:
         under xdist in the full run) shows which process did not end and why."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
-            try:
-                self.proc.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                tail = self.log_tail(15)
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-                warnings.warn(
-                    f"{type(self).__name__} (pid {self.proc.pid}) did not end "
-                    f"{self.stop_timeout:g} s after SIGTERM and was killed; its log ended:\n{tail}",
-                    stacklevel=2,
-                )
+            deadline = time.monotonic() + self.stop_timeout
+            while True:
+                try:
+                    self.proc.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if self.known_stop_hang():
+                        self.proc.kill()  # not worth a warning: known, and named there
+                        self.proc.wait(timeout=10)
+                        break
+                    if time.monotonic() < deadline:
+                        continue
+                    tail = self.log_tail(15)
+                    self.proc.kill()
+                    self.proc.wait(timeout=10)
+                    warnings.warn(
+                        f"{type(self).__name__} (pid {self.proc.pid}) did not end "
+                        f"{self.stop_timeout:g} s after SIGTERM and was killed; its log "
+                        f"ended:\n{tail}",
+                        stacklevel=2,
+                    )
+                    break
         if os.environ.get("IPYKERNEL_EXT_KEEP_SERVER_DIRS") != "1":
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def known_stop_hang(self) -> bool:
+        """Whether the process, told to stop, is stuck where it is known to hang (then it is
+        killed at once, without a warning); none by default."""
+        return False
 
     def kill(self) -> None:
         """SIGKILL, as a crash or an out-of-memory kill would end it: nothing of its own
