@@ -11,6 +11,8 @@ from typing import Any, cast
 from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import KernelConnectionInfo
 
+from .messages import control_request
+
 #: The hang guard of the question (seconds), never a verdict on speed.
 ANSWER_SECONDS = 120
 
@@ -22,14 +24,9 @@ def journal_of(connection_info: dict[str, Any]) -> list[dict[str, Any]]:
     kc.load_connection_info(cast(KernelConnectionInfo, connection_info))
     kc.start_channels(shell=False, iopub=False, stdin=False, hb=False)
     try:
-        msg = kc.session.msg("journal_request", {})
-        kc.control_channel.send(msg)
-        while True:
-            reply = kc.get_control_msg(timeout=ANSWER_SECONDS)
-            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
-                content = reply["content"]
-                if content.get("status") != "ok":
-                    raise RuntimeError(f"journal_request failed: {content}")
-                return list(content["cells"])
+        content = control_request(kc, "journal_request", timeout=ANSWER_SECONDS)["content"]
+        if content.get("status") != "ok":
+            raise RuntimeError(f"journal_request failed: {content}")
+        return list(content["cells"])
     finally:
         kc.stop_channels()
