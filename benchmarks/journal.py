@@ -19,8 +19,16 @@ And the memory the journal holds through a long log: a cell printing ``--log-mb`
 every 1000 lines; the kernel's resident memory after it (journal on and off) and the bytes
 the journal says it holds (bounded at 32 MiB).
 
+And, with ``--in-place ROUNDS``, the journal on against off in one lasting kernel: the same
+kernel runs smaller loads (5000 prints, 1000 displays, 300 Buttons, 200 comm round trips)
+``ROUNDS`` times each with its journal on and off in turn (a cell sets the IOPub thread's tap
+and the kernel's journal, ``ExtKernelApp._start_journal``'s two wires, to the journal or to
+``None``), so that what else the machine does hits both alike: the machine's drift between
+kernels and trials, which the first table cannot tell from the journal, cancels out.
+
     python -m benchmarks journal            # 5 trials
     python -m benchmarks journal --quick    # 3 trials, a 60 MB log
+    python -m benchmarks journal --in-place 15   # only the in-place comparison, 15 rounds
 """
 
 from __future__ import annotations
@@ -58,6 +66,23 @@ def _echo(comm, msg):
 get_ipython().kernel.comm_manager.register_target("journal-bench", _echo)
 """
 COMM_ROUNDS = 500
+#: The in-place loads: smaller, so that many rounds take turns in one kernel.
+IN_PLACE_LOADS = {
+    "lines": "for i in range(5000):\n    print(i, flush=True)\n",
+    "displays": "for i in range(1000):\n    display(i)\n",
+    "widgets": (
+        "import ipywidgets as w\nw.GridBox([w.Button(description=str(i)) for i in range(300)])\n"
+    ),
+}
+IN_PLACE_COMM_ROUNDS = 200
+#: A cell that turns the journal on or off in the running kernel (both of its wires).
+TOGGLE = """\
+_app = get_ipython().kernel.parent
+if not hasattr(_app, "_bench_journal"):
+    _app._bench_journal = _app.kernel.journal
+_app.kernel.journal = _app._bench_journal if {on} else None
+_app.iopub_thread.tap = _app._bench_journal if {on} else None
+"""
 LOG_CELL = """\
 import sys
 line = "x" * 99 + "\\n"
@@ -97,14 +122,20 @@ def timed_cell(kc: BlockingKernelClient, code: str, timeout: float = 600) -> flo
 def comm_round_trip_ms(kc: BlockingKernelClient) -> float:
     """The median round trip of a small comm message."""
     timed_cell(kc, COMM_TARGET)
-    comm_id = "journal-bench-comm"
+    return statistics.median(comm_round_trips_ms(kc, "journal-bench-comm", COMM_ROUNDS))
+
+
+def comm_round_trips_ms(
+    kc: BlockingKernelClient, comm_id: str, count: int = IN_PLACE_COMM_ROUNDS
+) -> list[float]:
+    """``count`` round trips of a small comm message on a new comm (its target registered)."""
     kc.shell_channel.send(
         kc.session.msg(
             "comm_open", {"comm_id": comm_id, "target_name": "journal-bench", "data": {}}
         )
     )
     rounds = []
-    for n in range(COMM_ROUNDS):
+    for n in range(count):
         t0 = time.perf_counter()
         kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"n": n}}))
         while True:
@@ -112,7 +143,7 @@ def comm_round_trip_ms(kc: BlockingKernelClient) -> float:
             if msg["msg_type"] == "comm_msg" and msg["content"]["data"].get("n") == n:
                 break
         rounds.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(rounds)
+    return rounds
 
 
 def cost_trial(condition: str) -> dict[str, float]:
@@ -140,11 +171,56 @@ def memory_trial(condition: str, log_mb: int) -> tuple[float, float, int]:
         km.shutdown_kernel(now=True)
 
 
+def in_place(rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Each load ``rounds`` times with the journal on and off in turn, in one lasting kernel."""
+    km, kc = start(ON)
+    times: dict[str, dict[str, list[float]]] = {ON: {}, OFF: {}}
+    try:
+        timed_cell(kc, COMM_TARGET)
+        for r in range(rounds):
+            for condition in (ON, OFF) if r % 2 == 0 else (OFF, ON):
+                timed_cell(kc, TOGGLE.format(on=condition == ON))
+                for name, code in IN_PLACE_LOADS.items():
+                    times[condition].setdefault(name, []).append(timed_cell(kc, code))
+                rounds_ms = comm_round_trips_ms(kc, f"bench-{r}-{condition}")
+                times[condition].setdefault("comm", []).append(statistics.median(rounds_ms))
+        return times
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-mb", type=int, help="MB the long log prints (600; 60 quick)")
+    parser.add_argument(
+        "--in-place",
+        type=int,
+        metavar="ROUNDS",
+        help="only the journal on against off in one kernel, ROUNDS times in turn",
+    )
+
+
+def run_in_place(rounds: int) -> dict[str, Any]:
+    print(f"The journal on against off in one lasting kernel ({rounds} rounds in turn, medians)")
+    times = in_place(rounds)
+    units = {n: "s" for n in IN_PLACE_LOADS} | {"comm": "ms"}
+    print_table(
+        ["load", OFF, ON, "on/off"],
+        [
+            [
+                n,
+                *(f"{statistics.median(times[c][n]):.4f} {units[n]}" for c in (OFF, ON)),
+                f"{statistics.median(times[ON][n]) / statistics.median(times[OFF][n]):.3f}x",
+            ]
+            for n in units
+        ],
+    )
+    return {"in_place": times}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.in_place:
+        return run_in_place(args.in_place)
     log_mb = args.log_mb or (60 if args.quick else 600)
     print(f"The cell journal's cost (python3-ext, CurveZMQ, medians of {args.trials})")
     costs: dict[str, list[dict[str, float]]] = {c: [] for c in CONDITIONS}

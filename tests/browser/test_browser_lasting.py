@@ -2,10 +2,12 @@
 its kernel, and its running cell whole.
 
 ``jupyter lab`` as installed (the extension on), on a fixed port (a page reconnects only to the
-address it loaded from), collaboration off for the frontend (with it, the page's document is
-reloaded from the file: the next step of PROTOCOL.md section 9 writes the cell into it).
-Debian's Chromium. The cell prints ``line i`` once the test touches ``go-i``. The server is
-killed (``kill -9``) mid-cell and started again; the page reconnects by itself.
+address it loaded from), collaboration off, and on (jupyter-collaboration's defaults: the
+page's document lives in the server's room; the next server opens the room again and lets
+the page's old session back in, and the room saves the document into the file, which then
+holds the cell whole too). Debian's Chromium. The cell prints ``line i`` once the test
+touches ``go-i``. The server is killed (``kill -9``) mid-cell and started again; the page
+reconnects by itself.
 
 JupyterLab retries a lost kernel websocket 7 times, each after a random delay of up to 0, 1,
 3, 7, 15, 31 and 63 s, then gives up ("disconnected"). Left to the wall clock, when it
@@ -30,6 +32,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+import nbformat
 import pytest
 
 from harness.browser import LAB_ARGS, quiet_lab_settings, require_browser, wait_for
@@ -89,17 +92,56 @@ def lab() -> Iterator[JupyterServer]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def collaborative_lab() -> Iterator[JupyterServer]:
+    """The same with jupyter-collaboration on (its default: the page's document lives in the
+    server's room, which the next server opens again from its store and the file)."""
+    require_browser(("playwright", "jupyterlab", "jupyter_server_ydoc"))
+    server = JupyterServer(app="lab", ipykernel_ext=None, port=free_port(), extra_args=LAB_ARGS)
+    with server:
+        quiet_lab_settings(server)
+        yield server
+
+
 @pytest.mark.parametrize("frontend", FRONTENDS)
 def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(
     lab: JupyterServer, page: Any, frontend: str
 ) -> None:
+    keeps_its_cell(lab, page, frontend)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_with_collaboration_a_tab_left_open_gets_its_kernel_back_after_kill_9(
+    collaborative_lab: JupyterServer, page: Any, frontend: str
+) -> None:
+    """With collaboration the server also writes the taken-back cell into the live document
+    (section 6's owner): the page shows it once all the same, from its kernel or its room."""
+    keeps_its_cell(collaborative_lab, page, frontend, room_saves=True)
+
+
+def saved_lines(lab: JupyterServer, name: str) -> tuple[list[str], int | None]:
+    """The ``line i`` of the first cell's outputs in the notebook's file, and its count."""
+    try:
+        nb = nbformat.read(lab.root_dir / f"{name}.ipynb", as_version=4)
+    except (OSError, ValueError):
+        return [], None  # being written
+    cell = nb.cells[0]
+    text = "".join(o.get("text", "") for o in cell.get("outputs", []))
+    return re.findall(r"line \d+", text), cell.get("execution_count")
+
+
+def keeps_its_cell(lab: JupyterServer, page: Any, frontend: str, room_saves: bool = False) -> None:
+    """``room_saves``: collaboration is on, and its room saves the document into the file."""
     barriers = lab.root_dir / f"lasting-{frontend}-go"
     barriers.mkdir()
     page.clock.install()  # before the page loads: its timers are Playwright's (module docstring)
     cells = [CELL.format(barriers=barriers, n=N), "print('next', 6 * 7)"]
     name = f"lasting-{frontend}"
     _, status_js = open_notebook(page, lab, frontend, name, cells, EXT_KERNEL, run_all=False)
-    kernel_ids = [k["id"] for k in lab.api("GET", "api/kernels")]
+    # This notebook's kernel (the server may still be shutting down an earlier test's).
+    (kernel_id,) = [
+        s["kernel"]["id"] for s in lab.api("GET", "api/sessions") if s["path"] == f"{name}.ipynb"
+    ]
     run_cell(page, 0)  # the kernel's first cell: count 1
     for i in range(K):
         (barriers / f"go-{i}").touch()
@@ -107,7 +149,7 @@ def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(
         lambda: f"line {K - 1}" in page.evaluate(OUTPUT_JS, 0), 120, what="line K-1", page=page
     )
 
-    record = RecordFiles(lab.runtime_dir).read(kernel_ids[0])
+    record = RecordFiles(lab.runtime_dir).read(kernel_id)
     assert record is not None
     lab.kill()
     for i in range(K, GAP):  # printed while no server is up: kept by the kernel
@@ -126,9 +168,10 @@ def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(
         what="the page noticing the server is gone",
         page=page,
     )
-    page.clock.pause_at(page.evaluate("Date.now()") + 1000)  # no try while the server is down
+    # No try while the server is down (Playwright's Python takes the time in seconds).
+    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)
     lab.start()
-    assert [k["id"] for k in lab.api("GET", "api/kernels")] == kernel_ids
+    assert kernel_id in [k["id"] for k in lab.api("GET", "api/kernels")]
     page.clock.resume()
     page.clock.fast_forward(RETRY_MAX_MS)  # the pending try runs now, against the server
 
@@ -179,6 +222,13 @@ def test_a_tab_left_open_gets_its_kernel_back_after_kill_9(
         what="the next cell's count, 2",
         page=page,
     )
-    assert [k["id"] for k in lab.api("GET", "api/kernels")] == kernel_ids
+    assert kernel_id in [k["id"] for k in lab.api("GET", "api/kernels")]
     dialogs = page.evaluate(DIALOGS_JS)
     assert not any(word in d for d in dialogs for word in KERNEL_GONE), dialogs
+    if room_saves:  # the shared document, as the room saved it, holds the cell whole too
+        wait_for(
+            lambda: saved_lines(lab, name) == ([f"line {i}" for i in range(N)], 1),
+            60,
+            what="the room's save of the cell, whole, with its count",
+            page=page,
+        )

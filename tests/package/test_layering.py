@@ -14,8 +14,9 @@ A package per side, rooms inside a side, and leaves at the top:
 * ``server/outputs/`` (the server's model of running cells' outputs, and its writers) imports
   nothing of ``server/`` outside itself; its model imports no server package at all, the
   writers import them when they write.
-* ``endpoints`` (the connection rule), ``protocol`` (channel and message names, frames) and
-  the package ``__init__`` are shared leaves: they import nothing of ours but ``protocol``
+* ``endpoints`` (the connection rule), ``protocol`` (channel and message names, frames),
+  ``stream_text`` (a stream as the page stores it) and the package ``__init__`` are shared
+  leaves: they import nothing of ours but ``protocol``
   (``LEAF_EDGES``), which imports nothing of ours; any side may use them.
 * No module imports itself back through others (no circle).
 
@@ -39,8 +40,16 @@ from harness.package_source import package_imports_in as imports_in
 from harness.package_source import package_imports_of as imports_of
 
 SIDES = {"kernel", "shared_channels", "client", "server"}
-TOP_MODULES = {"__init__", "__main__", "endpoints", "protocol", "install", "voila_config"}
-SHARED_LEAVES = {"__init__", "endpoints", "protocol"}
+TOP_MODULES = {
+    "__init__",
+    "__main__",
+    "endpoints",
+    "protocol",
+    "stream_text",
+    "install",
+    "voila_config",
+}
+SHARED_LEAVES = {"__init__", "endpoints", "protocol", "stream_text"}
 #: The leaves built on another leaf (importer -> what it may import).
 LEAF_EDGES = {
     # the channels a client connects to are the kernel's channels

@@ -17,7 +17,7 @@ from typing import Any
 
 from jupyter_client.session import Session
 
-from ipykernel_ext.kernel.journal import stream_text
+from ipykernel_ext.kernel.journal.cell import KeptStream
 from ipykernel_ext.kernel.journal.journal import CUT_NOTE_KEY, MAX_ENDED, Journal
 from ipykernel_ext.protocol import AGAIN_METADATA_KEY
 from ipykernel_ext.server.outputs import StreamText
@@ -59,23 +59,41 @@ def shown(chunks: list[str]) -> str:
     return page.text
 
 
+def kept(chunks: tuple[str, ...] | list[str]) -> KeptStream:
+    stream = KeptStream("stdout")
+    for c in chunks:
+        stream.append(c)
+    return stream
+
+
 def test_a_kept_stream_shows_what_the_page_would_and_goes_on_from_the_same_cursor() -> None:
-    pieces = ["a", "bb", "\r", "\n", "b\r"]
+    """What is sent again, stored by the page, leaves the same text and the same cursor as
+    every chunk would have: checked with what the cell prints next."""
+    pieces = ["a", "bb", "\r", "\n", "b\r", "\b"]
     for n in range(1, 5):
         for chunks in itertools.product(pieces, repeat=n):
-            kept = ""
-            for c in chunks:
-                kept = stream_text.append(kept, c)
-            assert shown([kept]) == shown(list(chunks)), chunks
-            for tail in ("x", "\rxy", "\n"):
-                assert shown([kept, tail]) == shown([*chunks, tail]), (chunks, tail)
+            resent = kept(chunks).resent
+            assert "\b" not in resent and shown([resent]) == shown(list(chunks)), chunks
+            for tail in ("x", "\rxy", "\n", "\b"):
+                assert shown([resent, tail]) == shown([*chunks, tail]), (chunks, tail)
 
 
 def test_a_progress_bar_costs_one_line() -> None:
-    kept = ""
-    for i in range(10000):
-        kept = stream_text.append(kept, f"\r{i:5d} of 10000")
-    assert kept == " 9999 of 10000"
+    bar = kept([f"\r{i:5d} of 10000" for i in range(10000)])
+    assert bar.resent == " 9999 of 10000" and bar.nbytes == 14
+
+
+def test_a_kept_stream_cut_from_its_front_starts_at_a_line() -> None:
+    log = kept([f"line {i}\n" for i in range(1000)] + ["\u00e9t\u00e9 50%\r"])
+    before = log.nbytes
+    dropped = log.cut_front(100)
+    assert dropped >= 100 and log.nbytes == before - dropped
+    assert log.text.startswith("line ") and log.text.split("\n", 1)[0] in {
+        f"line {i}" for i in range(1000)
+    }
+    assert log.resent.endswith("\u00e9t\u00e9 50%\r")
+    rest = log.nbytes
+    assert log.cut_front(10**9) == rest and log.text == "" and log.nbytes == 0
 
 
 def test_a_cell_sent_again_is_a_clear_then_its_outputs_folded_then_its_idle() -> None:

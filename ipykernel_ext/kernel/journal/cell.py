@@ -4,8 +4,9 @@
 entries again after a ``clear_output`` leaves the page with what it would show had it seen
 every message (``@jupyterlab/outputarea``, ``OutputArea._onIOPub`` and ``OutputAreaModel``):
 
-* ``stream``: appended to the last entry when that is a stream of the same name
-  (:class:`KeptStream`, :mod:`.stream_text`), else a new entry;
+* ``stream``: appended to the last entry when that is a stream of the same name, kept as the
+  page stores it (:class:`KeptStream`, by the shared rule of ``ipykernel_ext.stream_text``: a
+  progress bar costs one line), else a new entry;
 * ``display_data``, ``execute_result``, ``error``: a new entry, kept as the bytes it came in
   (decoded only if it is sent again);
 * ``update_display_data``: replaces the data of this cell's entry with that ``display_id``;
@@ -24,7 +25,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import stream_text
+from ...stream_text import StreamText
 
 #: Output message types that add an output.
 ADDING = frozenset({"stream", "display_data", "execute_result", "error"})
@@ -40,55 +41,21 @@ def decoded(part: Part) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-class KeptStream:
-    """A stream output's text as the page stores it: finished lines as chunks (appending
-    never copies the text before), the last line editable (``\\r`` applied)."""
+class KeptStream(StreamText):
+    """A stream output of the cell: its name, and its text and cursor as the page stores them
+    (sent again as :attr:`~StreamText.resent`)."""
 
-    __slots__ = ("chunks", "name", "nbytes", "tail")
+    __slots__ = ("name",)
 
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.name = name
-        self.chunks: list[str] = []
-        self.tail = ""  # after the last "\n": what a "\r" may still overwrite
-        self.nbytes = 0
 
     def append(self, new: str) -> int:
-        """Append ``new``; how many characters the text grew (or shrank) by."""
-        before = len(self.tail)
-        combined = stream_text.append(self.tail, new) if "\r" in new else self.tail + new
-        cut = combined.rfind("\n") + 1
-        if cut:
-            self.chunks.append(combined[:cut])
-        self.tail = combined[cut:]
-        grown = cut + len(self.tail) - before
-        self.nbytes += grown
-        return grown
-
-    @property
-    def text(self) -> str:
-        if len(self.chunks) > 1:
-            self.chunks = ["".join(self.chunks)]
-        return (self.chunks[0] if self.chunks else "") + self.tail
-
-    def cut_front(self, wanted: int) -> int:
-        """Drop at least ``wanted`` characters from the front (whole chunks, so at a line
-        start, but the last piece); how many were dropped."""
-        dropped = 0
-        while self.chunks and dropped < wanted:
-            first = self.chunks[0]
-            if len(first) > wanted - dropped and len(self.chunks) == 1:
-                line = first.find("\n", wanted - dropped)
-                at = line + 1 if line >= 0 else len(first)
-                self.chunks[0] = first[at:]
-                dropped += at
-                break
-            dropped += len(self.chunks.pop(0))
-        if dropped < wanted and self.tail:
-            take = min(len(self.tail), wanted - dropped)
-            self.tail = self.tail[take:]
-            dropped += take
-        self.nbytes -= dropped
-        return dropped
+        """Append ``new``; how many bytes the text grew (or shrank) by."""
+        before = self.nbytes
+        self.feed(new)
+        return self.nbytes - before
 
 
 @dataclass
@@ -99,7 +66,7 @@ class KeptOutput:
     content: Part
     metadata: Part
     buffers: list[bytes]
-    #: what holding it costs (stream: its text's length; else the frames it came in)
+    #: what holding it costs (stream: its text's UTF-8 bytes; else the frames it came in)
     nbytes: int
     display_id: str | None = None
     stream: KeptStream | None = None
@@ -107,7 +74,7 @@ class KeptOutput:
     def parts(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """Its content and metadata, decoded."""
         if self.stream is not None:
-            return {"name": self.stream.name, "text": self.stream.text}, {}
+            return {"name": self.stream.name, "text": self.stream.resent}, {}
         return decoded(self.content), decoded(self.metadata)
 
 

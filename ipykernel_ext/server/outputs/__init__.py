@@ -19,7 +19,9 @@ it from here only. The parts, each its own module:
   :class:`FollowedCell` per ``execute_request`` with a ``cellId``, running or ended), the
   kernel-wide display index and byte bound;
 * :mod:`.fold`: one cell's outputs folded from IOPub messages, as nbformat dicts, bounded;
-* :mod:`.text`: stream text with ``\\r``/``\\b`` applied as JupyterLab stores it;
+* :mod:`.text`: where two stream texts part (the live document's edits); the stream text
+  itself, ``\\r``/``\\b`` applied as JupyterLab stores it, is the shared leaf
+  ``ipykernel_ext.stream_text``;
 * :mod:`.capture`: which requests an ipywidgets ``Output`` widget is capturing;
 * :mod:`.collab`: writes a cell's outputs into the live collaborative document
   (jupyter-collaboration), incrementally, as receiving tabs need them;
@@ -31,6 +33,7 @@ The model (registry, fold, text, capture, coalesce) imports no server package; t
 import jupyter_server, pycrdt or jupyter_ydoc when they write.
 """
 
+from ...stream_text import StreamText
 from .capture import OutputCapture
 from .coalesce import Coalescer
 from .collab import CollabWriter, find_cell
@@ -40,7 +43,7 @@ from .fold import CUT_NOTE_KEY, OUTPUT_TYPES, CellOutputs, output_from_content
 from .heard import HeardMessage
 from .owner import MakeFeed, OutputsOwner
 from .registry import DEFAULT_MAX_CELL_BYTES, DEFAULT_MAX_KERNEL_BYTES, FollowedCell, KernelOutputs
-from .text import StreamText, common_prefix
+from .text import common_prefix
 
 __all__ = [
     "CUT_NOTE_KEY",

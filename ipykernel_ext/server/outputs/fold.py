@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .text import StreamText
+from ...stream_text import StreamText
 
 #: Output message types that add an output (``update_display_data`` replaces one).
 ADDING = frozenset({"stream", "display_data", "execute_result", "error"})
