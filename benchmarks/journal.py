@@ -204,13 +204,19 @@ def run_in_place(rounds: int) -> dict[str, Any]:
     print(f"The journal on against off in one lasting kernel ({rounds} rounds in turn, medians)")
     times = in_place(rounds)
     units = {n: "s" for n in IN_PLACE_LOADS} | {"comm": "ms"}
+    # Each round's on/off ratio (the two ran back to back): their median and spread.
+    paired = {
+        n: sorted(a / b for a, b in zip(times[ON][n], times[OFF][n], strict=True)) for n in units
+    }
     print_table(
-        ["load", OFF, ON, "on/off"],
+        ["load", OFF, ON, "on/off", "round ratios: median (quartiles)"],
         [
             [
                 n,
                 *(f"{statistics.median(times[c][n]):.4f} {units[n]}" for c in (OFF, ON)),
                 f"{statistics.median(times[ON][n]) / statistics.median(times[OFF][n]):.3f}x",
+                f"{statistics.median(paired[n]):.3f}x ({paired[n][len(paired[n]) // 4]:.3f}"
+                f"-{paired[n][(3 * len(paired[n])) // 4]:.3f})",
             ]
             for n in units
         ],

@@ -31,6 +31,8 @@ class Frame:
     parent_msg_type: str | None
     subshell_id: str | None
     content: dict[str, Any] = field(repr=False)
+    #: time.perf_counter() when Playwright reported the websocket it went on
+    socket_opened: float = 0.0
 
 
 #: Requests that may get nothing back at all (a comm_open that its target accepts silently, a
@@ -63,10 +65,11 @@ class WebsocketLog:
         if "/channels" not in ws.url:
             return
         self.sockets.append(ws.url)
-        ws.on("framesent", lambda payload: self._record("sent", payload))
-        ws.on("framereceived", lambda payload: self._record("received", payload))
+        opened = time.perf_counter()
+        ws.on("framesent", lambda payload: self._record("sent", payload, opened))
+        ws.on("framereceived", lambda payload: self._record("received", payload, opened))
 
-    def _record(self, direction: str, payload: bytes | str) -> None:
+    def _record(self, direction: str, payload: bytes | str, socket_opened: float) -> None:
         now = time.perf_counter()
         if isinstance(payload, str):
             try:  # the legacy JSON protocol (Voila's frontend may use it)
@@ -93,6 +96,7 @@ class WebsocketLog:
             parent_msg_type=(msg.get("parent_header") or {}).get("msg_type"),
             subshell_id=header.get("subshell_id"),
             content=msg.get("content") or {},
+            socket_opened=socket_opened,
         )
         with self._lock:
             self._frames.append(frame)
@@ -101,15 +105,23 @@ class WebsocketLog:
                 callback(frame)
 
     def unanswered(self, since: float) -> list[Frame]:
-        """What the page sent after ``since`` that nothing answered yet: no reply and no IOPub
-        child (``NO_ANSWER`` messages aside). Empty once the page's requests are all served:
-        a barrier the kernel's replies raise, not a quiet period."""
+        """What the page sent on a websocket opened after ``since`` that nothing answered
+        yet: no reply and no IOPub child (``NO_ANSWER`` messages aside). Empty once the
+        page's requests are all served: a barrier the kernel's replies raise, not a quiet
+        period. A frame is reported when the test is next inside a Playwright call, so one
+        the page sent on its old websocket just before a reload at ``since`` may be reported
+        after it; its answer went to that websocket, closed with the old page: it is the old
+        page's, not one the new page waits for (seen on a loaded machine: a ``debug_request``
+        of the page before the reload, left "unanswered since the reload")."""
         frames = self.frames(since)
         answered = {f.parent_msg_id for f in frames if f.direction == "received"}
         return [
             f
             for f in frames
-            if f.direction == "sent" and f.msg_type not in NO_ANSWER and f.msg_id not in answered
+            if f.direction == "sent"
+            and f.socket_opened >= since
+            and f.msg_type not in NO_ANSWER
+            and f.msg_id not in answered
         ]
 
     def frames(self, since: float = 0.0) -> list[Frame]:
