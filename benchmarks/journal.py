@@ -28,7 +28,8 @@ kernels and trials, which the first table cannot tell from the journal, cancels 
 
     python -m benchmarks journal            # 5 trials
     python -m benchmarks journal --quick    # 3 trials, a 60 MB log
-    python -m benchmarks journal --in-place 15   # only the in-place comparison, 15 rounds
+    python -m benchmarks journal --in-place 16   # only the in-place comparison, 16 rounds
+    python -m benchmarks journal --in-place 60 --loads comm   # one load, more rounds
 """
 
 from __future__ import annotations
@@ -171,8 +172,12 @@ def memory_trial(condition: str, log_mb: int) -> tuple[float, float, int]:
         km.shutdown_kernel(now=True)
 
 
-def in_place(rounds: int) -> dict[str, dict[str, list[float]]]:
-    """Each load ``rounds`` times with the journal on and off in turn, in one lasting kernel."""
+IN_PLACE_NAMES = (*IN_PLACE_LOADS, "comm")
+
+
+def in_place(rounds: int, names: tuple[str, ...]) -> dict[str, dict[str, list[float]]]:
+    """Each load of ``names`` ``rounds`` times with the journal on and off in turn, in one
+    lasting kernel."""
     km, kc = start(ON)
     times: dict[str, dict[str, list[float]]] = {ON: {}, OFF: {}}
     try:
@@ -181,9 +186,11 @@ def in_place(rounds: int) -> dict[str, dict[str, list[float]]]:
             for condition in (ON, OFF) if r % 2 == 0 else (OFF, ON):
                 timed_cell(kc, TOGGLE.format(on=condition == ON))
                 for name, code in IN_PLACE_LOADS.items():
-                    times[condition].setdefault(name, []).append(timed_cell(kc, code))
-                rounds_ms = comm_round_trips_ms(kc, f"bench-{r}-{condition}")
-                times[condition].setdefault("comm", []).append(statistics.median(rounds_ms))
+                    if name in names:
+                        times[condition].setdefault(name, []).append(timed_cell(kc, code))
+                if "comm" in names:
+                    rounds_ms = comm_round_trips_ms(kc, f"bench-{r}-{condition}")
+                    times[condition].setdefault("comm", []).append(statistics.median(rounds_ms))
         return times
     finally:
         kc.stop_channels()
@@ -198,12 +205,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ROUNDS",
         help="only the journal on against off in one kernel, ROUNDS times in turn",
     )
+    parser.add_argument(
+        "--loads",
+        nargs="+",
+        choices=IN_PLACE_NAMES,
+        default=list(IN_PLACE_NAMES),
+        help="with --in-place: which loads (all by default)",
+    )
 
 
-def run_in_place(rounds: int) -> dict[str, Any]:
+def run_in_place(rounds: int, names: tuple[str, ...]) -> dict[str, Any]:
     print(f"The journal on against off in one lasting kernel ({rounds} rounds in turn, medians)")
-    times = in_place(rounds)
-    units = {n: "s" for n in IN_PLACE_LOADS} | {"comm": "ms"}
+    times = in_place(rounds, names)
+    units = {n: "s" for n in IN_PLACE_LOADS if n in names} | (
+        {"comm": "ms"} if "comm" in names else {}
+    )
     # Each round's on/off ratio (the two ran back to back): their median and spread.
     paired = {
         n: sorted(a / b for a, b in zip(times[ON][n], times[OFF][n], strict=True)) for n in units
@@ -226,7 +242,7 @@ def run_in_place(rounds: int) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.in_place:
-        return run_in_place(args.in_place)
+        return run_in_place(args.in_place, tuple(args.loads))
     log_mb = args.log_mb or (60 if args.quick else 600)
     print(f"The cell journal's cost (python3-ext, CurveZMQ, medians of {args.trials})")
     costs: dict[str, list[dict[str, float]]] = {c: [] for c in CONDITIONS}

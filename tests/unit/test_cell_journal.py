@@ -18,7 +18,13 @@ from typing import Any
 from jupyter_client.session import Session
 
 from ipykernel_ext.kernel.journal.cell import KeptStream
-from ipykernel_ext.kernel.journal.journal import CUT_NOTE_KEY, MAX_ENDED, Journal
+from ipykernel_ext.kernel.journal.journal import (
+    CUT_NOTE_KEY,
+    FOLD_BATCH,
+    FOLD_BYTES,
+    MAX_ENDED,
+    Journal,
+)
 from ipykernel_ext.protocol import AGAIN_METADATA_KEY
 from ipykernel_ext.server.outputs import StreamText
 
@@ -183,3 +189,22 @@ def test_only_ended_cells_are_acknowledged_and_few_are_kept() -> None:
     ]
     assert journal.ack(kept) == kept[:-1]  # a running cell is not let go
     assert [c["msg_id"] for c in journal.summary()] == [running["header"]["msg_id"]]
+
+
+def test_what_waits_to_be_folded_stays_small_and_every_read_sees_it() -> None:
+    """Sent messages are folded in batches (module docstring of the journal): the queue never
+    holds more than a batch, nor much more than its bytes, and a read folds it first."""
+    journal = Journal()
+    parent = request()
+    journal.started(parent, 1)
+    n = FOLD_BATCH * 3 + 7
+    for i in range(n):
+        stream(journal, parent, f"{i}\n")
+        assert len(journal._unfolded) < FOLD_BATCH
+    (cell,) = journal.summary()
+    assert not journal._unfolded and cell["nbytes"] == len("".join(f"{i}\n" for i in range(n)))
+    big = "x" * (FOLD_BYTES // 3)
+    for _ in range(4):
+        stream(journal, parent, big)
+        assert journal._unfolded_bytes < FOLD_BYTES
+    assert [m["content"]["text"][-3:] for m in again(journal, parent)[1:]] == ["xxx"]

@@ -54,6 +54,9 @@ MAX_ENDED = 8
 #: Sent messages that wait, at most, to be folded (module docstring): a few milliseconds of
 #: folding at once, under the interpreter's switch interval (5 ms).
 FOLD_BATCH = 256
+#: Bytes of sent messages that wait, at most, to be folded: what the queue holds besides the
+#: bound (the messages' frames, which a fold would have let go of, or kept within the bound).
+FOLD_BYTES = 4 * 1024 * 1024
 #: The metadata key of the note sent again where a cell's output was cut for the bound.
 CUT_NOTE_KEY = "ipykernel_ext_journal_cut"
 
@@ -109,8 +112,10 @@ class Journal:
         #: whole, so the IOPub thread reads it without the lock)
         self._ids: frozenset[str] = frozenset()
         self._nbytes = 0
-        #: sent messages not folded yet, in wire order (appended by the IOPub thread alone)
+        #: sent messages not folded yet, in wire order (appended by the IOPub thread alone),
+        #: and about how many bytes they hold (a fold elsewhere may leave it a message off)
         self._unfolded: deque[list[Any]] = deque()
+        self._unfolded_bytes = 0
 
     # --- the kernel's hooks (the cell's thread) ----------------------------------------
 
@@ -160,16 +165,19 @@ class Journal:
 
     def sent(self, frames: list[Any]) -> None:
         """One message the IOPub socket just sent (``[*topic, DELIMITER, signature, ...]``):
-        queued, and the queue folded once it holds :data:`FOLD_BATCH` messages."""
+        queued, and the queue folded once it holds :data:`FOLD_BATCH` messages or
+        :data:`FOLD_BYTES`."""
         if not self._ids:
             return
         self._unfolded.append(frames)
-        if len(self._unfolded) >= FOLD_BATCH:
+        self._unfolded_bytes += sum(len(f) for f in frames)
+        if len(self._unfolded) >= FOLD_BATCH or self._unfolded_bytes >= FOLD_BYTES:
             with self._lock:
                 self._fold_unfolded()
 
     def _fold_unfolded(self) -> None:
         """Fold every queued message, in wire order (under the lock)."""
+        self._unfolded_bytes = 0
         while self._unfolded:
             self._fold(self._unfolded.popleft())
 
