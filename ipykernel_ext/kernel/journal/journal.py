@@ -107,10 +107,9 @@ class Journal:
             raise ValueError(f"the journal's bound must be at least 1 byte, not {max_bytes}")
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._cells: dict[str, JournalCell] = {}  # by request msg_id, oldest first
-        #: the journaled requests' msg_ids: the cheap test on each IOPub message (replaced
-        #: whole, so the IOPub thread reads it without the lock)
-        self._ids: frozenset[str] = frozenset()
+        #: by request msg_id, oldest first (the IOPub thread reads only whether it is empty,
+        #: without the lock: one atomic read)
+        self._cells: dict[str, JournalCell] = {}
         self._nbytes = 0
         #: sent messages not folded yet, in wire order (appended by the IOPub thread alone),
         #: and about how many bytes they hold (a fold elsewhere may leave it a message off)
@@ -132,7 +131,6 @@ class Journal:
         with self._lock:
             self._cells.pop(msg_id, None)
             self._cells[msg_id] = cell
-            self._reindex()
 
     def ended(self, msg_id: str, reply: dict[str, Any], metadata: dict[str, Any]) -> None:
         """The request's ``execute_reply`` (its content and metadata) is about to be sent."""
@@ -145,7 +143,6 @@ class Journal:
             ended = [c for c in self._cells.values() if c.ended]
             for old in ended[: max(0, len(ended) - MAX_ENDED)]:
                 self._drop(old)
-            self._reindex()
 
     def asking(self, msg_id: str, content: dict[str, Any]) -> None:
         """The request's cell asked ``input()`` (the ``input_request`` content)."""
@@ -167,7 +164,7 @@ class Journal:
         """One message the IOPub socket just sent (``[*topic, DELIMITER, signature, ...]``):
         queued, and the queue folded once it holds :data:`FOLD_BATCH` messages or
         :data:`FOLD_BYTES`."""
-        if not self._ids:
+        if not self._cells:
             return
         self._unfolded.append(frames)
         self._unfolded_bytes += sum(len(f) for f in frames)
@@ -182,14 +179,14 @@ class Journal:
             self._fold(self._unfolded.popleft())
 
     def _fold(self, frames: list[Any]) -> None:
-        """One sent message into its cell, if it is an output of a journaled one."""
-        ids = self._ids
+        """One sent message into its cell, if it is an output of a journaled one (under the
+        lock: the cells themselves are the test, before anything is decoded)."""
         split = split_frames(frames)
         if split is None or not split.whole:
             return  # not a Jupyter message: nothing of a cell
         try:
             parent_id = _field(split.raw(PARENT_HEADER), _MSG_ID_KEY)
-            if parent_id not in ids:
+            if parent_id not in self._cells:
                 return
             msg_type = _field(split.raw(HEADER), _MSG_TYPE_KEY)
             if msg_type not in FOLDED:
@@ -202,9 +199,7 @@ class Journal:
             return  # unreadable: nothing a page would show either
         buffers = [frame_bytes(b) for b in split.parts[BUFFERS:]]
         nbytes = len(raw_content) + sum(len(b) for b in buffers)
-        cell = self._cells.get(parent_id)
-        if cell is None:
-            return
+        cell = self._cells[parent_id]
         before = cell.nbytes
         cell.fold(msg_type, content, metadata, buffers, nbytes)
         self._nbytes += cell.nbytes - before
@@ -292,7 +287,6 @@ class Journal:
                 if cell is not None and cell.ended:
                     self._drop(cell)
                     dropped.append(msg_id)
-            self._reindex()
         return dropped
 
     @property
@@ -308,9 +302,6 @@ class Journal:
         if self._cells.pop(cell.msg_id, None) is not None:
             self._nbytes -= cell.nbytes
 
-    def _reindex(self) -> None:
-        self._ids = frozenset(self._cells)
-
     def _bound(self) -> None:
         """Back under :attr:`max_bytes`: ended cells first (oldest first), then the running
         ones from their oldest output (largest cell first)."""
@@ -323,4 +314,3 @@ class Journal:
             if largest is None or not largest.nbytes:
                 break
             self._nbytes -= largest.cut_front(self._nbytes - self.max_bytes)
-        self._reindex()
